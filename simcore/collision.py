@@ -1,0 +1,286 @@
+"""Continuous collision detection: exact times of impact.
+
+Between events every body moves on a parabola ``p(s) = p + v s + a s^2 / 2``
+(the accelerations are piecewise constant, see ``integrate.py``).  A contact
+starts at the first ``s`` in ``[0, h]`` where the gap function reaches zero
+while decreasing:
+
+* sphere-plane (plane ``n . p = d``, ``n`` into the free side)::
+
+      g(s) = n . p(s) - d - r = g0 + (n . v) s + (n . a) s^2 / 2      (quadratic)
+
+* sphere-sphere (``d = p_j - p_i``, ``w = v_j - v_i``, ``b = a_j - a_i``,
+  ``R = r_i + r_j``)::
+
+      f(s) = |d + w s + b s^2 / 2|^2 - R^2
+           = |b|^2/4 s^4 + (w . b) s^3 + (|w|^2 + d . b) s^2 + 2 (d . w) s + (|d|^2 - R^2)
+
+  a quartic; ``f`` has the sign of the gap, and the contact normal and the
+  relative velocity are then taken at that time-of-impact configuration (the
+  patent's "rewind to the contact", done exactly instead of linearly).
+
+Roots are isolated by splitting ``[0, h]`` at the real roots of the derivative
+(found the same way, one degree lower), so the polynomial is monotone on each
+piece; the first piece whose ends bracket a decreasing crossing holds the
+root, which a safeguarded Newton-bisection iteration takes to machine
+precision.  A gap that is already ``<= 0`` at ``s = 0`` counts as a contact
+at 0 only while it decreases (surfaces that touch and separate are left alone).
+
+Shape pairs are dispatched in :func:`toi_body_body` and :func:`toi_body_plane`;
+an unsupported pair returns ``UNSUPPORTED`` and the scenario stops with
+``STATUS_UNSUPPORTED_PAIR``, never a silent no-contact.
+"""
+
+import numpy as np
+
+from .config import ROOT_MAXITER, jit
+
+SHAPE_SPHERE = 0
+SHAPE_NAMES = ("sphere",)
+
+NO_ROOT = np.inf
+#: Returned by the dispatchers for a pair of shapes with no contact function.
+UNSUPPORTED = -1.0
+
+
+@jit
+def _peval(c, n, s):
+    """Horner evaluation of ``c[0] + c[1] s + ... + c[n] s^n``."""
+    r = c[n]
+    for k in range(n - 1, -1, -1):
+        r = r * s + c[k]
+    return r
+
+
+@jit
+def _dpeval(c, n, s):
+    """Derivative of the polynomial ``c`` of degree ``n`` at ``s``."""
+    r = n * c[n]
+    for k in range(n - 1, 0, -1):
+        r = r * s + k * c[k]
+    return r
+
+
+@jit
+def _bracketed_root(c, n, lo, hi, flo):
+    """Root of a polynomial monotone on ``[lo, hi]`` with a sign change there.
+
+    Safeguarded Newton: a Newton step is taken when it stays inside the
+    current bracket, otherwise the bracket is bisected; iterates until the
+    bracket is a few ulps wide or the value is exactly zero.
+    """
+    x = 0.5 * (lo + hi)
+    for _ in range(ROOT_MAXITER):
+        fx = _peval(c, n, x)
+        if fx == 0.0:
+            return x
+        if (fx > 0.0) == (flo > 0.0):
+            lo = x
+            flo = fx
+        else:
+            hi = x
+        if hi - lo <= 4.0 * np.finfo(np.float64).eps * max(abs(lo), abs(hi)):
+            break
+        d = _dpeval(c, n, x)
+        xn = x - fx / d if d != 0.0 else lo - 1.0
+        if xn <= lo or xn >= hi or not np.isfinite(xn):
+            xn = 0.5 * (lo + hi)
+        if xn == x:
+            break
+        x = xn
+    return x
+
+
+@jit
+def _quadratic_roots(c0, c1, c2, a, b, out):
+    """Real roots of ``c0 + c1 s + c2 s^2`` strictly inside ``(a, b)``, sorted.
+
+    Uses the cancellation-free form ``q = -(c1 + sign(c1) sqrt(D)) / 2``,
+    roots ``q / c2`` and ``c0 / q``.
+    """
+    m = 0
+    if c2 == 0.0:
+        if c1 != 0.0:
+            r = -c0 / c1
+            if a < r < b:
+                out[0] = r
+                m = 1
+        return m
+    disc = c1 * c1 - 4.0 * c2 * c0
+    if disc < 0.0:
+        return 0
+    sq = np.sqrt(disc)
+    q = -0.5 * (c1 + sq) if c1 >= 0.0 else -0.5 * (c1 - sq)
+    r1 = q / c2
+    r2 = c0 / q if q != 0.0 else r1
+    if r1 > r2:
+        r1, r2 = r2, r1
+    if a < r1 < b:
+        out[m] = r1
+        m += 1
+    if r2 != r1 and a < r2 < b:
+        out[m] = r2
+        m += 1
+    return m
+
+
+@jit
+def _monotone_roots(c, n, a, b, breaks, nbreak, out):
+    """All sign changes of polynomial ``c`` on ``[a, b]`` split at ``breaks``."""
+    m = 0
+    lo = a
+    flo = _peval(c, n, lo)
+    for k in range(nbreak + 1):
+        hi = breaks[k] if k < nbreak else b
+        fhi = _peval(c, n, hi)
+        if flo != 0.0 and fhi != 0.0 and (flo > 0.0) != (fhi > 0.0):
+            out[m] = _bracketed_root(c, n, lo, hi, flo)
+            m += 1
+        elif fhi == 0.0 and k < nbreak:
+            out[m] = hi
+            m += 1
+        lo = hi
+        flo = fhi
+    return m
+
+
+@jit
+def _critical_points(c, n, a, b, out):
+    """Sorted real roots in ``(a, b)`` of the derivative of ``c`` (degree <= 4)."""
+    while n > 0 and c[n] == 0.0:
+        n -= 1
+    if n <= 1:
+        return 0
+    if n == 2:
+        return _quadratic_roots(c[1], 2.0 * c[2], 0.0, a, b, out)
+    if n == 3:
+        return _quadratic_roots(c[1], 2.0 * c[2], 3.0 * c[3], a, b, out)
+    # n == 4: the derivative is a cubic; split it at its own critical points.
+    dc = np.empty(4)
+    for k in range(4):
+        dc[k] = (k + 1) * c[k + 1]
+    br = np.empty(2)
+    nbr = _quadratic_roots(dc[1], 2.0 * dc[2], 3.0 * dc[3], a, b, br)
+    return _monotone_roots(dc, 3, a, b, br, nbr, out)
+
+
+@jit
+def first_entry(c, n, h):
+    """First ``s`` in ``[0, h]`` where the polynomial ``c`` reaches 0 decreasing.
+
+    ``c`` holds ``n + 1`` coefficients, lowest first.  Returns ``NO_ROOT``
+    (``inf``) when there is none.  ``s = 0`` is returned when the value is
+    already ``<= 0`` and decreasing there.
+    """
+    while n > 0 and c[n] == 0.0:
+        n -= 1
+    breaks = np.empty(3)
+    nbreak = _critical_points(c, n, 0.0, h, breaks)
+    lo = 0.0
+    flo = _peval(c, n, 0.0)
+    for k in range(nbreak + 1):
+        hi = breaks[k] if k < nbreak else h
+        fhi = _peval(c, n, hi)
+        if flo > 0.0:
+            if fhi <= 0.0:
+                if fhi == 0.0:
+                    return hi
+                return _bracketed_root(c, n, lo, hi, flo)
+        elif fhi < flo:
+            # Already touching (or overlapped by rounding) and closing in.
+            return lo
+        lo = hi
+        flo = fhi
+    return NO_ROOT
+
+
+@jit
+def toi_sphere_plane(p, v, a, r, pn, pd, h):
+    """Time of impact of a sphere with the plane ``pn . x = pd`` within ``h``."""
+    c = np.empty(3)
+    c[0] = pn[0] * p[0] + pn[1] * p[1] + pn[2] * p[2] - pd - r
+    c[1] = pn[0] * v[0] + pn[1] * v[1] + pn[2] * v[2]
+    c[2] = 0.5 * (pn[0] * a[0] + pn[1] * a[1] + pn[2] * a[2])
+    # Broad phase: the gap cannot close within h.
+    if c[0] - abs(c[1]) * h - abs(c[2]) * h * h > 0.0:
+        return NO_ROOT
+    return first_entry(c, 2, h)
+
+
+@jit
+def toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h):
+    """Time of impact of two spheres within ``h`` (quartic, see module doc)."""
+    d0 = pj[0] - pi[0]
+    d1 = pj[1] - pi[1]
+    d2 = pj[2] - pi[2]
+    w0 = vj[0] - vi[0]
+    w1 = vj[1] - vi[1]
+    w2 = vj[2] - vi[2]
+    b0 = aj[0] - ai[0]
+    b1 = aj[1] - ai[1]
+    b2 = aj[2] - ai[2]
+    big_r = ri + rj
+    dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    wn = np.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+    bn = np.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
+    gap = dist - big_r
+    # Broad phase: the centres cannot close the gap within h.
+    if gap - wn * h - 0.5 * bn * h * h > 0.0:
+        return NO_ROOT
+    c = np.empty(5)
+    c[0] = gap * (dist + big_r)
+    c[1] = 2.0 * (d0 * w0 + d1 * w1 + d2 * w2)
+    c[2] = wn * wn + (d0 * b0 + d1 * b1 + d2 * b2)
+    c[3] = w0 * b0 + w1 * b1 + w2 * b2
+    c[4] = 0.25 * bn * bn
+    return first_entry(c, 4, h)
+
+
+@jit
+def toi_body_body(shape_i, shape_j, pi, vi, ai, ri, pj, vj, aj, rj, h):
+    """Shape-pair dispatch for two bodies; ``UNSUPPORTED`` for unknown pairs.
+
+    New shapes add a branch here (ordered so that ``shape_i <= shape_j``,
+    swapping the bodies and flipping the normal in this one place).
+    """
+    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
+        return toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h)
+    return UNSUPPORTED
+
+
+@jit
+def toi_body_plane(shape, p, v, a, r, pn, pd, h):
+    """Shape dispatch for a body against a plane (the ground or a wall)."""
+    if shape == SHAPE_SPHERE:
+        return toi_sphere_plane(p, v, a, r, pn, pd, h)
+    return UNSUPPORTED
+
+
+@jit
+def contact_normal_body_body(shape_i, shape_j, pi, pj, out):
+    """Unit contact normal from body i to body j at the current configuration."""
+    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
+        d0 = pj[0] - pi[0]
+        d1 = pj[1] - pi[1]
+        d2 = pj[2] - pi[2]
+        inv = 1.0 / np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        out[0] = d0 * inv
+        out[1] = d1 * inv
+        out[2] = d2 * inv
+        return True
+    return False
+
+
+@jit
+def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
+    """Signed surface distance between two bodies (negative when overlapping)."""
+    d0 = pj[0] - pi[0]
+    d1 = pj[1] - pi[1]
+    d2 = pj[2] - pi[2]
+    return np.sqrt(d0 * d0 + d1 * d1 + d2 * d2) - ri - rj
+
+
+@jit
+def gap_body_plane(shape, p, r, pn, pd):
+    """Signed distance from a body's surface to a plane."""
+    return pn[0] * p[0] + pn[1] * p[1] + pn[2] * p[2] - pd - r

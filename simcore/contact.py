@@ -1,0 +1,375 @@
+"""Sustained contact: normal forces and friction of bodies that stay in touch.
+
+Between impacts a body can rest on the ground, slide on it, be pressed into a
+wall or into another body.  Each such contact ``c`` carries a normal force
+``N_c >= 0`` and, while it slides, the Coulomb friction ``mu_c N_c`` against
+the sliding direction; a body at rest on the ground carries an unknown static
+friction force ``s_i`` (horizontal).  With ``n_c`` the contact normal (plane
+normal into the free side, or from body i to body j) and ``t_c`` the unit
+tangential velocity of the contact (of body i over the plane, or of j
+relative to i), the forces on the bodies are
+
+* plane contact (i, k):   ``f_i += N_c (n_k - mu_c t_c)``
+* body contact (i, j):    ``f_j += N_c (n - mu_c t_c)``, ``f_i -= N_c (n - mu_c t_c)``
+* resting body i:         ``f_i += (s_x, s_y, 0)``
+
+and they are set so that every active contact keeps zero normal acceleration
+(``n . a_i = 0``, ``n . (a_j - a_i) = 0``) and resting bodies zero horizontal
+acceleration.  That is a small square linear system ``A z = b`` in
+``z = (N..., s...)``, solved by Gaussian elimination with partial pivoting.
+Complementarity is restored by an active-set loop:
+
+1. a contact whose normal force comes out negative (it pulls) is released
+   (the body leaves the wall or lifts off the ground), the most negative first;
+2. a resting body whose static force exceeds ``mu_s N_ground + sum mu_w N_wall``
+   starts to slide: its friction becomes kinetic, directed against the
+   impending motion ``-s / |s|`` (a ``start`` event).
+
+The friction coefficient of the ground follows the patent (claim 9): ``mu_s``
+while the body's speed regime is below ``v_th``, ``mu_k`` above.  Body-body
+contacts without relative tangential velocity carry no tangential force: the
+sliding model has no static friction between bodies.
+
+Once solved, the accelerations are constant until the next event as long as
+every sliding direction stays put: the tangential acceleration of each sliding
+contact is parallel to its velocity, and no body contact slides (its normal
+would turn).  :func:`solve` reports when that fails, so the caller bounds the
+step by ``dt`` (the friction direction is then re-evaluated every ``dt``: first
+order in ``dt``, and exact again once the directions line up).
+"""
+
+import numpy as np
+
+from .config import DIR_TOL, PIVOT_TOL, jit
+
+# Unknown kinds of the contact system.
+U_PLANE = 0
+U_BODY = 1
+U_STATIC_X = 2
+U_STATIC_Y = 3
+
+#: Relative size (to the body weight scale) below which a negative normal
+#: force is rounding, not pulling.
+N_TOL = 1e-9
+
+
+@jit
+def plane_mu(k, above, bg_mu_s, bg_mu_k, mu_w):
+    """Friction coefficient of a body on plane k (0 = ground, else a wall)."""
+    if k == 0:
+        return bg_mu_k if above else bg_mu_s
+    return mu_w
+
+
+@jit
+def _gauss_solve(a, b, n):
+    """Solve ``a[:n, :n] x = b[:n]`` in place by partial pivoting.
+
+    A pivot smaller than ``PIVOT_TOL`` times the largest entry marks a
+    redundant equation; its unknown is set to zero (the minimum-force choice
+    for, say, a sphere squeezed between two opposite walls by nothing).
+    """
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            scale = max(scale, abs(a[i, j]))
+    tol = PIVOT_TOL * scale
+    perm_ok = np.ones(n, dtype=np.bool_)
+    for col in range(n):
+        piv = col
+        best = abs(a[col, col])
+        for r in range(col + 1, n):
+            if abs(a[r, col]) > best:
+                best = abs(a[r, col])
+                piv = r
+        if best <= tol:
+            perm_ok[col] = False
+            for r in range(n):
+                a[r, col] = 0.0
+            a[col, col] = 1.0
+            continue
+        if piv != col:
+            for j in range(n):
+                a[col, j], a[piv, j] = a[piv, j], a[col, j]
+            b[col], b[piv] = b[piv], b[col]
+        for r in range(col + 1, n):
+            f = a[r, col] / a[col, col]
+            if f != 0.0:
+                for j in range(col, n):
+                    a[r, j] -= f * a[col, j]
+                b[r] -= f * b[col]
+    x = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        if not perm_ok[i]:
+            x[i] = 0.0
+            continue
+        acc = b[i]
+        for j in range(i + 1, n):
+            acc -= a[i, j] * x[j]
+        x[i] = acc / a[i, i]
+    return x
+
+
+@jit
+def _unit_tangent(vec, n, out):
+    """``out`` = unit of the part of ``vec`` normal to ``n``; returns its size."""
+    vn = vec[0] * n[0] + vec[1] * n[1] + vec[2] * n[2]
+    t0 = vec[0] - vn * n[0]
+    t1 = vec[1] - vn * n[1]
+    t2 = vec[2] - vn * n[2]
+    size = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+    if size > 0.0:
+        out[0] = t0 / size
+        out[1] = t1 / size
+        out[2] = t2 / size
+    else:
+        out[0] = 0.0
+        out[1] = 0.0
+        out[2] = 0.0
+    return size
+
+
+@jit
+def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+          ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
+          resting, starting, start_dir, acc, started):
+    """Contact forces of one scenario; writes ``acc (nb, 3)``.
+
+    Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
+    (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
+    (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
+    body and plane, ``ground_mu_s``/``ground_mu_k (nb,)``, ``above (nb,)``
+    speed regime, ``plane_contact (nb, nplane)`` and ``body_contact (nb, nb)``
+    active flags (updated: released contacts are cleared), ``body_mu (nb, nb)``,
+    ``resting``/``starting (nb,)`` and ``start_dir (nb, 3)`` (updated),
+    ``started (nb,)`` set for bodies that start to slide in this call.
+
+    Returns True when some friction direction rotates (bound the step by dt).
+    """
+    # Count the unknowns; one equation per unknown.
+    nu = 0
+    for i in range(nb):
+        for k in range(nplane):
+            if plane_contact[i, k]:
+                nu += 1
+        for j in range(i + 1, nb):
+            if body_contact[i, j]:
+                nu += 1
+        if resting[i]:
+            nu += 2
+    for i in range(nb):
+        started[i] = False
+    if nu == 0:
+        for i in range(nb):
+            for d in range(3):
+                acc[i, d] = free_acc[i, d]
+        return False
+
+    kind = np.empty(nu, dtype=np.int64)
+    ui = np.empty(nu, dtype=np.int64)
+    uj = np.empty(nu, dtype=np.int64)
+    gdir = np.empty((nu, 3))   # force direction per unit unknown, on body ui
+    hdir = np.empty((nu, 3))   # measured acceleration direction (on ui)
+    z = np.zeros(nu)
+    tang = np.empty(3)
+    nrm = np.empty(3)
+    rel = np.empty(3)
+    rotating = False
+
+    for it in range(4 * nu + 4):
+        # (Re)build the unknown list from the current active set.
+        m = 0
+        for i in range(nb):
+            for k in range(nplane):
+                if plane_contact[i, k]:
+                    kind[m] = U_PLANE
+                    ui[m] = i
+                    uj[m] = k
+                    for d in range(3):
+                        nrm[d] = plane_n[k, d]
+                    # Sliding direction of the body over the plane.
+                    size = _unit_tangent(vel[i], nrm, tang)
+                    if size == 0.0 and starting[i]:
+                        _unit_tangent(start_dir[i], nrm, tang)
+                    if k == 0:
+                        mu = ground_mu_k[i] if above[i] else ground_mu_s[i]
+                    else:
+                        mu = plane_mu_tab[i, k]
+                    if resting[i]:
+                        mu = 0.0
+                    for d in range(3):
+                        gdir[m, d] = nrm[d] - mu * tang[d]
+                        hdir[m, d] = nrm[d]
+                    m += 1
+            for j in range(i + 1, nb):
+                if body_contact[i, j]:
+                    kind[m] = U_BODY
+                    ui[m] = i
+                    uj[m] = j
+                    for d in range(3):
+                        nrm[d] = pos[j, d] - pos[i, d]
+                    inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
+                    for d in range(3):
+                        nrm[d] *= inv
+                        rel[d] = vel[j, d] - vel[i, d]
+                    _unit_tangent(rel, nrm, tang)
+                    mu = body_mu[i, j]
+                    # gdir/hdir hold the direction acting on body j; body i
+                    # sees the opposite.
+                    for d in range(3):
+                        gdir[m, d] = nrm[d] - mu * tang[d]
+                        hdir[m, d] = nrm[d]
+                    m += 1
+            if resting[i]:
+                for axis in range(2):
+                    kind[m] = U_STATIC_X + axis
+                    ui[m] = i
+                    uj[m] = -1
+                    for d in range(3):
+                        gdir[m, d] = 0.0
+                        hdir[m, d] = 0.0
+                    gdir[m, axis] = 1.0
+                    hdir[m, axis] = 1.0
+                    m += 1
+        nu = m
+
+        # Assemble A[r, u] = sum over bodies of h_r . g_u / m_b and the rhs.
+        a_mat = np.zeros((nu, nu))
+        rhs = np.zeros(nu)
+        for r in range(nu):
+            rb_j = uj[r] if kind[r] == U_BODY else -1
+            rb_i = ui[r]
+            # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
+            hs_i = -1.0 if kind[r] == U_BODY else 1.0
+            rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
+                              + hdir[r, 1] * free_acc[rb_i, 1]
+                              + hdir[r, 2] * free_acc[rb_i, 2])
+            if rb_j >= 0:
+                rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
+                           + hdir[r, 1] * free_acc[rb_j, 1]
+                           + hdir[r, 2] * free_acc[rb_j, 2])
+            for u in range(nu):
+                ub_j = uj[u] if kind[u] == U_BODY else -1
+                ub_i = ui[u]
+                gs_i = -1.0 if kind[u] == U_BODY else 1.0
+                dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
+                       + hdir[r, 2] * gdir[u, 2])
+                val = 0.0
+                if rb_i == ub_i:
+                    val += hs_i * gs_i * dot / mass[rb_i]
+                if rb_i == ub_j:
+                    val += hs_i * dot / mass[rb_i]
+                if rb_j >= 0 and rb_j == ub_i:
+                    val += gs_i * dot / mass[rb_j]
+                if rb_j >= 0 and rb_j == ub_j:
+                    val += dot / mass[rb_j]
+                a_mat[r, u] = val
+        z = _gauss_solve(a_mat, rhs, nu)
+
+        # Complementarity 1: release the most negative normal force.
+        worst = -1
+        worst_val = 0.0
+        for u in range(nu):
+            if kind[u] == U_PLANE or kind[u] == U_BODY:
+                scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
+                if z[u] < -scale and z[u] < worst_val:
+                    worst_val = z[u]
+                    worst = u
+        if worst >= 0:
+            i = ui[worst]
+            if kind[worst] == U_PLANE:
+                plane_contact[i, uj[worst]] = False
+                if uj[worst] == 0:
+                    resting[i] = False
+                    starting[i] = False
+            else:
+                body_contact[i, uj[worst]] = False
+                body_contact[uj[worst], i] = False
+            continue
+
+        # Complementarity 2: static friction within its cone, else start.
+        changed = False
+        for u in range(nu):
+            if kind[u] != U_STATIC_X:
+                continue
+            i = ui[u]
+            sx = z[u]
+            sy = z[u + 1]
+            cap = 0.0
+            for w in range(nu):
+                if kind[w] == U_PLANE and ui[w] == i:
+                    k = uj[w]
+                    cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
+            smag = np.sqrt(sx * sx + sy * sy)
+            if smag > cap * (1.0 + 1e-12) + 1e-300:
+                resting[i] = False
+                starting[i] = True
+                started[i] = True
+                start_dir[i, 0] = -sx / smag
+                start_dir[i, 1] = -sy / smag
+                start_dir[i, 2] = 0.0
+                changed = True
+        if changed:
+            continue
+        break
+
+    # Accelerations from the solved forces.
+    for i in range(nb):
+        for d in range(3):
+            acc[i, d] = free_acc[i, d]
+    for u in range(nu):
+        i = ui[u]
+        if kind[u] == U_BODY:
+            j = uj[u]
+            for d in range(3):
+                acc[j, d] += z[u] * gdir[u, d] / mass[j]
+                acc[i, d] -= z[u] * gdir[u, d] / mass[i]
+        else:
+            for d in range(3):
+                acc[i, d] += z[u] * gdir[u, d] / mass[i]
+    # Remove rounding from the constrained directions.
+    for i in range(nb):
+        if resting[i]:
+            acc[i, 0] = 0.0
+            acc[i, 1] = 0.0
+            acc[i, 2] = 0.0
+            continue
+        for k in range(nplane):
+            if plane_contact[i, k]:
+                an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
+                      + acc[i, 2] * plane_n[k, 2])
+                for d in range(3):
+                    acc[i, d] -= an * plane_n[k, d]
+        if plane_contact[i, 0]:
+            acc[i, 2] = 0.0
+
+    # Do the sliding directions stay put under these accelerations?
+    for u in range(nu):
+        i = ui[u]
+        if kind[u] == U_BODY:
+            j = uj[u]
+            for d in range(3):
+                rel[d] = vel[j, d] - vel[i, d]
+                nrm[d] = hdir[u, d]
+            if _unit_tangent(rel, nrm, tang) > 0.0:
+                rotating = True
+        elif kind[u] == U_PLANE:
+            for d in range(3):
+                nrm[d] = plane_n[uj[u], d]
+            size = _unit_tangent(vel[i], nrm, tang)
+            if size == 0.0:
+                if not starting[i]:
+                    continue
+                _unit_tangent(start_dir[i], nrm, tang)
+            an = acc[i, 0] * nrm[0] + acc[i, 1] * nrm[1] + acc[i, 2] * nrm[2]
+            at0 = acc[i, 0] - an * nrm[0]
+            at1 = acc[i, 1] - an * nrm[1]
+            at2 = acc[i, 2] - an * nrm[2]
+            along = at0 * tang[0] + at1 * tang[1] + at2 * tang[2]
+            p0 = at0 - along * tang[0]
+            p1 = at1 - along * tang[1]
+            p2 = at2 - along * tang[2]
+            perp = np.sqrt(p0 * p0 + p1 * p1 + p2 * p2)
+            if perp > DIR_TOL * (np.sqrt(at0 * at0 + at1 * at1 + at2 * at2) + 1.0):
+                rotating = True
+    return rotating

@@ -1,0 +1,757 @@
+"""The event loop: one scenario at a time, a batch of them in parallel.
+
+Each pass of the loop of :func:`_scenario` is the list of stages:
+
+1. forces: gravity plus the control forces active at ``t`` (windows ``[t0, t1)``);
+2. contact: normal and friction forces of sustained contacts (``contact.solve``),
+   giving every body a constant acceleration;
+3. (symplectic only) the velocity kick at a grid time;
+4. events: the earliest of the impacts (``collision``), stops, ``v_th``
+   crossings and body-body sticks (``integrate``), control window edges,
+   ``dt`` grid times where a direction rotates, and the end of the run;
+5. advance every body to that time (``integrate.drift``), writing the
+   requested samples on the way;
+6. resolve the event (``impulse``), log it, and propagate impulses through
+   contacts that the impulse drove together.
+
+Simultaneous events are resolved one at a time in a fixed order (lowest body,
+then plane or partner index), so results are deterministic and identical
+between serial and parallel runs.  A sample that falls exactly on an event
+time reports the state before that event.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from . import contact, impulse
+from .collision import (
+    NO_ROOT,
+    UNSUPPORTED,
+    contact_normal_body_body,
+    gap_body_body,
+    gap_body_plane,
+    toi_body_body,
+    toi_body_plane,
+)
+from .config import GAP_TOL, JIT_PARALLEL, MAX_LOOP, V_CONTACT, V_STOP, jit
+from .integrate import INTEGRATOR_SYMPLECTIC, drift, sample, stop_time, vth_crossing
+
+# Event kinds of the log.
+EV_BODY_BODY = 0
+EV_BODY_WALL = 1
+EV_BODY_GROUND = 2
+EV_STOP = 3
+EV_START = 4
+EVENT_KINDS = ("body-body", "body-wall", "body-ground", "stop", "start")
+
+# Scenario status codes.
+STATUS_OK = 0
+STATUS_MAX_ITER = 1
+STATUS_UNSUPPORTED_PAIR = 2
+STATUS_STALLED = 3
+STATUS_MESSAGES = (
+    "ok",
+    "event loop exceeded its iteration limit",
+    "a pair of shapes has no contact function",
+    "too many events at one instant (contact chatter)",
+)
+
+# Internal event codes of one pass.
+_NONE = 0
+_IMPACT_PLANE = 1
+_IMPACT_BODY = 2
+_STOP = 3
+_VTH = 4
+_STICK = 5
+
+#: Relative normal speed [m/s] under which touching surfaces that are being
+#: pulled apart by their accelerations are taken to separate (rounding).
+V_ROUND = 1e-12
+#: Events at one instant after which a scenario is declared stalled.
+MAX_ZERO_STEPS = 100_000
+
+
+@jit
+def _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
+         count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
+    """Append one event if the buffer has room; return the new count."""
+    if count < ev_t.shape[0]:
+        ev_t[count] = t
+        ev_kind[count] = kind
+        ev_a[count] = a
+        ev_b[count] = b
+        for d in range(3):
+            ev_n[count, d] = n[d]
+            ev_dva[count, d] = dva[d]
+            ev_dvb[count, d] = dvb[d]
+        ev_jn[count] = jn
+        ev_jt[count] = jt
+        ev_slip[count] = slip
+    return count + 1
+
+
+@jit
+def _horizontal_speed(v):
+    return np.sqrt(v[0] * v[0] + v[1] * v[1])
+
+
+@jit
+def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
+              c_body, c_t0, c_t1, c_force, t_start, t_end, dt, gravity, ground_z,
+              params, bb_idx, bw_idx, bg_idx, integrator, samp_t,
+              pos, vel, out_pos, out_vel,
+              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip):
+    """Simulate one scenario in place; returns ``(status, event_count, t)``.
+
+    Arrays (this scenario only): ``shape``, ``radius``, ``mass``, ``mat (nb,)``;
+    ``wall_n (nw, 3)``, ``wall_d``, ``wall_mat (nw,)``; controls ``c_body``,
+    ``c_t0``, ``c_t1 (nc,)``, ``c_force (nc, 3)``; sample times
+    ``samp_t (ns,)`` ascending; state ``pos``, ``vel (nb, 3)`` advanced in
+    place; outputs ``out_pos``, ``out_vel (ns, nbmax, 3)`` and the event
+    buffers of capacity ``cap``.
+    """
+    npl = nw + 1
+    nc = c_body.shape[0]
+    ns = samp_t.shape[0]
+
+    # Planes: row 0 is the ground z = ground_z, then the walls.
+    plane_n = np.zeros((npl, 3))
+    plane_d = np.empty(npl)
+    plane_n[0, 2] = 1.0
+    plane_d[0] = ground_z
+    for k in range(nw):
+        for d in range(3):
+            plane_n[k + 1, d] = wall_n[k, d]
+        plane_d[k + 1] = wall_d[k]
+
+    # Coefficients through the material tables (see params.py).
+    inv_m = np.empty(nb)
+    g_mu_s = np.empty(nb)
+    g_mu_k = np.empty(nb)
+    g_vth = np.empty(nb)
+    g_e = np.empty(nb)
+    pl_mu = np.zeros((nb, npl))
+    pl_e = np.zeros((nb, npl))
+    b_mu = np.zeros((nb, nb))
+    b_e = np.zeros((nb, nb))
+    for i in range(nb):
+        inv_m[i] = 1.0 / mass[i]
+        g_mu_s[i] = params[bg_idx[mat[i], 0]]
+        g_mu_k[i] = params[bg_idx[mat[i], 1]]
+        g_vth[i] = params[bg_idx[mat[i], 2]]
+        g_e[i] = params[bg_idx[mat[i], 3]]
+        pl_mu[i, 0] = g_mu_k[i]
+        pl_e[i, 0] = g_e[i]
+        for k in range(nw):
+            pl_mu[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 0]]
+            pl_e[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 1]]
+        for j in range(nb):
+            b_mu[i, j] = params[bb_idx[mat[i], mat[j], 0]]
+            b_e[i, j] = params[bb_idx[mat[i], mat[j], 1]]
+
+    plane_contact = np.zeros((nb, npl), dtype=np.bool_)
+    body_contact = np.zeros((nb, nb), dtype=np.bool_)
+    resting = np.zeros(nb, dtype=np.bool_)
+    starting = np.zeros(nb, dtype=np.bool_)
+    started = np.zeros(nb, dtype=np.bool_)
+    above = np.zeros(nb, dtype=np.bool_)
+    start_dir = np.zeros((nb, 3))
+    force = np.zeros((nb, 3))
+    free_acc = np.zeros((nb, 3))
+    acc = np.zeros((nb, 3))
+    dacc = np.zeros((nb, 3))
+    nrm = np.empty(3)
+    dva = np.zeros(3)
+    dvb = np.zeros(3)
+    zero3 = np.zeros(3)
+    rel = np.empty(3)
+    at = np.empty(3)
+    work = np.zeros(nb, dtype=np.bool_)
+
+    # Contacts present at the start: touching surfaces without a fast approach.
+    for i in range(nb):
+        for k in range(npl):
+            g = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
+            vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
+            if g <= GAP_TOL and abs(vn) <= V_CONTACT:
+                plane_contact[i, k] = True
+                for d in range(3):
+                    vel[i, d] -= vn * plane_n[k, d]
+                if k == 0:
+                    pos[i, 2] = ground_z + radius[i]
+        if plane_contact[i, 0]:
+            if _horizontal_speed(vel[i]) <= V_STOP:
+                vel[i, 0] = 0.0
+                vel[i, 1] = 0.0
+                resting[i] = True
+            above[i] = _horizontal_speed(vel[i]) >= g_vth[i]
+    for i in range(nb):
+        for j in range(i + 1, nb):
+            g = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
+            if g <= GAP_TOL and contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm):
+                un = 0.0
+                for d in range(3):
+                    un += (vel[j, d] - vel[i, d]) * nrm[d]
+                if abs(un) <= V_CONTACT:
+                    body_contact[i, j] = True
+                    body_contact[j, i] = True
+
+    t = t_start
+    ks = 0
+    while ks < ns and samp_t[ks] <= t:
+        sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
+        ks += 1
+
+    n_ev = 0
+    status = STATUS_OK
+    need_solve = True
+    horizon = t
+    zero_steps = 0
+    for _loop in range(MAX_LOOP):
+        if t >= t_end:
+            break
+        # Grid time after t (for symplectic kicks and rotating directions).
+        kgrid = np.floor((t - t_start) / dt)
+        grid_next = t_start + (kgrid + 1.0) * dt
+        if grid_next <= t:
+            grid_next = t_start + (kgrid + 2.0) * dt
+
+        if need_solve:
+            # Stage 1: forces active at t and the next window edge.
+            next_edge = t_end
+            for i in range(nb):
+                for d in range(3):
+                    force[i, d] = 0.0
+            for q in range(nc):
+                if c_t0[q] <= t < c_t1[q]:
+                    for d in range(3):
+                        force[c_body[q], d] += c_force[q, d]
+                if c_t0[q] > t and c_t0[q] < next_edge:
+                    next_edge = c_t0[q]
+                if c_t1[q] > t and c_t1[q] < next_edge:
+                    next_edge = c_t1[q]
+            for i in range(nb):
+                free_acc[i, 0] = force[i, 0] * inv_m[i]
+                free_acc[i, 1] = force[i, 1] * inv_m[i]
+                free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
+            # Stage 2: sustained contacts.
+            rotating = contact.solve(nb, npl, mass, pos, vel, free_acc, plane_n, pl_mu,
+                                     g_mu_s, g_mu_k, above, plane_contact, body_contact,
+                                     b_mu, resting, starting, start_dir, acc, started)
+            for i in range(nb):
+                if started[i]:
+                    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                                ev_dvb, ev_slip, n_ev, t, EV_START, i, -1, start_dir[i],
+                                0.0, 0.0, zero3, zero3, -1)
+                    above[i] = False
+            if integrator == INTEGRATOR_SYMPLECTIC:
+                # Stage 3: kick v' = v + a dt; a ground slide never reverses.
+                h_kick = min(grid_next, t_end) - t
+                for i in range(nb):
+                    vx = vel[i, 0]
+                    vy = vel[i, 1]
+                    for d in range(3):
+                        vel[i, d] += acc[i, d] * h_kick
+                        dacc[i, d] = 0.0
+                    if plane_contact[i, 0] and not starting[i] and (vx != 0.0 or vy != 0.0):
+                        if vel[i, 0] * vx + vel[i, 1] * vy <= 0.0:
+                            dva[0] = -vel[i, 0]
+                            dva[1] = -vel[i, 1]
+                            dva[2] = 0.0
+                            vel[i, 0] = 0.0
+                            vel[i, 1] = 0.0
+                            resting[i] = True
+                            n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt,
+                                        ev_dva, ev_dvb, ev_slip, n_ev, t, EV_STOP, i, -1,
+                                        zero3, 0.0, 0.0, dva, zero3, -1)
+                    starting[i] = False
+                    if plane_contact[i, 0]:
+                        above[i] = _horizontal_speed(vel[i]) >= g_vth[i]
+                horizon = min(grid_next, t_end)
+            else:
+                for i in range(nb):
+                    for d in range(3):
+                        dacc[i, d] = acc[i, d]
+                horizon = next_edge
+                if rotating and grid_next < horizon:
+                    horizon = grid_next
+            need_solve = False
+
+        # Stage 4: the earliest event within the horizon.
+        h = horizon - t
+        s_best = h
+        ev_code = _NONE
+        ev_i = -1
+        ev_j = -1
+        if integrator != INTEGRATOR_SYMPLECTIC:
+            for i in range(nb):
+                if resting[i]:
+                    continue
+                in_plane = False
+                for k in range(npl):
+                    if plane_contact[i, k]:
+                        in_plane = True
+                if in_plane:
+                    s = stop_time(vel[i], dacc[i], s_best)
+                    if s < s_best:
+                        s_best = s
+                        ev_code = _STOP
+                        ev_i = i
+                if plane_contact[i, 0] and g_mu_s[i] != g_mu_k[i]:
+                    s = vth_crossing(vel[i], dacc[i], g_vth[i], above[i], s_best)
+                    if s < s_best:
+                        s_best = s
+                        ev_code = _VTH
+                        ev_i = i
+                for j in range(i + 1, nb):
+                    if body_contact[i, j] and contact_normal_body_body(
+                            shape[i], shape[j], pos[i], pos[j], nrm):
+                        # Relative tangential velocity of the contact.
+                        un = 0.0
+                        an = 0.0
+                        for d in range(3):
+                            un += (vel[j, d] - vel[i, d]) * nrm[d]
+                            an += (dacc[j, d] - dacc[i, d]) * nrm[d]
+                        for d in range(3):
+                            rel[d] = (vel[j, d] - vel[i, d]) - un * nrm[d]
+                        for d in range(3):
+                            at[d] = (dacc[j, d] - dacc[i, d]) - an * nrm[d]
+                        s = stop_time(rel, at, s_best)
+                        if s < s_best:
+                            s_best = s
+                            ev_code = _STICK
+                            ev_i = i
+                            ev_j = j
+        for i in range(nb):
+            for k in range(npl):
+                if plane_contact[i, k]:
+                    continue
+                g = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
+                if abs(g) <= GAP_TOL:
+                    vn = (vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1]
+                          + vel[i, 2] * plane_n[k, 2])
+                    an = (dacc[i, 0] * plane_n[k, 0] + dacc[i, 1] * plane_n[k, 1]
+                          + dacc[i, 2] * plane_n[k, 2])
+                    if an > 0.0 and vn > -V_ROUND:
+                        continue  # touching and pulled apart: separates
+                s = toi_body_plane(shape[i], pos[i], vel[i], dacc[i], radius[i],
+                                   plane_n[k], plane_d[k], s_best)
+                if s == UNSUPPORTED:
+                    return STATUS_UNSUPPORTED_PAIR, n_ev, t
+                if s < s_best:
+                    s_best = s
+                    ev_code = _IMPACT_PLANE
+                    ev_i = i
+                    ev_j = k
+            for j in range(i + 1, nb):
+                if body_contact[i, j]:
+                    continue
+                g = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
+                if abs(g) <= GAP_TOL and contact_normal_body_body(
+                        shape[i], shape[j], pos[i], pos[j], nrm):
+                    un = 0.0
+                    an = 0.0
+                    for d in range(3):
+                        un += (vel[j, d] - vel[i, d]) * nrm[d]
+                        an += (dacc[j, d] - dacc[i, d]) * nrm[d]
+                    if an > 0.0 and un > -V_ROUND:
+                        continue
+                s = toi_body_body(shape[i], shape[j], pos[i], vel[i], dacc[i], radius[i],
+                                  pos[j], vel[j], dacc[j], radius[j], s_best)
+                if s == UNSUPPORTED:
+                    return STATUS_UNSUPPORTED_PAIR, n_ev, t
+                if s < s_best:
+                    s_best = s
+                    ev_code = _IMPACT_BODY
+                    ev_i = i
+                    ev_j = j
+
+        # Stage 5: advance to the event, writing the samples passed.
+        t_new = horizon if ev_code == _NONE else t + s_best
+        if ev_code != _NONE and t_new > horizon:
+            t_new = horizon
+        while ks < ns and samp_t[ks] <= t_new:
+            sample(nb, pos, vel, dacc, samp_t[ks] - t, out_pos[ks], out_vel[ks])
+            ks += 1
+        drift(nb, pos, vel, dacc, t_new - t)
+        if t_new == t:
+            zero_steps += 1
+            if zero_steps > MAX_ZERO_STEPS:
+                return STATUS_STALLED, n_ev, t
+        else:
+            zero_steps = 0
+        t = t_new
+
+        # Stage 6: resolve the event.
+        if ev_code == _NONE:
+            need_solve = True
+            continue
+        if integrator != INTEGRATOR_SYMPLECTIC:
+            need_solve = True
+        for q in range(nb):
+            work[q] = False
+        if ev_code == _IMPACT_PLANE:
+            n_ev = _impact_plane(ev_i, ev_j, n_ev, t, pos, vel, acc, radius, mass,
+                                 ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
+                                 plane_contact, resting, starting, above, dva, dvb,
+                                 ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                                 ev_dvb, ev_slip)
+            work[ev_i] = True
+        elif ev_code == _IMPACT_BODY:
+            n_ev = _impact_body(ev_i, ev_j, n_ev, t, shape, pos, vel, acc, inv_m,
+                                b_mu, b_e, body_contact, nrm, dva, dvb,
+                                ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                                ev_dvb, ev_slip)
+            work[ev_i] = True
+            work[ev_j] = True
+        elif ev_code == _STOP:
+            # Remove the velocity along the sliding direction t = v / |v| exactly.
+            speed = np.sqrt(vel[ev_i, 0] ** 2 + vel[ev_i, 1] ** 2 + vel[ev_i, 2] ** 2)
+            for d in range(3):
+                dva[d] = -vel[ev_i, d]
+            along = 0.0
+            for d in range(3):
+                along += vel[ev_i, d] * vel[ev_i, d]
+            if speed > 0.0:
+                for d in range(3):
+                    vel[ev_i, d] -= (along / speed) * (vel[ev_i, d] / speed)
+            rest_speed = np.sqrt(vel[ev_i, 0] ** 2 + vel[ev_i, 1] ** 2 + vel[ev_i, 2] ** 2)
+            if rest_speed <= V_STOP:
+                for d in range(3):
+                    vel[ev_i, d] = 0.0
+                if plane_contact[ev_i, 0]:
+                    resting[ev_i] = True
+                    starting[ev_i] = False
+                    above[ev_i] = False
+                    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                                ev_dvb, ev_slip, n_ev, t, EV_STOP, ev_i, -1, zero3, 0.0,
+                                0.0, dva, zero3, -1)
+            continue
+        elif ev_code == _VTH:
+            above[ev_i] = not above[ev_i]
+            continue
+        elif ev_code == _STICK:
+            # Remove the relative tangential velocity, conserving momentum.
+            contact_normal_body_body(shape[ev_i], shape[ev_j], pos[ev_i], pos[ev_j], nrm)
+            un = 0.0
+            for d in range(3):
+                un += (vel[ev_j, d] - vel[ev_i, d]) * nrm[d]
+            wsum = inv_m[ev_i] + inv_m[ev_j]
+            for d in range(3):
+                ut = (vel[ev_j, d] - vel[ev_i, d]) - un * nrm[d]
+                vel[ev_j, d] -= ut * inv_m[ev_j] / wsum
+                vel[ev_i, d] += ut * inv_m[ev_i] / wsum
+            continue
+
+        # Impulses propagate through contacts the impact drove together.
+        n_ev = _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m,
+                          ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu,
+                          b_e, plane_contact, body_contact, resting, starting, above,
+                          work, nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn,
+                          ev_jt, ev_dva, ev_dvb, ev_slip)
+    else:
+        status = STATUS_MAX_ITER
+
+    while ks < ns:
+        sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
+        ks += 1
+    return status, n_ev, t
+
+
+@jit
+def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n, pl_mu,
+                  pl_e, g_mu_s, g_mu_k, g_vth, plane_contact, resting, starting, above,
+                  dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                  ev_dvb, ev_slip):
+    """Impact of body i on plane k (0 = ground); logs it and returns the count."""
+    n = plane_n[k]
+    vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
+    an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
+    # Zeno guard: a slow approach while pressed becomes sustained contact.
+    sustained = -vn < V_CONTACT and an <= 0.0
+    e = 0.0 if sustained else pl_e[i, k]
+    if k == 0:
+        vt = _horizontal_speed(vel[i])
+        mu = g_mu_k[i] if vt >= g_vth[i] else g_mu_s[i]
+    else:
+        mu = pl_mu[i, k]
+    jn, jt, slipped = impulse.body_plane(vel[i], n, e, mu, dva)
+    if sustained:
+        plane_contact[i, k] = True
+        vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
+        for d in range(3):
+            vel[i, d] -= vn * n[d]
+        if k == 0:
+            pos[i, 2] = ground_z + radius[i]
+    kind = EV_BODY_GROUND if k == 0 else EV_BODY_WALL
+    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
+                n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
+                1 if slipped else 0)
+    _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth)
+    return n_ev
+
+
+@jit
+def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_contact,
+                 nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                 ev_dvb, ev_slip):
+    """Impact between bodies i < j at the time-of-impact configuration."""
+    contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm)
+    un = 0.0
+    an = 0.0
+    for d in range(3):
+        un += (vel[j, d] - vel[i, d]) * nrm[d]
+        an += (acc[j, d] - acc[i, d]) * nrm[d]
+    sustained = -un < V_CONTACT and an <= 0.0
+    e = 0.0 if sustained else b_e[i, j]
+    jn, jt, slipped = impulse.body_body(vel[i], vel[j], inv_m[i], inv_m[j], nrm, e,
+                                        b_mu[i, j], dva, dvb)
+    if sustained:
+        body_contact[i, j] = True
+        body_contact[j, i] = True
+    return _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
+                n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb, 1 if slipped else 0)
+
+
+@jit
+def _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth):
+    """Refresh the ground mode flags of body i after an impulse."""
+    starting[i] = False
+    if plane_contact[i, 0]:
+        vh = _horizontal_speed(vel[i])
+        resting[i] = vh == 0.0
+        above[i] = vh >= g_vth[i]
+    else:
+        resting[i] = False
+
+
+@jit
+def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, ground_z,
+               plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu, b_e, plane_contact,
+               body_contact, resting, starting, above, work, nrm, dva, dvb, ev_t,
+               ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip):
+    """Sequential impulses through the contacts of the bodies in ``work``.
+
+    An active contact that now approaches gets an impact impulse (logged);
+    one that now separates is released.  Passes repeat until nothing changes
+    (at most ``4 nb`` passes).
+    """
+    for _pass in range(4 * nb):
+        changed = False
+        for i in range(nb):
+            if not work[i]:
+                continue
+            work[i] = False
+            for k in range(npl):
+                if not plane_contact[i, k]:
+                    continue
+                vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
+                if vn < 0.0:
+                    plane_contact[i, k] = False
+                    n_ev = _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass,
+                                         ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k,
+                                         g_vth, plane_contact, resting, starting, above,
+                                         dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n,
+                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip)
+                    changed = True
+                    work[i] = True
+                elif vn > 0.0:
+                    plane_contact[i, k] = False
+                    if k == 0:
+                        resting[i] = False
+                        starting[i] = False
+            for j in range(nb):
+                if j == i or not body_contact[i, j]:
+                    continue
+                lo = min(i, j)
+                hi = max(i, j)
+                contact_normal_body_body(shape[lo], shape[hi], pos[lo], pos[hi], nrm)
+                un = 0.0
+                for d in range(3):
+                    un += (vel[hi, d] - vel[lo, d]) * nrm[d]
+                if un < 0.0:
+                    body_contact[lo, hi] = False
+                    body_contact[hi, lo] = False
+                    n_ev = _impact_body(lo, hi, n_ev, t, shape, pos, vel, acc, inv_m,
+                                        b_mu, b_e, body_contact, nrm, dva, dvb, ev_t,
+                                        ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                                        ev_dvb, ev_slip)
+                    _after_velocity_change(lo, vel, plane_contact, resting, starting,
+                                           above, g_vth)
+                    _after_velocity_change(hi, vel, plane_contact, resting, starting,
+                                           above, g_vth)
+                    work[lo] = True
+                    work[hi] = True
+                    changed = True
+                elif un > 0.0:
+                    body_contact[lo, hi] = False
+                    body_contact[hi, lo] = False
+        if not changed:
+            break
+    for i in range(nb):
+        _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth)
+    return n_ev
+
+
+@jit
+def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
+             wall_count, wall_normal, wall_offset, wall_mat,
+             ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
+             scen_t_start, scen_t_end, scen_dt, gravity, ground_z,
+             params, bb_idx, bw_idx, bg_idx, integrator,
+             samp_ptr, samp_t, pos, vel, out_pos, out_vel,
+             ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb,
+             ev_slip, status, ev_count, t_final):
+    """Scenario ``s`` of a batch: slice its arrays and run it."""
+    nb = body_count[s]
+    nw = wall_count[s]
+    c0 = ctrl_ptr[s]
+    c1 = ctrl_ptr[s + 1]
+    k0 = samp_ptr[s]
+    k1 = samp_ptr[s + 1]
+    st, ne, tf = _scenario(
+        nb, nw, body_shape[s, :nb], body_radius[s, :nb], body_mass[s, :nb],
+        body_mat[s, :nb], wall_normal[s, :nw], wall_offset[s, :nw], wall_mat[s, :nw],
+        ctrl_body[c0:c1], ctrl_t0[c0:c1], ctrl_t1[c0:c1], ctrl_force[c0:c1],
+        scen_t_start[s], scen_t_end[s], scen_dt[s], gravity, ground_z,
+        params, bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
+        pos[s, :nb], vel[s, :nb], out_pos[k0:k1], out_vel[k0:k1],
+        ev_t[s], ev_kind[s], ev_a[s], ev_b[s], ev_n[s], ev_jn[s], ev_jt[s],
+        ev_dva[s], ev_dvb[s], ev_slip[s])
+    status[s] = st
+    ev_count[s] = ne
+    t_final[s] = tf
+
+
+@njit(**JIT_PARALLEL)
+def _simulate_parallel(args):
+    """All scenarios in parallel (``prange``); each writes only its own slices."""
+    for s in prange(args[0].shape[0]):
+        _run_one(s, *args)
+
+
+@jit
+def _simulate_serial(args):
+    """All scenarios one after the other (the reference for bit-identity)."""
+    for s in range(args[0].shape[0]):
+        _run_one(s, *args)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Output of :func:`simulate`.
+
+    Samples in CSR form: scenario ``s`` owns rows ``samp_ptr[s]:samp_ptr[s+1]``
+    of ``samp_t (M,)``, ``samp_pos`` and ``samp_vel (M, nbody, 3)``.
+    ``final`` is the State at each scenario's end time.  The event log holds
+    ``event_count (nscen,)`` events per scenario in arrays of shape
+    ``(nscen, cap)``: ``event_t``, ``event_kind`` (index into
+    ``EVENT_KINDS``), ``event_a`` (body), ``event_b`` (other body, wall index,
+    or -1 for the ground, stop and start), ``event_normal (nscen, cap, 3)``
+    (from a to b, or the plane normal; the sliding direction for ``start``),
+    ``event_jn``, ``event_jt`` (normal and tangential impulse [N s]),
+    ``event_dva``, ``event_dvb (nscen, cap, 3)`` (velocity change of a and b)
+    and ``event_slip`` (1 slip, 0 stick, -1 not an impact).
+    """
+
+    samp_ptr: np.ndarray
+    samp_t: np.ndarray
+    samp_pos: np.ndarray
+    samp_vel: np.ndarray
+    final: object
+    event_count: np.ndarray
+    event_t: np.ndarray
+    event_kind: np.ndarray
+    event_a: np.ndarray
+    event_b: np.ndarray
+    event_normal: np.ndarray
+    event_jn: np.ndarray
+    event_jt: np.ndarray
+    event_dva: np.ndarray
+    event_dvb: np.ndarray
+    event_slip: np.ndarray
+    status: np.ndarray
+
+    def samples(self, s):
+        """``(t, pos, vel)`` of scenario ``s``."""
+        a, b = self.samp_ptr[s], self.samp_ptr[s + 1]
+        return self.samp_t[a:b], self.samp_pos[a:b], self.samp_vel[a:b]
+
+
+def _sample_csr(model, state, sample_times):
+    """Validate per-scenario sample times and pack them as ``(ptr, t)``."""
+    nscen = model.nscen
+    if sample_times is None:
+        sample_times = [np.zeros(0)] * nscen
+    if len(sample_times) != nscen:
+        raise ValueError(f"sample_times has {len(sample_times)} entries for {nscen} scenarios")
+    ptr = np.zeros(nscen + 1, np.int64)
+    parts = []
+    for s, ts in enumerate(sample_times):
+        ts = np.ascontiguousarray(ts, dtype=np.float64).reshape(-1)
+        name = model.names[s] if model.names else s
+        if ts.size:
+            if not np.isfinite(ts).all():
+                raise ValueError(f"scenario {name!r}: sample times must be finite")
+            if np.any(np.diff(ts) < 0):
+                k = int(np.argmax(np.diff(ts) < 0)) + 1
+                raise ValueError(f"scenario {name!r}: sample time {k} = {ts[k]} decreases")
+            if ts[0] < state.time[s] or ts[-1] > model.scen_t_end[s]:
+                raise ValueError(
+                    f"scenario {name!r}: sample times [{ts[0]}, {ts[-1]}] outside the run "
+                    f"[{state.time[s]}, {model.scen_t_end[s]}]")
+        parts.append(ts)
+        ptr[s + 1] = ptr[s] + ts.size
+    return ptr, (np.concatenate(parts) if parts else np.zeros(0))
+
+
+def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
+    """Simulate every scenario of ``model`` from ``state``.
+
+    ``sample_times`` is one ascending array of absolute times per scenario
+    (within the run), or None for the final state only.  ``state`` is not
+    modified.  Runs are deterministic and bit-identical with ``parallel``
+    on or off.  Raises ``RuntimeError`` naming the scenario if one fails.
+    """
+    from . import params as P
+
+    P.validate(model.params)
+    samp_ptr, samp_t = _sample_csr(model, state, sample_times)
+    nscen = model.nscen
+    nbmax = model.body_radius.shape[1]
+    cap = max(1, int(event_capacity))
+    while True:
+        final = state.copy()
+        out_pos = np.zeros((samp_t.shape[0], nbmax, 3))
+        out_vel = np.zeros((samp_t.shape[0], nbmax, 3))
+        ev = (np.zeros((nscen, cap)), np.zeros((nscen, cap), np.int64),
+              np.zeros((nscen, cap), np.int64), np.zeros((nscen, cap), np.int64),
+              np.zeros((nscen, cap, 3)), np.zeros((nscen, cap)), np.zeros((nscen, cap)),
+              np.zeros((nscen, cap, 3)), np.zeros((nscen, cap, 3)),
+              np.zeros((nscen, cap), np.int64))
+        status = np.zeros(nscen, np.int64)
+        ev_count = np.zeros(nscen, np.int64)
+        args = (model.body_count, model.body_shape, model.body_radius, model.body_mass,
+                model.body_material, model.wall_count, model.wall_normal,
+                model.wall_offset, model.wall_material, model.ctrl_ptr, model.ctrl_body,
+                model.ctrl_t0, model.ctrl_t1, model.ctrl_force, final.time,
+                model.scen_t_end, model.scen_dt, model.gravity, model.ground_z,
+                model.params, model.tables.bb, model.tables.bw, model.tables.bg,
+                model.integrator, samp_ptr, samp_t, final.body_pos, final.body_vel,
+                out_pos, out_vel) + ev + (status, ev_count, final.time)
+        # final.time is both the start time (read first) and the end time
+        # (written last) of each scenario.
+        (_simulate_parallel if parallel else _simulate_serial)(args)
+        if ev_count.max(initial=0) <= cap:
+            break
+        cap = int(ev_count.max())
+    bad = np.flatnonzero(status != STATUS_OK)
+    if bad.size:
+        s = int(bad[0])
+        name = model.names[s] if model.names else s
+        raise RuntimeError(
+            f"scenario {name!r}: {STATUS_MESSAGES[status[s]]} "
+            f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
+    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ev_count, *ev, status)

@@ -1,0 +1,112 @@
+"""Impulse resolution at an impact (claims 6, 7 and 10 of the source patent).
+
+Notation: body i and body j (or body i and a plane), unit normal ``n`` from i
+to j (the plane normal, into the free side), relative velocity
+``u = v_j - v_i`` (``u = -v_i`` against a plane, which does not move), taken at
+the time-of-impact configuration.
+
+* Normal impulse with restitution e (claim 6), for an approach ``u . n < 0``::
+
+      J_n = -(1 + e) (u . n) / (1/m_i + 1/m_j)          (1/m_j = 0 for a plane)
+
+  so that the relative normal velocity after is ``-e`` times the one before.
+
+* Coulomb friction impulse (claims 7, 10): opposite the tangential relative
+  velocity ``u_t = u - (u . n) n``, of magnitude ``mu J_n`` (slip) but never
+  more than the impulse that brings ``u_t`` to zero,
+  ``J_stick = |u_t| / (1/m_i + 1/m_j)`` (stick).  The patent writes the
+  friction as a force ``mu J_n / dt`` acting over one step (body-body) or over
+  the wall penetration time ``t_cw`` (claim 10); its impulse is ``mu J_n``
+  either way, so the step length drops out.  The bodies do not spin in the
+  patent's sliding model (angular velocity stays zero), so the tangential
+  effective mass is the translational one.
+
+The impulse on body j is ``J_n n - J_t t``, on body i the opposite, with
+``t = u_t / |u_t|``.
+"""
+
+import numpy as np
+
+from .config import jit
+
+
+@jit
+def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
+    """Apply the impact impulse between bodies i and j in place.
+
+    ``vi``, ``vj`` (3,) are updated; ``dvi``, ``dvj`` receive the velocity
+    changes.  Returns ``(J_n, J_t, slipped)``.
+    """
+    inv_sum = inv_mi + inv_mj
+    u0 = vj[0] - vi[0]
+    u1 = vj[1] - vi[1]
+    u2 = vj[2] - vi[2]
+    # Relative normal velocity (negative while approaching).
+    un = u0 * n[0] + u1 * n[1] + u2 * n[2]
+    jn = -(1.0 + e) * un / inv_sum
+    if jn < 0.0:
+        jn = 0.0
+    # Relative tangential velocity and the impulse that would stop it.
+    t0 = u0 - un * n[0]
+    t1 = u1 - un * n[1]
+    t2 = u2 - un * n[2]
+    ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+    j_stick = ut / inv_sum
+    # Clamp the friction impulse to mu * J_n.
+    if j_stick <= mu * jn:
+        jt = j_stick
+        slipped = False
+    else:
+        jt = mu * jn
+        slipped = True
+    if ut > 0.0:
+        t0 /= ut
+        t1 /= ut
+        t2 /= ut
+    # Impulse on body j: J_n n - J_t t; body i takes the opposite.
+    i0 = jn * n[0] - jt * t0
+    i1 = jn * n[1] - jt * t1
+    i2 = jn * n[2] - jt * t2
+    dvj[0] = i0 * inv_mj
+    dvj[1] = i1 * inv_mj
+    dvj[2] = i2 * inv_mj
+    dvi[0] = -i0 * inv_mi
+    dvi[1] = -i1 * inv_mi
+    dvi[2] = -i2 * inv_mi
+    for d in range(3):
+        vj[d] += dvj[d]
+        vi[d] += dvi[d]
+    return jn, jt, slipped
+
+
+@jit
+def body_plane(v, n, e, mu, dv):
+    """Apply the impact impulse of a body on a fixed plane, per unit mass.
+
+    The impulse per unit mass is returned (``J_n / m``, ``J_t / m``) with the
+    slip flag; multiply by the mass for the impulse itself.
+    """
+    vn = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
+    jn = -(1.0 + e) * vn
+    if jn < 0.0:
+        jn = 0.0
+    t0 = v[0] - vn * n[0]
+    t1 = v[1] - vn * n[1]
+    t2 = v[2] - vn * n[2]
+    vt = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+    if vt <= mu * jn:
+        jt = vt
+        slipped = False
+    else:
+        jt = mu * jn
+        slipped = True
+    if vt > 0.0:
+        t0 /= vt
+        t1 /= vt
+        t2 /= vt
+    dv[0] = jn * n[0] - jt * t0
+    dv[1] = jn * n[1] - jt * t1
+    dv[2] = jn * n[2] - jt * t2
+    for d in range(3):
+        v[d] += dv[d]
+    return jn, jt, slipped

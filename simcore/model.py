@@ -1,0 +1,285 @@
+"""Model (what a run does not change) and State (what a step advances).
+
+Both are structure-of-arrays over a batch of scenarios, padded to the largest
+scenario: ``nscen`` scenarios, at most ``nbody <= 32`` bodies and ``nwall``
+walls each.
+
+Conventions (SI units, float64):
+
+* the ground is the plane ``z = ground_z``; gravity ``g`` acts along ``-z``;
+* a wall is the plane ``n . p = d`` with unit normal ``n`` pointing into the
+  free side (a sphere of radius r is clear of it while ``n . p - d >= r``);
+* a control force acts on one body, constant over the window ``[t0, t1)``;
+* times are absolute: a scenario runs from ``State.time`` to ``scen_t_end``.
+
+Build a batch with :func:`build` from :class:`Scenario` descriptions; every
+input is validated there with an error naming the scenario, body and field.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import params as P
+from .collision import SHAPE_NAMES, SHAPE_SPHERE
+from .integrate import INTEGRATORS
+
+MAX_BODIES = 32
+
+
+@dataclass
+class Scenario:
+    """One scenario as a user writes it (validated by :func:`build`).
+
+    ``radius``, ``mass`` (nbody,); ``pos``, ``vel`` (nbody, 3) at ``t0``;
+    ``walls`` (nwall, 4) rows ``nx, ny, nz, d``; ``controls`` (nctrl, 6)
+    rows ``body, t0, t1, fx, fy, fz``; ``t_end`` absolute end time; ``dt``
+    the step.  ``shape`` is a name per body (only "sphere" so far);
+    ``material`` and ``wall_material`` are material ids (ints, default 0).
+    """
+
+    radius: np.ndarray
+    mass: np.ndarray
+    pos: np.ndarray
+    vel: np.ndarray
+    t_end: float
+    dt: float = 1e-3
+    t0: float = 0.0
+    walls: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    controls: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
+    shape: tuple | None = None
+    material: np.ndarray | None = None
+    wall_material: np.ndarray | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Model:
+    """Constants of a batch of scenarios (see module docstring for conventions).
+
+    ``body_count (nscen,)``; ``body_shape``, ``body_material (nscen, nbody)``
+    int64; ``body_radius``, ``body_mass (nscen, nbody)``; ``wall_count
+    (nscen,)``; ``wall_normal (nscen, nwall, 3)``; ``wall_offset``,
+    ``wall_material (nscen, nwall)``; controls in CSR form: scenario ``s``
+    owns rows ``ctrl_ptr[s]:ctrl_ptr[s+1]`` of ``ctrl_body``, ``ctrl_t0``,
+    ``ctrl_t1 (nctrl,)`` and ``ctrl_force (nctrl, 3)``; ``scen_t_end``,
+    ``scen_dt (nscen,)``; ``params (NPARAM,)`` with the material tables;
+    scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code.
+    """
+
+    body_count: np.ndarray
+    body_shape: np.ndarray
+    body_radius: np.ndarray
+    body_mass: np.ndarray
+    body_material: np.ndarray
+    wall_count: np.ndarray
+    wall_normal: np.ndarray
+    wall_offset: np.ndarray
+    wall_material: np.ndarray
+    ctrl_ptr: np.ndarray
+    ctrl_body: np.ndarray
+    ctrl_t0: np.ndarray
+    ctrl_t1: np.ndarray
+    ctrl_force: np.ndarray
+    scen_t_end: np.ndarray
+    scen_dt: np.ndarray
+    params: np.ndarray
+    tables: P.MaterialTables
+    gravity: float = 9.81
+    ground_z: float = 0.0
+    integrator: int = 0
+    names: tuple = ()
+
+    @property
+    def nscen(self):
+        return int(self.body_count.shape[0])
+
+    def with_params(self, values):
+        """A new model with other coefficients (a mapping or a full vector)."""
+        vec = P.vector(values) if isinstance(values, dict) else np.array(values, dtype=np.float64)
+        P.validate(vec)
+        return replace(self, params=vec)
+
+
+@dataclass
+class State:
+    """What the engine advances: ``body_pos``, ``body_vel``, ``body_omega``
+    (nscen, nbody, 3) and ``time (nscen,)``.  ``body_omega`` is carried from
+    the start and stays zero in the patent's sliding model."""
+
+    body_pos: np.ndarray
+    body_vel: np.ndarray
+    body_omega: np.ndarray
+    time: np.ndarray
+
+    def copy(self):
+        return State(self.body_pos.copy(), self.body_vel.copy(),
+                     self.body_omega.copy(), self.time.copy())
+
+
+def _label(sc, s):
+    return f"scenario {sc.name!r}" if sc.name else f"scenario {s}"
+
+
+def _finite(label, what, arr):
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(x) for x in np.argwhere(bad)[0])
+        raise ValueError(f"{label}: {what}{list(idx)} = {arr[bad][0]}: expected a finite number")
+
+
+def _check_scenario(sc, s):
+    """Validate one scenario; return normalised float64 arrays."""
+    label = _label(sc, s)
+    radius = np.asarray(sc.radius, dtype=np.float64).reshape(-1)
+    mass = np.asarray(sc.mass, dtype=np.float64).reshape(-1)
+    nb = radius.shape[0]
+    if nb == 0:
+        raise ValueError(f"{label}: no bodies")
+    if nb > MAX_BODIES:
+        raise ValueError(f"{label}: {nb} bodies, expected at most {MAX_BODIES}")
+    if mass.shape[0] != nb:
+        raise ValueError(f"{label}: {mass.shape[0]} masses for {nb} radii")
+    pos = np.asarray(sc.pos, dtype=np.float64).reshape(nb, 3)
+    vel = np.asarray(sc.vel, dtype=np.float64).reshape(nb, 3)
+    walls = np.asarray(sc.walls, dtype=np.float64).reshape(-1, 4)
+    controls = np.asarray(sc.controls, dtype=np.float64).reshape(-1, 6)
+    for what, arr in (("radius", radius), ("mass", mass), ("pos", pos), ("vel", vel),
+                      ("walls", walls), ("controls", controls)):
+        _finite(label, what, arr)
+    for what, x in (("t0", sc.t0), ("t_end", sc.t_end), ("dt", sc.dt)):
+        if not np.isfinite(x):
+            raise ValueError(f"{label}: {what} = {x}: expected a finite number")
+    if sc.dt <= 0:
+        raise ValueError(f"{label}: dt = {sc.dt}: expected dt > 0")
+    if sc.t_end < sc.t0:
+        raise ValueError(f"{label}: t_end = {sc.t_end} < t0 = {sc.t0}")
+    for i in range(nb):
+        if radius[i] <= 0:
+            raise ValueError(f"{label} body {i}: radius = {radius[i]}: expected radius > 0")
+        if mass[i] <= 0:
+            raise ValueError(f"{label} body {i}: mass = {mass[i]}: expected mass > 0")
+    shapes = sc.shape if sc.shape is not None else ("sphere",) * nb
+    if len(shapes) != nb:
+        raise ValueError(f"{label}: {len(shapes)} shapes for {nb} bodies")
+    shape_codes = np.empty(nb, dtype=np.int64)
+    for i, name in enumerate(shapes):
+        if name not in SHAPE_NAMES:
+            raise ValueError(f"{label} body {i}: shape = {name!r}: expected one of {list(SHAPE_NAMES)}")
+        shape_codes[i] = SHAPE_NAMES.index(name)
+    norms = np.linalg.norm(walls[:, :3], axis=1)
+    for k in range(walls.shape[0]):
+        if norms[k] == 0:
+            raise ValueError(f"{label} wall {k}: normal is zero: expected a non-zero (nx, ny, nz)")
+    walls = walls.copy()
+    walls[:, :3] /= norms[:, None] if walls.shape[0] else 1.0
+    walls[:, 3] /= norms if walls.shape[0] else 1.0
+    for q in range(controls.shape[0]):
+        b = controls[q, 0]
+        if b != int(b) or not 0 <= b < nb:
+            raise ValueError(f"{label} control {q}: body = {b}: expected an index in [0, {nb})")
+        if controls[q, 2] < controls[q, 1]:
+            raise ValueError(f"{label} control {q}: t1 = {controls[q, 2]} < t0 = {controls[q, 1]}")
+    return radius, mass, pos, vel, walls, controls, shape_codes
+
+
+def _check_geometry(label, radius, pos, walls, ground_z):
+    """Overlap and ground checks at the initial configuration."""
+    nb = radius.shape[0]
+    tol = 1e-12
+    for i in range(nb):
+        if pos[i, 2] - radius[i] < ground_z - tol:
+            raise ValueError(
+                f"{label} body {i}: z = {pos[i, 2]} puts the sphere below the ground "
+                f"(expected z >= ground_z + radius = {ground_z + radius[i]})")
+        for k in range(walls.shape[0]):
+            gap = walls[k, :3] @ pos[i] - walls[k, 3] - radius[i]
+            if gap < -tol:
+                raise ValueError(
+                    f"{label} body {i}: penetrates wall {k} by {-gap:.3g} m at the start")
+        for j in range(i + 1, nb):
+            gap = np.linalg.norm(pos[j] - pos[i]) - radius[i] - radius[j]
+            if gap < -tol:
+                raise ValueError(
+                    f"{label} bodies {i} and {j}: overlap by {-gap:.3g} m at the start")
+
+
+def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator="exact",
+          tables=None):
+    """Validate scenarios and pack them into a ``(Model, State)`` pair."""
+    if integrator not in INTEGRATORS:
+        raise ValueError(f"integrator = {integrator!r}: expected one of {list(INTEGRATORS)}")
+    if not (np.isfinite(gravity) and gravity >= 0):
+        raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
+    if not np.isfinite(ground_z):
+        raise ValueError(f"ground_z = {ground_z}: expected a finite number")
+    vec = P.vector(params) if params is None or isinstance(params, dict) else np.asarray(params, np.float64)
+    P.validate(vec)
+    checked = []
+    for s, sc in enumerate(scenarios):
+        arrays = _check_scenario(sc, s)
+        _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
+        checked.append(arrays)
+    if not checked:
+        raise ValueError("no scenarios")
+    nscen = len(checked)
+    nbmax = max(a[0].shape[0] for a in checked)
+    nwmax = max(1, max(a[4].shape[0] for a in checked))
+    nctrl = sum(a[5].shape[0] for a in checked)
+
+    body_count = np.zeros(nscen, np.int64)
+    body_shape = np.full((nscen, nbmax), SHAPE_SPHERE, np.int64)
+    body_radius = np.ones((nscen, nbmax))
+    body_mass = np.ones((nscen, nbmax))
+    body_material = np.zeros((nscen, nbmax), np.int64)
+    wall_count = np.zeros(nscen, np.int64)
+    wall_normal = np.zeros((nscen, nwmax, 3))
+    wall_offset = np.zeros((nscen, nwmax))
+    wall_material = np.zeros((nscen, nwmax), np.int64)
+    ctrl_ptr = np.zeros(nscen + 1, np.int64)
+    ctrl_body = np.zeros(nctrl, np.int64)
+    ctrl_t0 = np.zeros(nctrl)
+    ctrl_t1 = np.zeros(nctrl)
+    ctrl_force = np.zeros((nctrl, 3))
+    scen_t_end = np.zeros(nscen)
+    scen_dt = np.zeros(nscen)
+    pos = np.zeros((nscen, nbmax, 3))
+    vel = np.zeros((nscen, nbmax, 3))
+    time = np.zeros(nscen)
+    q = 0
+    for s, (sc, (radius, mass, p, v, walls, controls, shapes)) in enumerate(zip(scenarios, checked)):
+        nb = radius.shape[0]
+        nw = walls.shape[0]
+        body_count[s] = nb
+        body_shape[s, :nb] = shapes
+        body_radius[s, :nb] = radius
+        body_mass[s, :nb] = mass
+        if sc.material is not None:
+            body_material[s, :nb] = np.asarray(sc.material, np.int64)
+        wall_count[s] = nw
+        wall_normal[s, :nw] = walls[:, :3]
+        wall_offset[s, :nw] = walls[:, 3]
+        if sc.wall_material is not None:
+            wall_material[s, :nw] = np.asarray(sc.wall_material, np.int64)
+        nc = controls.shape[0]
+        ctrl_body[q:q + nc] = controls[:, 0].astype(np.int64)
+        ctrl_t0[q:q + nc] = controls[:, 1]
+        ctrl_t1[q:q + nc] = controls[:, 2]
+        ctrl_force[q:q + nc] = controls[:, 3:6]
+        q += nc
+        ctrl_ptr[s + 1] = q
+        scen_t_end[s] = sc.t_end
+        scen_dt[s] = sc.dt
+        pos[s, :nb] = p
+        vel[s, :nb] = v
+        time[s] = sc.t0
+    tables = tables or P.MaterialTables.single(
+        int(body_material.max()) + 1, int(wall_material.max()) + 1)
+    model = Model(body_count, body_shape, body_radius, body_mass, body_material,
+                  wall_count, wall_normal, wall_offset, wall_material,
+                  ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
+                  scen_t_end, scen_dt, vec, tables, float(gravity), float(ground_z),
+                  INTEGRATORS[integrator],
+                  tuple(sc.name or str(s) for s, sc in enumerate(scenarios)))
+    state = State(pos, vel, np.zeros_like(pos), time)
+    return model, state
