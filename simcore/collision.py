@@ -221,8 +221,10 @@ def toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h):
     b2 = aj[2] - ai[2]
     big_r = ri + rj
     dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
-    wn = np.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
-    bn = np.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
+    ww = w0 * w0 + w1 * w1 + w2 * w2
+    bb = b0 * b0 + b1 * b1 + b2 * b2
+    wn = np.sqrt(ww)
+    bn = np.sqrt(bb)
     gap = dist - big_r
     # Broad phase: the centres cannot close the gap within h.
     if gap - wn * h - 0.5 * bn * h * h > 0.0:
@@ -230,9 +232,9 @@ def toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h):
     c = np.empty(5)
     c[0] = gap * (dist + big_r)
     c[1] = 2.0 * (d0 * w0 + d1 * w1 + d2 * w2)
-    c[2] = wn * wn + (d0 * b0 + d1 * b1 + d2 * b2)
+    c[2] = ww + (d0 * b0 + d1 * b1 + d2 * b2)
     c[3] = w0 * b0 + w1 * b1 + w2 * b2
-    c[4] = 0.25 * bn * bn
+    c[4] = 0.25 * bb
     return first_entry(c, 4, h)
 
 

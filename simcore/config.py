@@ -30,7 +30,35 @@ Tolerances (SI units):
     Iteration cap of the safeguarded Newton root finder.
 """
 
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numba
 from numba import njit
+
+
+def _source_keyed_cache_dir():
+    """A numba cache directory keyed by the hash of every simcore source file.
+
+    numba's ``cache=True`` invalidates a kernel only when its own file
+    changes; a kernel that inlines functions from another module would keep
+    a stale compilation after that module is edited.  Keying the directory on
+    all of simcore's sources makes any edit a fresh cache.  ``NUMBA_CACHE_DIR``
+    set by the user wins.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else tempfile.gettempdir())
+    return os.path.join(base, "contactfit", "numba-" + digest.hexdigest()[:16])
+
+
+if not os.environ.get("NUMBA_CACHE_DIR"):
+    numba.config.CACHE_DIR = _source_keyed_cache_dir()
 
 JIT = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
 JIT_PARALLEL = dict(JIT, parallel=True)

@@ -16,19 +16,29 @@ relative to i), the forces on the bodies are
 and they are set so that every active contact keeps zero normal acceleration
 (``n . a_i = 0``, ``n . (a_j - a_i) = 0``) and resting bodies zero horizontal
 acceleration.  That is a small square linear system ``A z = b`` in
-``z = (N..., s...)``, solved by Gaussian elimination with partial pivoting.
-Complementarity is restored by an active-set loop:
+``z = (N..., s...)``, solved by Gaussian elimination with partial pivoting;
+where contacts are redundant (the forces are statically indeterminate) the
+minimum-norm force set is taken (``_min_norm_solve``).
+Complementarity is restored by an active-set loop (Lawson-Hanson style):
 
-1. a contact whose normal force comes out negative (it pulls) is released
-   (the body leaves the wall or lifts off the ground), the most negative first;
+1. a normal force that comes out negative (it pulls), the most negative
+   first, is clamped to zero while its no-penetration row is kept, and the
+   minimum-norm force set is solved again; if the rows cannot all hold that
+   way, the contact clamped last is released (the body leaves the wall or
+   lifts off the ground).  A uniquely solvable system always releases; a
+   statically indeterminate one (bodies at rest pressed into each other and a
+   wall) finds an admissible force set instead of a pulling one;
 2. a resting body whose static force exceeds ``mu_s N_ground + sum mu_w N_wall``
    starts to slide: its friction becomes kinetic, directed against the
-   impending motion ``-s / |s|`` (a ``start`` event).
+   impending motion ``-s / |s|`` (a ``start`` event).  Against a vertical wall
+   the part of ``s`` along the wall normal is first handed to the wall's
+   normal force (the two are interchangeable there), so only the tangential
+   remainder counts as friction and sets the direction.
 
 The friction coefficient of the ground follows the patent (claim 9): ``mu_s``
 while the body's speed regime is below ``v_th``, ``mu_k`` above.  Body-body
-contacts without relative tangential velocity carry no tangential force: the
-sliding model has no static friction between bodies.
+contacts without relative tangential velocity (below ``V_STOP``) carry no
+tangential force: the sliding model has no static friction between bodies.
 
 Once solved, the accelerations are constant until the next event as long as
 every sliding direction stays put: the tangential acceleration of each sliding
@@ -40,7 +50,7 @@ order in ``dt``, and exact again once the directions line up).
 
 import numpy as np
 
-from .config import DIR_TOL, PIVOT_TOL, jit
+from .config import DIR_TOL, PIVOT_TOL, V_STOP, jit
 
 # Unknown kinds of the contact system.
 U_PLANE = 0
@@ -51,6 +61,8 @@ U_STATIC_Y = 3
 #: Relative size (to the body weight scale) below which a negative normal
 #: force is rounding, not pulling.
 N_TOL = 1e-9
+#: Relative residual above which the contact rows are inconsistent.
+RES_TOL = 1e-9
 
 
 @jit
@@ -62,19 +74,19 @@ def plane_mu(k, above, bg_mu_s, bg_mu_k, mu_w):
 
 
 @jit
-def _gauss_solve(a, b, n):
-    """Solve ``a[:n, :n] x = b[:n]`` in place by partial pivoting.
+def _gauss_solve(a, b, n, pivot_tol):
+    """Solve ``a[:n, :n] x = b[:n]`` by partial pivoting (in place).
 
-    A pivot smaller than ``PIVOT_TOL`` times the largest entry marks a
-    redundant equation; its unknown is set to zero (the minimum-force choice
-    for, say, a sphere squeezed between two opposite walls by nothing).
+    Returns ``(x, ok)``; ``ok`` is False when a pivot is below ``pivot_tol``
+    times the largest entry (redundant contacts: the forces are statically
+    indeterminate), and ``x`` is then meaningless.
     """
     scale = 0.0
     for i in range(n):
         for j in range(n):
             scale = max(scale, abs(a[i, j]))
-    tol = PIVOT_TOL * scale
-    perm_ok = np.ones(n, dtype=np.bool_)
+    tol = pivot_tol * scale
+    x = np.zeros(n)
     for col in range(n):
         piv = col
         best = abs(a[col, col])
@@ -83,11 +95,7 @@ def _gauss_solve(a, b, n):
                 best = abs(a[r, col])
                 piv = r
         if best <= tol:
-            perm_ok[col] = False
-            for r in range(n):
-                a[r, col] = 0.0
-            a[col, col] = 1.0
-            continue
+            return x, False
         if piv != col:
             for j in range(n):
                 a[col, j], a[piv, j] = a[piv, j], a[col, j]
@@ -98,16 +106,87 @@ def _gauss_solve(a, b, n):
                 for j in range(col, n):
                     a[r, j] -= f * a[col, j]
                 b[r] -= f * b[col]
-    x = np.zeros(n)
     for i in range(n - 1, -1, -1):
-        if not perm_ok[i]:
-            x[i] = 0.0
-            continue
         acc = b[i]
         for j in range(i + 1, n):
             acc -= a[i, j] * x[j]
         x[i] = acc / a[i, i]
+    return x, True
+
+
+@jit
+def _min_norm_solve(a, b, n):
+    """Minimum-norm solution of a redundant system: ``x = A^T (A A^T + eps I)^-1 b``.
+
+    Used when the contact forces are statically indeterminate (a resting body
+    held by a wall and by its static friction at once): of all force sets that
+    keep the contacts, the smallest one, which spreads the load instead of
+    balancing two huge opposite forces.  ``eps = 1e-13 max diag(A A^T)``.
+    """
+    g = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += a[i, k] * a[j, k]
+            g[i, j] = acc
+    big = 0.0
+    for i in range(n):
+        big = max(big, g[i, i])
+    for i in range(n):
+        g[i, i] += 1e-13 * big
+    rhs = b.copy()
+    w, _ = _gauss_solve(g, rhs, n, 0.0)  # SPD by construction
+    x = np.zeros(n)
+    for k in range(n):
+        acc = 0.0
+        for i in range(n):
+            acc += a[i, k] * w[i]
+        x[k] = acc
     return x
+
+
+@jit
+def _clamp_order(kind, i, j, plane_clamp, body_clamp):
+    """Clamp order of a normal-force unknown (0: free or not a normal force)."""
+    if kind == U_PLANE:
+        return plane_clamp[i, j]
+    if kind == U_BODY:
+        return body_clamp[i, j]
+    return 0
+
+
+@jit
+def _release(kind, i, j, plane_contact, body_contact, resting, starting):
+    """Drop a contact from the active set (the body leaves the plane or body)."""
+    if kind == U_PLANE:
+        plane_contact[i, j] = False
+        if j == 0:
+            resting[i] = False
+            starting[i] = False
+    else:
+        body_contact[i, j] = False
+        body_contact[j, i] = False
+
+
+@jit
+def _residual(a, x, b, n):
+    """``max |a x - b|``."""
+    worst = 0.0
+    for i in range(n):
+        acc = -b[i]
+        for j in range(n):
+            acc += a[i, j] * x[j]
+        worst = max(worst, abs(acc))
+    return worst
+
+
+@jit
+def _absmax(b, n):
+    worst = 0.0
+    for i in range(n):
+        worst = max(worst, abs(b[i]))
+    return worst
 
 
 @jit
@@ -132,7 +211,7 @@ def _unit_tangent(vec, n, out):
 @jit
 def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
           ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
-          resting, starting, start_dir, acc, started):
+          resting, starting, start_dir, acc, started, h_dir):
     """Contact forces of one scenario; writes ``acc (nb, 3)``.
 
     Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
@@ -143,6 +222,14 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
     active flags (updated: released contacts are cleared), ``body_mu (nb, nb)``,
     ``resting``/``starting (nb,)`` and ``start_dir (nb, 3)`` (updated),
     ``started (nb,)`` set for bodies that start to slide in this call.
+
+    ``h_dir`` chooses the sliding direction of plane contacts: 0 takes the
+    direction of the tangential velocity (exact when it does not rotate);
+    ``h > 0`` takes the backward-Euler direction of a step ``h``,
+    ``unit(v_t + h P a_free)`` with ``P`` the projection onto the contact
+    planes.  The explicit direction is unstable once ``F h / (m |v|) > 2``
+    (a slow body pushed across its motion); the implicit one is stable at
+    any speed and equals ``v_t / |v_t|`` when the push is along the motion.
 
     Returns True when some friction direction rotates (bound the step by dt).
     """
@@ -165,6 +252,8 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
                 acc[i, d] = free_acc[i, d]
         return False
 
+    cap_nu = nu + 2 * nb  # room for bodies put back at rest
+    nu = cap_nu
     kind = np.empty(nu, dtype=np.int64)
     ui = np.empty(nu, dtype=np.int64)
     uj = np.empty(nu, dtype=np.int64)
@@ -174,174 +263,271 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
     tang = np.empty(3)
     nrm = np.empty(3)
     rel = np.empty(3)
+    slide = np.empty(3)
     rotating = False
-
-    for it in range(4 * nu + 4):
-        # (Re)build the unknown list from the current active set.
-        m = 0
+    # Clamp order of each contact's normal force (0 = free), see below.
+    plane_clamp = np.zeros((nb, nplane), dtype=np.int64)
+    body_clamp = np.zeros((nb, nb), dtype=np.int64)
+    clamp_count = 0
+    # Tangential free acceleration of each body (free_acc less its parts
+    # along the normals of its plane contacts), for the implicit direction.
+    ptan = np.zeros((nb, 3))
+    if h_dir > 0.0:
         for i in range(nb):
+            for d in range(3):
+                ptan[i, d] = free_acc[i, d]
             for k in range(nplane):
                 if plane_contact[i, k]:
-                    kind[m] = U_PLANE
-                    ui[m] = i
-                    uj[m] = k
+                    an = (ptan[i, 0] * plane_n[k, 0] + ptan[i, 1] * plane_n[k, 1]
+                          + ptan[i, 2] * plane_n[k, 2])
                     for d in range(3):
-                        nrm[d] = plane_n[k, d]
-                    # Sliding direction of the body over the plane.
-                    size = _unit_tangent(vel[i], nrm, tang)
-                    if size == 0.0 and starting[i]:
-                        _unit_tangent(start_dir[i], nrm, tang)
-                    if k == 0:
-                        mu = ground_mu_k[i] if above[i] else ground_mu_s[i]
-                    else:
-                        mu = plane_mu_tab[i, k]
-                    if resting[i]:
-                        mu = 0.0
-                    for d in range(3):
-                        gdir[m, d] = nrm[d] - mu * tang[d]
-                        hdir[m, d] = nrm[d]
-                    m += 1
-            for j in range(i + 1, nb):
-                if body_contact[i, j]:
-                    kind[m] = U_BODY
-                    ui[m] = i
-                    uj[m] = j
-                    for d in range(3):
-                        nrm[d] = pos[j, d] - pos[i, d]
-                    inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
-                    for d in range(3):
-                        nrm[d] *= inv
-                        rel[d] = vel[j, d] - vel[i, d]
-                    _unit_tangent(rel, nrm, tang)
-                    mu = body_mu[i, j]
-                    # gdir/hdir hold the direction acting on body j; body i
-                    # sees the opposite.
-                    for d in range(3):
-                        gdir[m, d] = nrm[d] - mu * tang[d]
-                        hdir[m, d] = nrm[d]
-                    m += 1
-            if resting[i]:
-                for axis in range(2):
-                    kind[m] = U_STATIC_X + axis
-                    ui[m] = i
-                    uj[m] = -1
-                    for d in range(3):
-                        gdir[m, d] = 0.0
-                        hdir[m, d] = 0.0
-                    gdir[m, axis] = 1.0
-                    hdir[m, axis] = 1.0
-                    m += 1
-        nu = m
+                        ptan[i, d] -= an * plane_n[k, d]
 
-        # Assemble A[r, u] = sum over bodies of h_r . g_u / m_b and the rhs.
-        a_mat = np.zeros((nu, nu))
-        rhs = np.zeros(nu)
-        for r in range(nu):
-            rb_j = uj[r] if kind[r] == U_BODY else -1
-            rb_i = ui[r]
-            # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
-            hs_i = -1.0 if kind[r] == U_BODY else 1.0
-            rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
-                              + hdir[r, 1] * free_acc[rb_i, 1]
-                              + hdir[r, 2] * free_acc[rb_i, 2])
-            if rb_j >= 0:
-                rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
-                           + hdir[r, 1] * free_acc[rb_j, 1]
-                           + hdir[r, 2] * free_acc[rb_j, 2])
+    # A body started by the cone test but decelerating at once under kinetic
+    # friction is inconsistent: mu_s >= mu_k, so static friction holds it.
+    # It is put back at rest, held (exempt from the cone test), and the
+    # system solved again; held flags never revert, so this ends.
+    hold = np.zeros(nb, dtype=np.bool_)
+    for _outer in range(nb + 1):
+        plane_clamp[:, :] = 0
+        body_clamp[:, :] = 0
+        clamp_count = 0
+        for it in range(8 * nu + 8):
+            # (Re)build the unknown list from the current active set.
+            m = 0
+            for i in range(nb):
+                for k in range(nplane):
+                    if plane_contact[i, k]:
+                        kind[m] = U_PLANE
+                        ui[m] = i
+                        uj[m] = k
+                        for d in range(3):
+                            nrm[d] = plane_n[k, d]
+                        # Sliding direction of the body over the plane.
+                        for d in range(3):
+                            slide[d] = vel[i, d] + h_dir * ptan[i, d]
+                        size = _unit_tangent(slide, nrm, tang)
+                        if size == 0.0 and starting[i]:
+                            _unit_tangent(start_dir[i], nrm, tang)
+                        if k == 0:
+                            mu = ground_mu_k[i] if above[i] else ground_mu_s[i]
+                        else:
+                            mu = plane_mu_tab[i, k]
+                        if resting[i]:
+                            mu = 0.0
+                        for d in range(3):
+                            gdir[m, d] = nrm[d] - mu * tang[d]
+                            hdir[m, d] = nrm[d]
+                        m += 1
+                for j in range(i + 1, nb):
+                    if body_contact[i, j]:
+                        kind[m] = U_BODY
+                        ui[m] = i
+                        uj[m] = j
+                        for d in range(3):
+                            nrm[d] = pos[j, d] - pos[i, d]
+                        inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
+                        for d in range(3):
+                            nrm[d] *= inv
+                            rel[d] = vel[j, d] - vel[i, d]
+                        if _unit_tangent(rel, nrm, tang) <= V_STOP:
+                            # Not sliding (rounding): no tangential force.
+                            tang[0] = 0.0
+                            tang[1] = 0.0
+                            tang[2] = 0.0
+                        mu = body_mu[i, j]
+                        # gdir/hdir hold the direction acting on body j; body i
+                        # sees the opposite.
+                        for d in range(3):
+                            gdir[m, d] = nrm[d] - mu * tang[d]
+                            hdir[m, d] = nrm[d]
+                        m += 1
+                if resting[i]:
+                    for axis in range(2):
+                        kind[m] = U_STATIC_X + axis
+                        ui[m] = i
+                        uj[m] = -1
+                        for d in range(3):
+                            gdir[m, d] = 0.0
+                            hdir[m, d] = 0.0
+                        gdir[m, axis] = 1.0
+                        hdir[m, axis] = 1.0
+                        m += 1
+            nu = m
+
+            # Assemble A[r, u] = sum over bodies of h_r . g_u / m_b and the rhs.
+            a_mat = np.zeros((nu, nu))
+            rhs = np.zeros(nu)
+            for r in range(nu):
+                rb_j = uj[r] if kind[r] == U_BODY else -1
+                rb_i = ui[r]
+                # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
+                hs_i = -1.0 if kind[r] == U_BODY else 1.0
+                rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
+                                  + hdir[r, 1] * free_acc[rb_i, 1]
+                                  + hdir[r, 2] * free_acc[rb_i, 2])
+                if rb_j >= 0:
+                    rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
+                               + hdir[r, 1] * free_acc[rb_j, 1]
+                               + hdir[r, 2] * free_acc[rb_j, 2])
+                for u in range(nu):
+                    ub_j = uj[u] if kind[u] == U_BODY else -1
+                    ub_i = ui[u]
+                    gs_i = -1.0 if kind[u] == U_BODY else 1.0
+                    dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
+                           + hdir[r, 2] * gdir[u, 2])
+                    val = 0.0
+                    if rb_i == ub_i:
+                        val += hs_i * gs_i * dot / mass[rb_i]
+                    if rb_i == ub_j:
+                        val += hs_i * dot / mass[rb_i]
+                    if rb_j >= 0 and rb_j == ub_i:
+                        val += gs_i * dot / mass[rb_j]
+                    if rb_j >= 0 and rb_j == ub_j:
+                        val += dot / mass[rb_j]
+                    a_mat[r, u] = val
+            nclamp = 0
             for u in range(nu):
-                ub_j = uj[u] if kind[u] == U_BODY else -1
-                ub_i = ui[u]
-                gs_i = -1.0 if kind[u] == U_BODY else 1.0
-                dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
-                       + hdir[r, 2] * gdir[u, 2])
-                val = 0.0
-                if rb_i == ub_i:
-                    val += hs_i * gs_i * dot / mass[rb_i]
-                if rb_i == ub_j:
-                    val += hs_i * dot / mass[rb_i]
-                if rb_j >= 0 and rb_j == ub_i:
-                    val += gs_i * dot / mass[rb_j]
-                if rb_j >= 0 and rb_j == ub_j:
-                    val += dot / mass[rb_j]
-                a_mat[r, u] = val
-        z = _gauss_solve(a_mat, rhs, nu)
+                if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+                    nclamp += 1
+            ok = False
+            if nclamp == 0:
+                z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
+            if not ok:
+                # Redundant contacts or clamped forces: the minimum-norm force set
+                # with the clamped normal forces held at zero (their columns
+                # removed, their no-penetration rows kept).
+                a_red = a_mat.copy()
+                for u in range(nu):
+                    if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+                        for r in range(nu):
+                            a_red[r, u] = 0.0
+                z = _min_norm_solve(a_red, rhs, nu)
+                if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
+                    # The rows cannot all hold with those forces at zero: the
+                    # contact clamped last really separates.
+                    last = -1
+                    order = 0
+                    for u in range(nu):
+                        o = _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp)
+                        if o > order:
+                            order = o
+                            last = u
+                    _release(kind[last], ui[last], uj[last], plane_contact, body_contact,
+                             resting, starting)
+                    plane_clamp[:, :] = 0
+                    body_clamp[:, :] = 0
+                    clamp_count = 0
+                    continue
 
-        # Complementarity 1: release the most negative normal force.
-        worst = -1
-        worst_val = 0.0
-        for u in range(nu):
-            if kind[u] == U_PLANE or kind[u] == U_BODY:
-                scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
-                if z[u] < -scale and z[u] < worst_val:
-                    worst_val = z[u]
-                    worst = u
-        if worst >= 0:
-            i = ui[worst]
-            if kind[worst] == U_PLANE:
-                plane_contact[i, uj[worst]] = False
-                if uj[worst] == 0:
-                    resting[i] = False
-                    starting[i] = False
-            else:
-                body_contact[i, uj[worst]] = False
-                body_contact[uj[worst], i] = False
-            continue
-
-        # Complementarity 2: static friction within its cone, else start.
-        changed = False
-        for u in range(nu):
-            if kind[u] != U_STATIC_X:
+            # Complementarity 1: a pulling normal force is clamped to zero (the
+            # row stays); if that leaves the rows inconsistent the contact is
+            # released above.
+            worst = -1
+            worst_val = 0.0
+            for u in range(nu):
+                if kind[u] == U_PLANE or kind[u] == U_BODY:
+                    scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
+                    if z[u] < -scale and z[u] < worst_val:
+                        worst_val = z[u]
+                        worst = u
+            if worst >= 0:
+                clamp_count += 1
+                if kind[worst] == U_PLANE:
+                    plane_clamp[ui[worst], uj[worst]] = clamp_count
+                else:
+                    body_clamp[ui[worst], uj[worst]] = clamp_count
                 continue
-            i = ui[u]
-            sx = z[u]
-            sy = z[u + 1]
-            cap = 0.0
-            for w in range(nu):
-                if kind[w] == U_PLANE and ui[w] == i:
-                    k = uj[w]
-                    cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
-            smag = np.sqrt(sx * sx + sy * sy)
-            if smag > cap * (1.0 + 1e-12) + 1e-300:
-                resting[i] = False
-                starting[i] = True
-                started[i] = True
-                start_dir[i, 0] = -sx / smag
-                start_dir[i, 1] = -sy / smag
-                start_dir[i, 2] = 0.0
-                changed = True
-        if changed:
-            continue
-        break
 
-    # Accelerations from the solved forces.
-    for i in range(nb):
-        for d in range(3):
-            acc[i, d] = free_acc[i, d]
-    for u in range(nu):
-        i = ui[u]
-        if kind[u] == U_BODY:
-            j = uj[u]
+            # Complementarity 2: static friction within its cone, else start.
+            changed = False
+            for u in range(nu):
+                if kind[u] != U_STATIC_X:
+                    continue
+                i = ui[u]
+                sx = z[u]
+                sy = z[u + 1]
+                # Along a vertical wall's normal the static force and the wall's
+                # normal force are interchangeable (indeterminate): move that part
+                # to the wall (keeping N >= 0), so only the tangential remainder
+                # is friction.
+                for w in range(nu):
+                    if kind[w] == U_PLANE and ui[w] == i and uj[w] > 0:
+                        k = uj[w]
+                        if plane_n[k, 2] == 0.0:
+                            delta = sx * plane_n[k, 0] + sy * plane_n[k, 1]
+                            if z[w] + delta < 0.0:
+                                delta = -z[w]
+                            z[w] += delta
+                            sx -= delta * plane_n[k, 0]
+                            sy -= delta * plane_n[k, 1]
+                z[u] = sx
+                z[u + 1] = sy
+                cap = 0.0
+                for w in range(nu):
+                    if kind[w] == U_PLANE and ui[w] == i:
+                        k = uj[w]
+                        cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
+                smag = np.sqrt(sx * sx + sy * sy)
+                if not hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
+                    resting[i] = False
+                    starting[i] = True
+                    started[i] = True
+                    start_dir[i, 0] = -sx / smag
+                    start_dir[i, 1] = -sy / smag
+                    start_dir[i, 2] = 0.0
+                    changed = True
+            if changed:
+                # Clamps hold for the active set they were found in; a body that
+                # starts to slide changes it (starts never revert: this ends).
+                plane_clamp[:, :] = 0
+                body_clamp[:, :] = 0
+                clamp_count = 0
+                continue
+            break
+
+        # Accelerations from the solved forces.
+        for i in range(nb):
             for d in range(3):
-                acc[j, d] += z[u] * gdir[u, d] / mass[j]
-                acc[i, d] -= z[u] * gdir[u, d] / mass[i]
-        else:
-            for d in range(3):
-                acc[i, d] += z[u] * gdir[u, d] / mass[i]
-    # Remove rounding from the constrained directions.
-    for i in range(nb):
-        if resting[i]:
-            acc[i, 0] = 0.0
-            acc[i, 1] = 0.0
-            acc[i, 2] = 0.0
-            continue
-        for k in range(nplane):
-            if plane_contact[i, k]:
-                an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
-                      + acc[i, 2] * plane_n[k, 2])
+                acc[i, d] = free_acc[i, d]
+        for u in range(nu):
+            i = ui[u]
+            if kind[u] == U_BODY:
+                j = uj[u]
                 for d in range(3):
-                    acc[i, d] -= an * plane_n[k, d]
-        if plane_contact[i, 0]:
-            acc[i, 2] = 0.0
+                    acc[j, d] += z[u] * gdir[u, d] / mass[j]
+                    acc[i, d] -= z[u] * gdir[u, d] / mass[i]
+            else:
+                for d in range(3):
+                    acc[i, d] += z[u] * gdir[u, d] / mass[i]
+        # Remove rounding from the constrained directions.
+        for i in range(nb):
+            if resting[i]:
+                acc[i, 0] = 0.0
+                acc[i, 1] = 0.0
+                acc[i, 2] = 0.0
+                continue
+            for k in range(nplane):
+                if plane_contact[i, k]:
+                    an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
+                          + acc[i, 2] * plane_n[k, 2])
+                    for d in range(3):
+                        acc[i, d] -= an * plane_n[k, d]
+            if plane_contact[i, 0]:
+                acc[i, 2] = 0.0
+        reverted = False
+        for i in range(nb):
+            if started[i]:
+                along = acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1]
+                if along <= 0.0:
+                    resting[i] = True
+                    starting[i] = False
+                    started[i] = False
+                    hold[i] = True
+                    reverted = True
+        if not reverted:
+            break
+        nu = cap_nu
 
     # Do the sliding directions stay put under these accelerations?
     for u in range(nu):
@@ -351,7 +537,7 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
             for d in range(3):
                 rel[d] = vel[j, d] - vel[i, d]
                 nrm[d] = hdir[u, d]
-            if _unit_tangent(rel, nrm, tang) > 0.0:
+            if _unit_tangent(rel, nrm, tang) > V_STOP:
                 rotating = True
         elif kind[u] == U_PLANE:
             for d in range(3):

@@ -237,15 +237,22 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 free_acc[i, 1] = force[i, 1] * inv_m[i]
                 free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
             # Stage 2: sustained contacts.
-            rotating = contact.solve(nb, npl, mass, pos, vel, free_acc, plane_n, pl_mu,
-                                     g_mu_s, g_mu_k, above, plane_contact, body_contact,
-                                     b_mu, resting, starting, start_dir, acc, started)
-            for i in range(nb):
-                if started[i]:
-                    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                ev_dvb, ev_slip, n_ev, t, EV_START, i, -1, start_dir[i],
-                                0.0, 0.0, zero3, zero3, -1)
-                    above[i] = False
+            h_dir = 0.0
+            for attempt in range(2):
+                rotating = contact.solve(nb, npl, mass, pos, vel, free_acc, plane_n,
+                                         pl_mu, g_mu_s, g_mu_k, above, plane_contact,
+                                         body_contact, b_mu, resting, starting,
+                                         start_dir, acc, started, h_dir)
+                for i in range(nb):
+                    if started[i]:
+                        n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt,
+                                    ev_dva, ev_dvb, ev_slip, n_ev, t, EV_START, i, -1,
+                                    start_dir[i], 0.0, 0.0, zero3, zero3, -1)
+                        above[i] = False
+                if not rotating or integrator == INTEGRATOR_SYMPLECTIC:
+                    break
+                # Directions rotate: step dt with the implicit direction.
+                h_dir = min(grid_next, t_end) - t
             if integrator == INTEGRATOR_SYMPLECTIC:
                 # Stage 3: kick v' = v + a dt; a ground slide never reverses.
                 h_kick = min(grid_next, t_end) - t
@@ -318,6 +325,8 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                             rel[d] = (vel[j, d] - vel[i, d]) - un * nrm[d]
                         for d in range(3):
                             at[d] = (dacc[j, d] - dacc[i, d]) - an * nrm[d]
+                        if rel[0] ** 2 + rel[1] ** 2 + rel[2] ** 2 <= V_STOP * V_STOP:
+                            continue  # not sliding
                         s = stop_time(rel, at, s_best)
                         if s < s_best:
                             s_best = s
@@ -397,7 +406,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                                  ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
                                  plane_contact, resting, starting, above, dva, dvb,
                                  ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                 ev_dvb, ev_slip)
+                                 ev_dvb, ev_slip, False)
             work[ev_i] = True
         elif ev_code == _IMPACT_BODY:
             n_ev = _impact_body(ev_i, ev_j, n_ev, t, shape, pos, vel, acc, inv_m,
@@ -464,13 +473,19 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
 def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n, pl_mu,
                   pl_e, g_mu_s, g_mu_k, g_vth, plane_contact, resting, starting, above,
                   dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                  ev_dvb, ev_slip):
-    """Impact of body i on plane k (0 = ground); logs it and returns the count."""
+                  ev_dvb, ev_slip, propagated):
+    """Impact of body i on plane k (0 = ground); logs it and returns the count.
+
+    ``propagated``: the plane was already in contact and another impulse drove
+    the body into it.  Newton's law per contact gives the rebound ``-e`` times
+    the approach speed *before* the event, which was zero: the response is
+    plastic and the contact stays.
+    """
     n = plane_n[k]
     vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
     an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
     # Zeno guard: a slow approach while pressed becomes sustained contact.
-    sustained = -vn < V_CONTACT and an <= 0.0
+    sustained = propagated or (-vn < V_CONTACT and an <= 0.0)
     e = 0.0 if sustained else pl_e[i, k]
     if k == 0:
         vt = _horizontal_speed(vel[i])
@@ -486,6 +501,8 @@ def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n,
         if k == 0:
             pos[i, 2] = ground_z + radius[i]
     kind = EV_BODY_GROUND if k == 0 else EV_BODY_WALL
+    for d in range(3):
+        dvb[d] = 0.0  # a plane does not move
     n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
                 n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
                 1 if slipped else 0)
@@ -511,8 +528,21 @@ def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_con
     if sustained:
         body_contact[i, j] = True
         body_contact[j, i] = True
+        un = 0.0
+        for d in range(3):
+            un += (vel[j, d] - vel[i, d]) * nrm[d]
+        _zero_normal_velocity(i, j, vel, inv_m, nrm, un)
     return _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
                 n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb, 1 if slipped else 0)
+
+
+@jit
+def _zero_normal_velocity(i, j, vel, inv_m, nrm, un):
+    """Remove the relative normal velocity ``un`` of bodies i, j (momentum kept)."""
+    wsum = inv_m[i] + inv_m[j]
+    for d in range(3):
+        vel[j, d] -= un * nrm[d] * inv_m[j] / wsum
+        vel[i, d] += un * nrm[d] * inv_m[i] / wsum
 
 
 @jit
@@ -521,7 +551,10 @@ def _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vt
     starting[i] = False
     if plane_contact[i, 0]:
         vh = _horizontal_speed(vel[i])
-        resting[i] = vh == 0.0
+        resting[i] = vh <= V_STOP
+        if resting[i]:
+            vel[i, 0] = 0.0
+            vel[i, 1] = 0.0
         above[i] = vh >= g_vth[i]
     else:
         resting[i] = False
@@ -534,8 +567,13 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip):
     """Sequential impulses through the contacts of the bodies in ``work``.
 
-    An active contact that now approaches gets an impact impulse (logged);
-    one that now separates is released.  Passes repeat until nothing changes
+    An active contact that now approaches faster than ``V_ROUND`` gets an
+    impact impulse (logged): plastic against a plane (see ``_impact_plane``),
+    with restitution between bodies (so a Newton's cradle passes the impulse
+    along, as sequential impulses do).  One that separates is released, unless
+    it separates slower than ``V_CONTACT`` while its accelerations do not pull
+    it apart: the mirror of the Zeno guard, the contact stays and that small
+    normal velocity is removed.  Passes repeat until nothing changes
     (at most ``4 nb`` passes).
     """
     for _pass in range(4 * nb):
@@ -548,20 +586,26 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 if not plane_contact[i, k]:
                     continue
                 vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
-                if vn < 0.0:
+                if vn < -V_ROUND:
                     plane_contact[i, k] = False
                     n_ev = _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass,
                                          ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k,
                                          g_vth, plane_contact, resting, starting, above,
                                          dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n,
-                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip)
+                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, True)
                     changed = True
                     work[i] = True
-                elif vn > 0.0:
+                elif vn > V_ROUND and (vn >= V_CONTACT or
+                                       acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
+                                       + acc[i, 2] * plane_n[k, 2] > 0.0):
                     plane_contact[i, k] = False
                     if k == 0:
                         resting[i] = False
                         starting[i] = False
+                else:
+                    # Still in contact: the normal velocity is rounding.
+                    for d in range(3):
+                        vel[i, d] -= vn * plane_n[k, d]
             for j in range(nb):
                 if j == i or not body_contact[i, j]:
                     continue
@@ -569,9 +613,11 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 hi = max(i, j)
                 contact_normal_body_body(shape[lo], shape[hi], pos[lo], pos[hi], nrm)
                 un = 0.0
+                an = 0.0
                 for d in range(3):
                     un += (vel[hi, d] - vel[lo, d]) * nrm[d]
-                if un < 0.0:
+                    an += (acc[hi, d] - acc[lo, d]) * nrm[d]
+                if un < -V_ROUND:
                     body_contact[lo, hi] = False
                     body_contact[hi, lo] = False
                     n_ev = _impact_body(lo, hi, n_ev, t, shape, pos, vel, acc, inv_m,
@@ -585,9 +631,11 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                     work[lo] = True
                     work[hi] = True
                     changed = True
-                elif un > 0.0:
+                elif un > V_ROUND and (un >= V_CONTACT or an > 0.0):
                     body_contact[lo, hi] = False
                     body_contact[hi, lo] = False
+                else:
+                    _zero_normal_velocity(lo, hi, vel, inv_m, nrm, un)
         if not changed:
             break
     for i in range(nb):
@@ -639,21 +687,25 @@ def _simulate_serial(args):
         _run_one(s, *args)
 
 
+EVENT_FIELDS = ("t", "kind", "a", "b", "normal", "jn", "jt", "dva", "dvb", "slip")
+
+
 @dataclass(frozen=True)
 class SimResult:
-    """Output of :func:`simulate`.
+    """Output of :func:`simulate`, ragged arrays in CSR form.
 
-    Samples in CSR form: scenario ``s`` owns rows ``samp_ptr[s]:samp_ptr[s+1]``
-    of ``samp_t (M,)``, ``samp_pos`` and ``samp_vel (M, nbody, 3)``.
-    ``final`` is the State at each scenario's end time.  The event log holds
-    ``event_count (nscen,)`` events per scenario in arrays of shape
-    ``(nscen, cap)``: ``event_t``, ``event_kind`` (index into
-    ``EVENT_KINDS``), ``event_a`` (body), ``event_b`` (other body, wall index,
-    or -1 for the ground, stop and start), ``event_normal (nscen, cap, 3)``
-    (from a to b, or the plane normal; the sliding direction for ``start``),
-    ``event_jn``, ``event_jt`` (normal and tangential impulse [N s]),
-    ``event_dva``, ``event_dvb (nscen, cap, 3)`` (velocity change of a and b)
-    and ``event_slip`` (1 slip, 0 stick, -1 not an impact).
+    Samples: scenario ``s`` owns rows ``samp_ptr[s]:samp_ptr[s+1]`` of
+    ``samp_t (M,)``, ``samp_pos`` and ``samp_vel (M, nbody, 3)``.
+    ``final`` is the State at each scenario's end time.
+
+    Events: scenario ``s`` owns rows ``event_ptr[s]:event_ptr[s+1]`` of
+    ``event_t``, ``event_kind`` (index into ``EVENT_KINDS``), ``event_a``
+    (body), ``event_b`` (other body, wall index, or -1 for the ground, stop
+    and start), ``event_normal (E, 3)`` (from a to b, or the plane normal; the
+    sliding direction for ``start``), ``event_jn``, ``event_jt`` (normal and
+    tangential impulse [N s]), ``event_dva``, ``event_dvb (E, 3)`` (velocity
+    change of a and b [m/s]) and ``event_slip`` (1 slip, 0 stick, -1 not an
+    impact), in time order.
     """
 
     samp_ptr: np.ndarray
@@ -661,7 +713,7 @@ class SimResult:
     samp_pos: np.ndarray
     samp_vel: np.ndarray
     final: object
-    event_count: np.ndarray
+    event_ptr: np.ndarray
     event_t: np.ndarray
     event_kind: np.ndarray
     event_a: np.ndarray
@@ -672,12 +724,20 @@ class SimResult:
     event_dva: np.ndarray
     event_dvb: np.ndarray
     event_slip: np.ndarray
-    status: np.ndarray
+
+    @property
+    def event_count(self):
+        return np.diff(self.event_ptr)
 
     def samples(self, s):
         """``(t, pos, vel)`` of scenario ``s``."""
         a, b = self.samp_ptr[s], self.samp_ptr[s + 1]
         return self.samp_t[a:b], self.samp_pos[a:b], self.samp_vel[a:b]
+
+    def events(self, s):
+        """The events of scenario ``s`` as a dict of arrays (``EVENT_FIELDS``)."""
+        a, b = self.event_ptr[s], self.event_ptr[s + 1]
+        return {f: getattr(self, "event_" + f)[a:b] for f in EVENT_FIELDS}
 
 
 def _sample_csr(model, state, sample_times):
@@ -707,6 +767,47 @@ def _sample_csr(model, state, sample_times):
     return ptr, (np.concatenate(parts) if parts else np.zeros(0))
 
 
+def _event_buffers(nscen, cap):
+    return (np.zeros((nscen, cap)), np.zeros((nscen, cap), np.int64),
+            np.zeros((nscen, cap), np.int64), np.zeros((nscen, cap), np.int64),
+            np.zeros((nscen, cap, 3)), np.zeros((nscen, cap)), np.zeros((nscen, cap)),
+            np.zeros((nscen, cap, 3)), np.zeros((nscen, cap, 3)),
+            np.zeros((nscen, cap), np.int64))
+
+
+def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel):
+    """Run the scenarios ``scen`` (indices into ``model``) with event capacity ``cap``.
+
+    ``pos``, ``vel``, ``time`` are that subset's state, advanced in place.
+    Returns ``(out_pos, out_vel, events, status, ev_count)``.
+    """
+    m = model
+    nscen = scen.shape[0]
+    nbmax = m.body_radius.shape[1]
+    out_pos = np.zeros((samp_t.shape[0], nbmax, 3))
+    out_vel = np.zeros((samp_t.shape[0], nbmax, 3))
+    ev = _event_buffers(nscen, cap)
+    status = np.zeros(nscen, np.int64)
+    ev_count = np.zeros(nscen, np.int64)
+    ctrl_ptr = m.ctrl_ptr
+    ctrl_rows = np.concatenate([np.arange(ctrl_ptr[s], ctrl_ptr[s + 1]) for s in scen]).astype(np.int64) \
+        if nscen != m.nscen else np.arange(m.ctrl_body.shape[0])
+    sub_ptr = np.zeros(nscen + 1, np.int64)
+    sub_ptr[1:] = np.cumsum(ctrl_ptr[scen + 1] - ctrl_ptr[scen])
+    args = (m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
+            m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
+            m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
+            m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows], time,
+            m.scen_t_end[scen], m.scen_dt[scen], m.gravity, m.ground_z,
+            m.params, m.tables.bb, m.tables.bw, m.tables.bg,
+            m.integrator, samp_ptr, samp_t, pos, vel, out_pos, out_vel) + ev + (
+            status, ev_count, time)
+    # ``time`` is both the start time (read first) and the end time (written
+    # last) of each scenario.
+    (_simulate_parallel if parallel else _simulate_serial)(args)
+    return out_pos, out_vel, ev, status, ev_count
+
+
 def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
     """Simulate every scenario of ``model`` from ``state``.
 
@@ -714,39 +815,22 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
     (within the run), or None for the final state only.  ``state`` is not
     modified.  Runs are deterministic and bit-identical with ``parallel``
     on or off.  Raises ``RuntimeError`` naming the scenario if one fails.
+
+    Events are buffered ``event_capacity`` per scenario; a scenario with more
+    is run again on its own with room for all of them, so memory follows the
+    events that occur.
     """
     from . import params as P
 
     P.validate(model.params)
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
     nscen = model.nscen
-    nbmax = model.body_radius.shape[1]
     cap = max(1, int(event_capacity))
-    while True:
-        final = state.copy()
-        out_pos = np.zeros((samp_t.shape[0], nbmax, 3))
-        out_vel = np.zeros((samp_t.shape[0], nbmax, 3))
-        ev = (np.zeros((nscen, cap)), np.zeros((nscen, cap), np.int64),
-              np.zeros((nscen, cap), np.int64), np.zeros((nscen, cap), np.int64),
-              np.zeros((nscen, cap, 3)), np.zeros((nscen, cap)), np.zeros((nscen, cap)),
-              np.zeros((nscen, cap, 3)), np.zeros((nscen, cap, 3)),
-              np.zeros((nscen, cap), np.int64))
-        status = np.zeros(nscen, np.int64)
-        ev_count = np.zeros(nscen, np.int64)
-        args = (model.body_count, model.body_shape, model.body_radius, model.body_mass,
-                model.body_material, model.wall_count, model.wall_normal,
-                model.wall_offset, model.wall_material, model.ctrl_ptr, model.ctrl_body,
-                model.ctrl_t0, model.ctrl_t1, model.ctrl_force, final.time,
-                model.scen_t_end, model.scen_dt, model.gravity, model.ground_z,
-                model.params, model.tables.bb, model.tables.bw, model.tables.bg,
-                model.integrator, samp_ptr, samp_t, final.body_pos, final.body_vel,
-                out_pos, out_vel) + ev + (status, ev_count, final.time)
-        # final.time is both the start time (read first) and the end time
-        # (written last) of each scenario.
-        (_simulate_parallel if parallel else _simulate_serial)(args)
-        if ev_count.max(initial=0) <= cap:
-            break
-        cap = int(ev_count.max())
+    final = state.copy()
+    every = np.arange(nscen)
+    out_pos, out_vel, ev, status, ev_count = _run(
+        model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
+        parallel)
     bad = np.flatnonzero(status != STATUS_OK)
     if bad.size:
         s = int(bad[0])
@@ -754,4 +838,23 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
         raise RuntimeError(
             f"scenario {name!r}: {STATUS_MESSAGES[status[s]]} "
             f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
-    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ev_count, *ev, status)
+    # Pack the events, re-running the scenarios that overflowed their buffer.
+    ptr = np.zeros(nscen + 1, np.int64)
+    ptr[1:] = np.cumsum(ev_count)
+    flat = [np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for b in ev]
+    keep = ev_count <= cap
+    rows = np.concatenate([np.arange(ptr[s], ptr[s + 1]) for s in np.flatnonzero(keep)]
+                          + [np.zeros(0, np.int64)]).astype(np.int64)
+    mask = np.arange(cap)[None, :] < ev_count[:, None]
+    mask[~keep] = False
+    for f, b in zip(flat, ev):
+        f[rows] = b[mask]
+    for s in np.flatnonzero(~keep):
+        one = np.array([s])
+        st = state.copy()
+        zero = np.zeros(2, np.int64)
+        _, _, ev1, _, n1 = _run(model, one, st.body_pos[one], st.body_vel[one],
+                                st.time[one], zero, np.zeros(0), int(ev_count[s]), False)
+        for f, b in zip(flat, ev1):
+            f[ptr[s]:ptr[s + 1]] = b[0, :n1[0]]
+    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ptr, *flat)

@@ -104,9 +104,16 @@ def body_plane(v, n, e, mu, dv):
         t0 /= vt
         t1 /= vt
         t2 /= vt
-    dv[0] = jn * n[0] - jt * t0
-    dv[1] = jn * n[1] - jt * t1
-    dv[2] = jn * n[2] - jt * t2
-    for d in range(3):
-        v[d] += dv[d]
+    if slipped:
+        dv[0] = jn * n[0] - jt * t0
+        dv[1] = jn * n[1] - jt * t1
+        dv[2] = jn * n[2] - jt * t2
+        for d in range(3):
+            v[d] += dv[d]
+    else:
+        # Stick: the tangential velocity is zero exactly, not up to rounding.
+        vn_after = vn + jn
+        for d in range(3):
+            dv[d] = vn_after * n[d] - v[d]
+            v[d] = vn_after * n[d]
     return jn, jt, slipped
