@@ -67,7 +67,7 @@ def _bracketed_root(c, n, lo, hi, flo):
 
     Safeguarded Newton: a Newton step is taken when it stays inside the
     current bracket, otherwise the bracket is bisected; iterates until the
-    bracket is a few ulps wide or the value is exactly zero.
+    bracket or the Newton step is a few ulps wide or the value is exactly zero.
     """
     x = 0.5 * (lo + hi)
     for _ in range(ROOT_MAXITER):
@@ -85,6 +85,10 @@ def _bracketed_root(c, n, lo, hi, flo):
         xn = x - fx / d if d != 0.0 else lo - 1.0
         if xn <= lo or xn >= hi or not np.isfinite(xn):
             xn = 0.5 * (lo + hi)
+        elif abs(xn - x) <= 4.0 * np.finfo(np.float64).eps * abs(x):
+            # Newton has converged: its step is a few ulps (the bracket's far
+            # end may never move when f keeps its sign on neighbouring floats).
+            return xn
         if xn == x:
             break
         x = xn
@@ -195,16 +199,48 @@ def first_entry(c, n, h):
 
 
 @jit
+def first_entry_quadratic(c0, c1, c2, h):
+    """:func:`first_entry` for ``c0 + c1 s + c2 s^2``, allocation-free until a
+    root is bracketed (the same arithmetic, so the same root)."""
+    if c2 == 0.0 and c1 == 0.0:
+        return NO_ROOT  # constant: never enters
+    nbreak = 0
+    sc = 0.0
+    if c2 != 0.0:
+        sc = -c1 / (2.0 * c2)
+        if 0.0 < sc < h:
+            nbreak = 1
+    lo = 0.0
+    flo = c0
+    for k in range(nbreak + 1):
+        hi = sc if k < nbreak else h
+        fhi = (c2 * hi + c1) * hi + c0
+        if flo > 0.0:
+            if fhi <= 0.0:
+                if fhi == 0.0:
+                    return hi
+                c = np.empty(3)
+                c[0] = c0
+                c[1] = c1
+                c[2] = c2
+                return _bracketed_root(c, 2, lo, hi, flo)
+        elif fhi < flo:
+            return lo
+        lo = hi
+        flo = fhi
+    return NO_ROOT
+
+
+@jit
 def toi_sphere_plane(p, v, a, r, pn, pd, h):
     """Time of impact of a sphere with the plane ``pn . x = pd`` within ``h``."""
-    c = np.empty(3)
-    c[0] = pn[0] * p[0] + pn[1] * p[1] + pn[2] * p[2] - pd - r
-    c[1] = pn[0] * v[0] + pn[1] * v[1] + pn[2] * v[2]
-    c[2] = 0.5 * (pn[0] * a[0] + pn[1] * a[1] + pn[2] * a[2])
+    c0 = pn[0] * p[0] + pn[1] * p[1] + pn[2] * p[2] - pd - r
+    c1 = pn[0] * v[0] + pn[1] * v[1] + pn[2] * v[2]
+    c2 = 0.5 * (pn[0] * a[0] + pn[1] * a[1] + pn[2] * a[2])
     # Broad phase: the gap cannot close within h.
-    if c[0] - abs(c[1]) * h - abs(c[2]) * h * h > 0.0:
+    if c0 - abs(c1) * h - abs(c2) * h * h > 0.0:
         return NO_ROOT
-    return first_entry(c, 2, h)
+    return first_entry_quadratic(c0, c1, c2, h)
 
 
 @jit

@@ -212,7 +212,113 @@ def _unit_tangent(vec, n, out):
 def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
           ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
           resting, starting, start_dir, acc, started, h_dir):
-    """Contact forces of one scenario; writes ``acc (nb, 3)``.
+    """Contact forces of one scenario (see :func:`_solve_general` for the arrays).
+
+    Bodies whose only contact is the ground (the common case: a ball on the
+    table) are solved in closed form, with the same arithmetic as the
+    general system gives for them; the others go through the general system.
+    Returns True when some friction direction rotates (bound the step by dt).
+    """
+    simple = np.ones(nb, dtype=np.bool_)
+    for i in range(nb):
+        started[i] = False
+        for k in range(1, nplane):
+            if plane_contact[i, k]:
+                simple[i] = False
+        for j in range(nb):
+            if j != i and body_contact[i, j]:
+                simple[i] = False
+    rotating = _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+                              ground_mu_s, ground_mu_k, above, plane_contact, body_contact,
+                              body_mu, resting, starting, start_dir, acc, started, h_dir,
+                              simple)
+    for i in range(nb):
+        if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], ground_mu_s[i],
+                                            ground_mu_k[i], above, plane_contact, resting,
+                                            starting, start_dir, acc, started, h_dir):
+            rotating = True
+    return rotating
+
+
+@jit
+def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, starting,
+                       start_dir, acc, started, h_dir):
+    """Closed form of the contact system for a body whose only contact is the
+    ground: ``N = -m a_free,z``; static ``s = -m a_free,h`` within ``mu_s N``
+    or a start against it; kinetic ``a = a_free - mu N t / m``.  Returns
+    True when the sliding direction rotates."""
+    inv_m = 1.0 / m
+    if not plane_contact[i, 0]:
+        for d in range(3):
+            acc[i, d] = fa[d]
+        return False
+    n_ground = -fa[2] / inv_m
+    if n_ground < -N_TOL * m * (1.0 + abs(fa[2])):
+        # Pulled off the ground: the body lifts off.
+        plane_contact[i, 0] = False
+        resting[i] = False
+        starting[i] = False
+        for d in range(3):
+            acc[i, d] = fa[d]
+        return False
+    if resting[i]:
+        sx = -fa[0] / inv_m
+        sy = -fa[1] / inv_m
+        smag = np.sqrt(sx * sx + sy * sy)
+        if smag <= mu_s * n_ground * (1.0 + 1e-12) + 1e-300:
+            acc[i, 0] = 0.0
+            acc[i, 1] = 0.0
+            acc[i, 2] = 0.0
+            return False
+        resting[i] = False
+        starting[i] = True
+        started[i] = True
+        start_dir[i, 0] = -sx / smag
+        start_dir[i, 1] = -sy / smag
+        start_dir[i, 2] = 0.0
+    # Kinetic friction against the sliding direction (implicit when h_dir > 0).
+    t0 = v[0] + h_dir * fa[0]
+    t1 = v[1] + h_dir * fa[1]
+    size = np.sqrt(t0 * t0 + t1 * t1)
+    if size > 0.0:
+        t0 /= size
+        t1 /= size
+    elif starting[i]:
+        t0 = start_dir[i, 0]
+        t1 = start_dir[i, 1]
+    mu = mu_k if above[i] else mu_s
+    acc[i, 0] = fa[0] + n_ground * (0.0 - mu * t0) / m
+    acc[i, 1] = fa[1] + n_ground * (0.0 - mu * t1) / m
+    acc[i, 2] = 0.0
+    if started[i] and acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1] <= 0.0:
+        # Would decelerate at once: static friction holds it (mu_s >= mu_k).
+        resting[i] = True
+        starting[i] = False
+        started[i] = False
+        acc[i, 0] = 0.0
+        acc[i, 1] = 0.0
+        return False
+    # Does the sliding direction (of the velocity) stay put?
+    speed = np.sqrt(v[0] * v[0] + v[1] * v[1])
+    if speed > 0.0:
+        d0 = v[0] / speed
+        d1 = v[1] / speed
+    elif starting[i]:
+        d0 = start_dir[i, 0]
+        d1 = start_dir[i, 1]
+    else:
+        return False
+    along = acc[i, 0] * d0 + acc[i, 1] * d1
+    p0 = acc[i, 0] - along * d0
+    p1 = acc[i, 1] - along * d1
+    return np.sqrt(p0 * p0 + p1 * p1) > DIR_TOL * (np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2) + 1.0)
+
+
+@jit
+def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+                   ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
+                   resting, starting, start_dir, acc, started, h_dir, skip):
+    """Contact forces of the bodies not in ``skip``; writes ``acc (nb, 3)``.
 
     Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
     (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
@@ -236,6 +342,8 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
     # Count the unknowns; one equation per unknown.
     nu = 0
     for i in range(nb):
+        if skip[i]:
+            continue
         for k in range(nplane):
             if plane_contact[i, k]:
                 nu += 1
@@ -244,8 +352,6 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
                 nu += 1
         if resting[i]:
             nu += 2
-    for i in range(nb):
-        started[i] = False
     if nu == 0:
         for i in range(nb):
             for d in range(3):
@@ -296,6 +402,8 @@ def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
             # (Re)build the unknown list from the current active set.
             m = 0
             for i in range(nb):
+                if skip[i]:
+                    continue
                 for k in range(nplane):
                     if plane_contact[i, k]:
                         kind[m] = U_PLANE

@@ -743,36 +743,42 @@ class SimResult:
 def _sample_csr(model, state, sample_times):
     """Validate per-scenario sample times and pack them as ``(ptr, t)``."""
     nscen = model.nscen
+    ptr = np.zeros(nscen + 1, np.int64)
     if sample_times is None:
-        sample_times = [np.zeros(0)] * nscen
+        return ptr, np.zeros(0)
     if len(sample_times) != nscen:
         raise ValueError(f"sample_times has {len(sample_times)} entries for {nscen} scenarios")
-    ptr = np.zeros(nscen + 1, np.int64)
-    parts = []
-    for s, ts in enumerate(sample_times):
-        ts = np.ascontiguousarray(ts, dtype=np.float64).reshape(-1)
+    parts = [np.asarray(ts, dtype=np.float64).reshape(-1) for ts in sample_times]
+    ptr[1:] = np.cumsum([p.size for p in parts])
+    flat = np.ascontiguousarray(np.concatenate(parts)) if parts else np.zeros(0)
+    if flat.size == 0:
+        return ptr, flat
+    owner = np.repeat(np.arange(nscen), np.diff(ptr))
+
+    def fail(k, what):
+        s = int(owner[k])
         name = model.names[s] if model.names else s
-        if ts.size:
-            if not np.isfinite(ts).all():
-                raise ValueError(f"scenario {name!r}: sample times must be finite")
-            if np.any(np.diff(ts) < 0):
-                k = int(np.argmax(np.diff(ts) < 0)) + 1
-                raise ValueError(f"scenario {name!r}: sample time {k} = {ts[k]} decreases")
-            if ts[0] < state.time[s] or ts[-1] > model.scen_t_end[s]:
-                raise ValueError(
-                    f"scenario {name!r}: sample times [{ts[0]}, {ts[-1]}] outside the run "
-                    f"[{state.time[s]}, {model.scen_t_end[s]}]")
-        parts.append(ts)
-        ptr[s + 1] = ptr[s] + ts.size
-    return ptr, (np.concatenate(parts) if parts else np.zeros(0))
+        raise ValueError(f"scenario {name!r}: sample time {int(k - ptr[s])} = {flat[k]}: {what}")
+
+    bad = np.flatnonzero(~np.isfinite(flat))
+    if bad.size:
+        fail(bad[0], "expected a finite number")
+    dec = np.flatnonzero((np.diff(flat) < 0) & (owner[1:] == owner[:-1]))
+    if dec.size:
+        fail(dec[0] + 1, "decreases")
+    out = np.flatnonzero((flat < state.time[owner]) | (flat > model.scen_t_end[owner]))
+    if out.size:
+        s = int(owner[out[0]])
+        fail(out[0], f"outside the run [{state.time[s]}, {model.scen_t_end[s]}]")
+    return ptr, flat
 
 
 def _event_buffers(nscen, cap):
-    return (np.zeros((nscen, cap)), np.zeros((nscen, cap), np.int64),
-            np.zeros((nscen, cap), np.int64), np.zeros((nscen, cap), np.int64),
-            np.zeros((nscen, cap, 3)), np.zeros((nscen, cap)), np.zeros((nscen, cap)),
-            np.zeros((nscen, cap, 3)), np.zeros((nscen, cap, 3)),
-            np.zeros((nscen, cap), np.int64))
+    return (np.empty((nscen, cap)), np.empty((nscen, cap), np.int64),
+            np.empty((nscen, cap), np.int64), np.empty((nscen, cap), np.int64),
+            np.empty((nscen, cap, 3)), np.empty((nscen, cap)), np.empty((nscen, cap)),
+            np.empty((nscen, cap, 3)), np.empty((nscen, cap, 3)),
+            np.empty((nscen, cap), np.int64))
 
 
 def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel):
@@ -838,17 +844,19 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
         raise RuntimeError(
             f"scenario {name!r}: {STATUS_MESSAGES[status[s]]} "
             f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
-    # Pack the events, re-running the scenarios that overflowed their buffer.
+    # Pack the events (row-major order of the buffers is CSR order),
+    # re-running the scenarios that overflowed their buffer.
     ptr = np.zeros(nscen + 1, np.int64)
     ptr[1:] = np.cumsum(ev_count)
-    flat = [np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for b in ev]
     keep = ev_count <= cap
-    rows = np.concatenate([np.arange(ptr[s], ptr[s + 1]) for s in np.flatnonzero(keep)]
-                          + [np.zeros(0, np.int64)]).astype(np.int64)
-    mask = np.arange(cap)[None, :] < ev_count[:, None]
-    mask[~keep] = False
-    for f, b in zip(flat, ev):
-        f[rows] = b[mask]
+    mask = (np.arange(cap)[None, :] < ev_count[:, None]) & keep[:, None]
+    if keep.all():
+        flat = [b[mask] for b in ev]
+    else:
+        rows = (ptr[:-1, None] + np.arange(cap)[None, :])[mask]
+        flat = [np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for b in ev]
+        for f, b in zip(flat, ev):
+            f[rows] = b[mask]
     for s in np.flatnonzero(~keep):
         one = np.array([s])
         st = state.copy()

@@ -33,7 +33,7 @@ Mode events (exact integrator only):
 
 import numpy as np
 
-from .collision import NO_ROOT, first_entry
+from .collision import NO_ROOT, first_entry_quadratic
 from .config import jit
 
 INTEGRATOR_EXACT = 0
@@ -78,12 +78,9 @@ def stop_time(v, a, h):
 @jit
 def vth_crossing(v, a, v_th, above, h):
     """First time the speed leaves its regime (``above`` or below ``v_th``)."""
-    c = np.empty(3)
     sign = 1.0 if above else -1.0
     # f(s) = |v + a s|^2 - v_th^2, searched for a decreasing crossing of sign * f.
-    c[0] = sign * ((v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) - v_th * v_th)
-    c[1] = sign * 2.0 * (v[0] * a[0] + v[1] * a[1] + v[2] * a[2])
-    c[2] = sign * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
-    if c[1] == 0.0 and c[2] == 0.0:
-        return NO_ROOT
-    return first_entry(c, 2, h)
+    c0 = sign * ((v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) - v_th * v_th)
+    c1 = sign * 2.0 * (v[0] * a[0] + v[1] * a[1] + v[2] * a[2])
+    c2 = sign * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+    return first_entry_quadratic(c0, c1, c2, h)
