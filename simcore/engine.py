@@ -116,9 +116,50 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     nc = c_body.shape[0]
     ns = samp_t.shape[0]
 
+    # Scratch in three buffers (float, bool, and the planes), carved into
+    # views: a scenario's set-up costs three allocations, not thirty.
+    nf = 4 * npl + 5 * nb + 2 * nb * npl + 2 * nb * nb + 6 * nb * 3 + 6 * 3
+    fbuf = np.zeros(nf)
+    off = 0
+    plane_n = fbuf[off:off + 3 * npl].reshape((npl, 3))
+    off += 3 * npl
+    plane_d = fbuf[off:off + npl]
+    off += npl
+    inv_m = fbuf[off:off + nb]
+    g_mu_s = fbuf[off + nb:off + 2 * nb]
+    g_mu_k = fbuf[off + 2 * nb:off + 3 * nb]
+    g_vth = fbuf[off + 3 * nb:off + 4 * nb]
+    g_e = fbuf[off + 4 * nb:off + 5 * nb]
+    off += 5 * nb
+    pl_mu = fbuf[off:off + nb * npl].reshape((nb, npl))
+    pl_e = fbuf[off + nb * npl:off + 2 * nb * npl].reshape((nb, npl))
+    off += 2 * nb * npl
+    b_mu = fbuf[off:off + nb * nb].reshape((nb, nb))
+    b_e = fbuf[off + nb * nb:off + 2 * nb * nb].reshape((nb, nb))
+    off += 2 * nb * nb
+    start_dir = fbuf[off:off + 3 * nb].reshape((nb, 3))
+    force = fbuf[off + 3 * nb:off + 6 * nb].reshape((nb, 3))
+    free_acc = fbuf[off + 6 * nb:off + 9 * nb].reshape((nb, 3))
+    acc = fbuf[off + 9 * nb:off + 12 * nb].reshape((nb, 3))
+    dacc = fbuf[off + 12 * nb:off + 15 * nb].reshape((nb, 3))
+    off += 18 * nb
+    nrm = fbuf[off:off + 3]
+    dva = fbuf[off + 3:off + 6]
+    dvb = fbuf[off + 6:off + 9]
+    zero3 = fbuf[off + 9:off + 12]
+    rel = fbuf[off + 12:off + 15]
+    at = fbuf[off + 15:off + 18]
+    bbuf = np.zeros(nb * npl + nb * nb + 6 * nb, dtype=np.bool_)
+    plane_contact = bbuf[:nb * npl].reshape((nb, npl))
+    body_contact = bbuf[nb * npl:nb * npl + nb * nb].reshape((nb, nb))
+    boff = nb * npl + nb * nb
+    resting = bbuf[boff:boff + nb]
+    starting = bbuf[boff + nb:boff + 2 * nb]
+    started = bbuf[boff + 2 * nb:boff + 3 * nb]
+    above = bbuf[boff + 3 * nb:boff + 4 * nb]
+    work = bbuf[boff + 4 * nb:boff + 5 * nb]
+
     # Planes: row 0 is the ground z = ground_z, then the walls.
-    plane_n = np.zeros((npl, 3))
-    plane_d = np.empty(npl)
     plane_n[0, 2] = 1.0
     plane_d[0] = ground_z
     for k in range(nw):
@@ -127,15 +168,6 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         plane_d[k + 1] = wall_d[k]
 
     # Coefficients through the material tables (see params.py).
-    inv_m = np.empty(nb)
-    g_mu_s = np.empty(nb)
-    g_mu_k = np.empty(nb)
-    g_vth = np.empty(nb)
-    g_e = np.empty(nb)
-    pl_mu = np.zeros((nb, npl))
-    pl_e = np.zeros((nb, npl))
-    b_mu = np.zeros((nb, nb))
-    b_e = np.zeros((nb, nb))
     for i in range(nb):
         inv_m[i] = 1.0 / mass[i]
         g_mu_s[i] = params[bg_idx[mat[i], 0]]
@@ -150,25 +182,6 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         for j in range(nb):
             b_mu[i, j] = params[bb_idx[mat[i], mat[j], 0]]
             b_e[i, j] = params[bb_idx[mat[i], mat[j], 1]]
-
-    plane_contact = np.zeros((nb, npl), dtype=np.bool_)
-    body_contact = np.zeros((nb, nb), dtype=np.bool_)
-    resting = np.zeros(nb, dtype=np.bool_)
-    starting = np.zeros(nb, dtype=np.bool_)
-    started = np.zeros(nb, dtype=np.bool_)
-    above = np.zeros(nb, dtype=np.bool_)
-    start_dir = np.zeros((nb, 3))
-    force = np.zeros((nb, 3))
-    free_acc = np.zeros((nb, 3))
-    acc = np.zeros((nb, 3))
-    dacc = np.zeros((nb, 3))
-    nrm = np.empty(3)
-    dva = np.zeros(3)
-    dvb = np.zeros(3)
-    zero3 = np.zeros(3)
-    rel = np.empty(3)
-    at = np.empty(3)
-    work = np.zeros(nb, dtype=np.bool_)
 
     # Contacts present at the start: touching surfaces without a fast approach.
     for i in range(nb):
