@@ -147,6 +147,18 @@ def _min_norm_solve(a, b, n):
 
 
 @jit
+def _start(i, sx, sy, smag, resting, starting, started, start_dir):
+    """Body i leaves rest: kinetic friction against the impending motion
+    ``-s / |s|`` of its static force ``s = (sx, sy)`` (a ``start`` event)."""
+    resting[i] = False
+    starting[i] = True
+    started[i] = True
+    start_dir[i, 0] = -sx / smag
+    start_dir[i, 1] = -sy / smag
+    start_dir[i, 2] = 0.0
+
+
+@jit
 def _clamp_order(kind, i, j, plane_clamp, body_clamp):
     """Clamp order of a normal-force unknown (0: free or not a normal force)."""
     if kind == U_PLANE:
@@ -270,12 +282,7 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
             acc[i, 1] = 0.0
             acc[i, 2] = 0.0
             return False
-        resting[i] = False
-        starting[i] = True
-        started[i] = True
-        start_dir[i, 0] = -sx / smag
-        start_dir[i, 1] = -sy / smag
-        start_dir[i, 2] = 0.0
+        _start(i, sx, sy, smag, resting, starting, started, start_dir)
     # Kinetic friction against the sliding direction (implicit when h_dir > 0).
     t0 = v[0] + h_dir * fa[0]
     t1 = v[1] + h_dir * fa[1]
@@ -578,12 +585,7 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
                         cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
                 smag = np.sqrt(sx * sx + sy * sy)
                 if not hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
-                    resting[i] = False
-                    starting[i] = True
-                    started[i] = True
-                    start_dir[i, 0] = -sx / smag
-                    start_dir[i, 1] = -sy / smag
-                    start_dir[i, 2] = 0.0
+                    _start(i, sx, sy, smag, resting, starting, started, start_dir)
                     changed = True
             if changed:
                 # Clamps hold for the active set they were found in; a body that

@@ -74,6 +74,17 @@ MAX_ZERO_STEPS = 100_000
 
 
 @jit
+def _rel_normal(i, j, vel, acc, nrm):
+    """Relative normal velocity and acceleration of body j over body i along ``nrm``."""
+    un = 0.0
+    an = 0.0
+    for d in range(3):
+        un += (vel[j, d] - vel[i, d]) * nrm[d]
+        an += (acc[j, d] - acc[i, d]) * nrm[d]
+    return un, an
+
+
+@jit
 def _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
          count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
     """Append one event if the buffer has room; return the new count."""
@@ -329,11 +340,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                     if body_contact[i, j] and contact_normal_body_body(
                             shape[i], shape[j], pos[i], pos[j], nrm):
                         # Relative tangential velocity of the contact.
-                        un = 0.0
-                        an = 0.0
-                        for d in range(3):
-                            un += (vel[j, d] - vel[i, d]) * nrm[d]
-                            an += (dacc[j, d] - dacc[i, d]) * nrm[d]
+                        un, an = _rel_normal(i, j, vel, dacc, nrm)
                         for d in range(3):
                             rel[d] = (vel[j, d] - vel[i, d]) - un * nrm[d]
                         for d in range(3):
@@ -373,11 +380,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 g = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
                 if abs(g) <= GAP_TOL and contact_normal_body_body(
                         shape[i], shape[j], pos[i], pos[j], nrm):
-                    un = 0.0
-                    an = 0.0
-                    for d in range(3):
-                        un += (vel[j, d] - vel[i, d]) * nrm[d]
-                        an += (dacc[j, d] - dacc[i, d]) * nrm[d]
+                    un, an = _rel_normal(i, j, vel, dacc, nrm)
                     if an > 0.0 and un > -V_ROUND:
                         continue
                 s = toi_body_body(shape[i], shape[j], pos[i], vel[i], dacc[i], radius[i],
@@ -529,11 +532,7 @@ def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_con
                  ev_dvb, ev_slip):
     """Impact between bodies i < j at the time-of-impact configuration."""
     contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm)
-    un = 0.0
-    an = 0.0
-    for d in range(3):
-        un += (vel[j, d] - vel[i, d]) * nrm[d]
-        an += (acc[j, d] - acc[i, d]) * nrm[d]
+    un, an = _rel_normal(i, j, vel, acc, nrm)
     sustained = -un < V_CONTACT and an <= 0.0
     e = 0.0 if sustained else b_e[i, j]
     jn, jt, slipped = impulse.body_body(vel[i], vel[j], inv_m[i], inv_m[j], nrm, e,
@@ -625,11 +624,7 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 lo = min(i, j)
                 hi = max(i, j)
                 contact_normal_body_body(shape[lo], shape[hi], pos[lo], pos[hi], nrm)
-                un = 0.0
-                an = 0.0
-                for d in range(3):
-                    un += (vel[hi, d] - vel[lo, d]) * nrm[d]
-                    an += (acc[hi, d] - acc[lo, d]) * nrm[d]
+                un, an = _rel_normal(lo, hi, vel, acc, nrm)
                 if un < -V_ROUND:
                     body_contact[lo, hi] = False
                     body_contact[hi, lo] = False

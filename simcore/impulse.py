@@ -31,6 +31,14 @@ from .config import jit
 
 
 @jit
+def coulomb(j_stick, mu, jn):
+    """Friction impulse ``min(J_stick, mu J_n)`` and whether it slips."""
+    if j_stick <= mu * jn:
+        return j_stick, False
+    return mu * jn, True
+
+
+@jit
 def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
     """Apply the impact impulse between bodies i and j in place.
 
@@ -51,14 +59,8 @@ def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
     t1 = u1 - un * n[1]
     t2 = u2 - un * n[2]
     ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    j_stick = ut / inv_sum
     # Clamp the friction impulse to mu * J_n.
-    if j_stick <= mu * jn:
-        jt = j_stick
-        slipped = False
-    else:
-        jt = mu * jn
-        slipped = True
+    jt, slipped = coulomb(ut / inv_sum, mu, jn)
     if ut > 0.0:
         t0 /= ut
         t1 /= ut
@@ -94,12 +96,7 @@ def body_plane(v, n, e, mu, dv):
     t1 = v[1] - vn * n[1]
     t2 = v[2] - vn * n[2]
     vt = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    if vt <= mu * jn:
-        jt = vt
-        slipped = False
-    else:
-        jt = mu * jn
-        slipped = True
+    jt, slipped = coulomb(vt, mu, jn)
     if vt > 0.0:
         t0 /= vt
         t1 /= vt
