@@ -18,7 +18,9 @@ scenario through the public API), ``oracle_sphere_steps_per_s`` (the NumPy
 oracle, on a subset), ``ratio_vs_oracle`` (the first over the third),
 ``sphere_steps_per_s_8`` (8 spheres), ``pushes_sphere_steps_per_s``,
 ``symplectic_sphere_steps_per_s``,
-``events_per_s``, ``threads``.
+``events_per_s``, ``threads``; with ``mujoco`` installed (``bench`` extra)
+also ``mujoco_sphere_steps_per_s`` (same table, MuJoCo at timestep = dt, one
+scenario after another) and ``ratio_vs_mujoco``.
 """
 
 import argparse
@@ -65,7 +67,7 @@ def batch(nscen, nbody, seed, integrator="exact", pushes=False):
     return scenes, model, state, times
 
 
-def timed(fn, repeat=3):
+def timed(fn, repeat=5):
     fn()  # warm-up (compiles on first use)
     best = np.inf
     for _ in range(repeat):
@@ -117,11 +119,58 @@ def run(nscen=10_000):
     out["oracle_sphere_steps_per_s"] = steps(msub) / (time.perf_counter() - t0)
     out["ratio_vs_oracle"] = out["sphere_steps_per_s"] / out["oracle_sphere_steps_per_s"]
     try:
-        import mujoco  # noqa: F401  (optional `bench` extra)
-        out["mujoco"] = "installed; reference row not implemented yet"
+        import mujoco  # optional `bench` extra
     except ImportError:
         out["mujoco"] = "not installed (pip install -e '.[bench]')"
+        return out
+    out["mujoco"] = mujoco.__version__
+    out["mujoco_sphere_steps_per_s"] = mujoco_row(mujoco, sub)
+    out["ratio_vs_mujoco"] = out["sphere_steps_per_s"] / out["mujoco_sphere_steps_per_s"]
     return out
+
+
+MJCF = """
+<mujoco>
+  <option timestep="{dt}" gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom type="plane" size="{w} {w} 0.1" friction="0.2 0.005 0.0001"/>
+    <geom type="box" pos="{wx} 0 0.1" size="0.05 {w} 0.1"/>
+    <geom type="box" pos="-{wx} 0 0.1" size="0.05 {w} 0.1"/>
+    <geom type="box" pos="0 {wx} 0.1" size="{w} 0.05 0.1"/>
+    <geom type="box" pos="0 -{wx} 0.1" size="{w} 0.05 0.1"/>
+    {bodies}
+  </worldbody>
+</mujoco>
+"""
+
+
+def mujoco_row(mujoco, scenes):
+    """MuJoCo on the same table (spheres on a plane, four box walls), one
+    scenario after another, ``mj_step(..., nstep)`` in C at timestep = dt.
+
+    A cost reference only: MuJoCo's balls roll and its contacts are soft, so
+    its trajectories are not the patent's sliding model.
+    """
+    nb = len(scenes[0].radius)
+    bodies = "".join(
+        f'<body pos="0 0 0.1"><freejoint/><geom type="sphere" size="{scenes[0].radius[0]}" '
+        f'mass="{scenes[0].mass[0]}"/></body>' for _ in range(nb))
+    xml = MJCF.format(dt=DT, w=HALF + 0.1, wx=HALF + 0.05, bodies=bodies)
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    nstep = int(round(DURATION / DT))
+
+    def run_all():
+        for sc in scenes:
+            mujoco.mj_resetData(model, data)
+            for i in range(nb):
+                data.qpos[7 * i:7 * i + 3] = sc.pos[i]
+                data.qpos[7 * i + 3:7 * i + 7] = (1, 0, 0, 0)
+                data.qvel[6 * i:6 * i + 3] = sc.vel[i]
+            mujoco.mj_step(model, data, nstep=nstep)
+
+    t, _ = timed(run_all, repeat=2)
+    return len(scenes) * nb * nstep / t
 
 
 def main():
@@ -144,6 +193,10 @@ def main():
     for label, v in rows:
         print(f"  {label:34s} {v:12.3g} sphere-steps/s")
     print(f"  {'events (exact, 2 spheres)':34s} {out['events_per_s']:12.3g} events/s")
+    if "mujoco_sphere_steps_per_s" in out:
+        print(f"  {'MuJoCo ' + out['mujoco'] + ', 2 spheres, one core':34s} "
+              f"{out['mujoco_sphere_steps_per_s']:12.3g} sphere-steps/s")
+        print(f"  ratio vs MuJoCo: {out['ratio_vs_mujoco']:.0f}x")
     print(f"  ratio vs oracle: {out['ratio_vs_oracle']:.0f}x;  mujoco: {out['mujoco']}")
 
 
