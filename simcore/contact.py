@@ -405,7 +405,7 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
         plane_clamp[:, :] = 0
         body_clamp[:, :] = 0
         clamp_count = 0
-        for it in range(8 * nu + 8):
+        for _it in range(8 * nu + 8):
             # (Re)build the unknown list from the current active set.
             m = 0
             for i in range(nb):

@@ -27,7 +27,6 @@ from numba import njit, prange
 
 from . import contact, impulse
 from .collision import (
-    NO_ROOT,
     UNSUPPORTED,
     contact_normal_body_body,
     gap_body_body,
@@ -127,8 +126,8 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     nc = c_body.shape[0]
     ns = samp_t.shape[0]
 
-    # Scratch in three buffers (float, bool, and the planes), carved into
-    # views: a scenario's set-up costs three allocations, not thirty.
+    # Scratch in two buffers (float and bool) carved into views: a
+    # scenario's set-up costs two allocations, not thirty.
     nf = 4 * npl + 5 * nb + 2 * nb * npl + 2 * nb * nb + 6 * nb * 3 + 6 * 3
     fbuf = np.zeros(nf)
     off = 0
@@ -262,7 +261,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
             # Stage 2: sustained contacts.
             h_dir = 0.0
-            for attempt in range(2):
+            for _attempt in range(2):
                 rotating = contact.solve(nb, npl, mass, pos, vel, free_acc, plane_n,
                                          pl_mu, g_mu_s, g_mu_k, above, plane_contact,
                                          body_contact, b_mu, resting, starting,
