@@ -8,6 +8,10 @@
     names to numbers; missing names take the dataset's fixed values, then
     the defaults; an unknown name is an error.
 
+``contactfit validate DATASET``
+    Prints a summary of a valid dataset, or the grouped report of every
+    violation (table, column, row, scenario); exit code 0 or 1.
+
 ``contactfit generate OUT [--scenarios N] [--seed S] [--noise-mm X] ...``
     Writes a synthetic dataset with known coefficients.
 
@@ -117,6 +121,30 @@ def cmd_simulate(args):
     return 0
 
 
+def cmd_validate(args):
+    from simcore import dataset
+
+    _, report, summary = dataset.validate(args.dataset)
+    if report:
+        print(f"{args.dataset}: INVALID\n{report.text()}")
+        return 1
+    d = summary["duration_s"]
+    lines = [f"{args.dataset}: valid",
+             f"  scenarios   {summary['scenarios']}",
+             f"  bodies      {summary['bodies']}",
+             f"  samples     {summary['samples']}",
+             f"  duration    {d['min']:.3g}-{d['max']:.3g} s per scenario, {d['total']:.4g} s in all",
+             f"  sample rate {summary['sample_rate_hz']:.4g} Hz (median)",
+             f"  walls {summary['walls']}, controls {summary['controls']}, events {summary['events']}"]
+    if "collisions" in summary:
+        c = summary["collisions"]
+        lines.append(f"  collisions  {c['body-body']} body-body, {c['body-wall']} body-wall, "
+                     f"{c['body-ground']} body-ground (events table)")
+    lines.append(f"  initial velocity {summary['initial_velocity']}")
+    print("\n".join(lines))
+    return 0
+
+
 def cmd_generate(args):
     from simcore import synth
 
@@ -137,6 +165,9 @@ def build_parser():
     sim.add_argument("--out", required=True, help="output directory")
     sim.add_argument("--integrator", choices=["exact", "symplectic"], default="exact")
     sim.set_defaults(func=cmd_simulate)
+    val = sub.add_parser("validate", help="check a dataset against the contract")
+    val.add_argument("dataset")
+    val.set_defaults(func=cmd_validate)
     gen = sub.add_parser("generate", help="write a synthetic dataset with known coefficients")
     gen.add_argument("out")
     gen.add_argument("--scenarios", type=int, default=40)

@@ -7,10 +7,12 @@ converted to SI on read (``units.length`` m, cm or mm; ``units.time`` s or
 ms); every table is read with pyarrow, projecting only the contract's
 columns, and turned into engine arrays without per-row Python loops.
 
-This is the minimal reader the engine's CLI needs; validation with grouped
-reports, derived targets and sharding build on it.
+:func:`read` raises on the first unusable dataset with the grouped report of
+every problem; :func:`validate` checks the whole contract and never raises;
+:func:`shards` and :func:`split` partition scenarios deterministically.
 """
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from . import params as P
+from .collision import SHAPE_NAMES
 from .model import Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -56,8 +59,65 @@ _TIME_COLS = {"t", "t0", "t1", "duration", "dt"}
 DEFAULT_DT = 1e-3
 
 
+@dataclass(frozen=True)
+class Violation:
+    """One breach of the contract: where (file, table, column, row, scenario) and what."""
+
+    kind: str
+    where: str
+    message: str
+    scenario: str = ""
+
+
+class Report:
+    """Violations of a dataset, grouped by kind for one readable report: per
+    kind the number of cases and the first few of them."""
+
+    SHOW = 3  # examples shown per kind
+
+    def __init__(self):
+        self.items = []
+        self.counts = {}
+
+    def add(self, kind, where, message, scenario=""):
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.items.append(Violation(kind, str(where), message, str(scenario)))
+
+    def add_rows(self, kind, path, table, column, rows, message, scenario_ids=None):
+        """Violations at table rows ``rows`` (indices); the first few are kept."""
+        rows = np.asarray(rows).reshape(-1)
+        self.counts[kind] = self.counts.get(kind, 0) + rows.size
+        for r in rows[: self.SHOW]:
+            sid = "" if scenario_ids is None else scenario_ids[int(r)]
+            where = f"{path}: table {table}, column {column}, row {int(r)}"
+            self.items.append(Violation(kind, where, message, str(sid)))
+
+    def __bool__(self):
+        return bool(self.counts)
+
+    def __len__(self):
+        return sum(self.counts.values())
+
+    def text(self):
+        """The grouped report."""
+        lines = [f"{len(self)} problem(s) of {len(self.counts)} kind(s):"]
+        for kind, count in self.counts.items():
+            shown = [v for v in self.items if v.kind == kind][: self.SHOW]
+            lines.append(f"- {kind}: {count}")
+            for v in shown:
+                scen = f" [scenario {v.scenario}]" if v.scenario else ""
+                lines.append(f"    {v.where}{scen}: {v.message}")
+            if count > len(shown):
+                lines.append(f"    ... and {count - len(shown)} more")
+        return "\n".join(lines)
+
+
 class DatasetError(ValueError):
     """A dataset that breaks the contract; the message says where and what."""
+
+    def __init__(self, message, report=None):
+        super().__init__(message)
+        self.report = report
 
 
 @dataclass
@@ -88,7 +148,12 @@ def _table_file(root, name):
     return None
 
 
-def _read_table(path, name):
+def _read_table(path, name, report):
+    """Read one table with the contract's columns; problems go to ``report``.
+
+    Returns the table (columns cast to the contract's types) or None when it
+    cannot be used at all.
+    """
     spec = TABLES[name]
     try:
         if path.suffix == ".parquet":
@@ -99,16 +164,24 @@ def _read_table(path, name):
                 column_types={c: pa.string() for c, (k, _) in spec.items() if k == "str"}))
             table = table.select([c for c in spec if c in table.column_names])
     except (pa.ArrowInvalid, OSError) as exc:
-        raise DatasetError(f"{path}: unreadable or truncated {name} table ({exc})") from None
+        report.add("unreadable or truncated file", path, f"table {name}: {exc}")
+        return None
     missing = [c for c, (_, req) in spec.items() if req and c not in table.column_names]
-    if missing:
-        raise DatasetError(f"{path}: missing column(s) {missing} in table {name}")
+    for c in missing:
+        report.add("missing column", f"{path}: table {name}", f"column {c} is required")
     if table.num_rows == 0:
-        raise DatasetError(f"{path}: table {name} is empty")
+        report.add("empty table", f"{path}: table {name}", "no rows")
+        return None
+    sids = (table["scenario_id"].cast(pa.string()).to_numpy(zero_copy_only=False)
+            if "scenario_id" in table.column_names else None)
     cols = {}
     for c in table.column_names:
         kind = spec[c][0]
         col = table[c]
+        if col.null_count:
+            rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            report.add_rows("missing value", path, name, c, rows, "empty cell", sids)
+            continue
         try:
             if kind == "str":
                 col = col.cast(pa.string())
@@ -117,22 +190,24 @@ def _read_table(path, name):
                     vals = col.to_numpy(zero_copy_only=False)
                     bad = np.flatnonzero(~np.isfinite(vals) | (vals != np.round(vals)))
                     if bad.size:
-                        raise DatasetError(
-                            f"{path}: column {c} row {int(bad[0])}: {vals[bad[0]]} is not an integer")
+                        report.add_rows("wrong type", path, name, c, bad,
+                                        "expected an integer", sids)
+                        continue
                 col = col.cast(pa.int64())
             else:
                 col = col.cast(pa.float64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise DatasetError(f"{path}: column {c}: expected {kind} values ({exc})") from None
-        if col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise DatasetError(f"{path}: column {c} row {row}: missing value")
+            report.add("wrong type", f"{path}: table {name}, column {c}",
+                       f"expected {kind} values, got {col.type} ({exc})")
+            continue
         if kind == "float":
             vals = col.to_numpy()
             bad = np.flatnonzero(~np.isfinite(vals))
             if bad.size:
-                raise DatasetError(f"{path}: column {c} row {int(bad[0])}: {vals[bad[0]]} is not finite")
+                report.add_rows("NaN or inf", path, name, c, bad, "not a finite number", sids)
         cols[c] = col
+    if missing or len(cols) < len(table.column_names):
+        return None
     return pa.table(cols)
 
 
@@ -153,37 +228,50 @@ def _convert_units(table, length, time):
 
 
 def read(path):
-    """Read a dataset directory; raises :class:`DatasetError` naming the problem."""
-    root = Path(path)
+    """Read and validate a dataset directory; raises :class:`DatasetError` with
+    the grouped report of every problem found (``exc.report``)."""
+    ds, report, _ = validate(path)
+    if report:
+        raise DatasetError(f"{path}: invalid dataset\n{report.text()}", report)
+    return ds
+
+
+def _read(root, report):
     meta_path = root / "dataset.yaml"
     if not meta_path.exists():
-        raise DatasetError(f"{root}: no dataset.yaml (is this a dataset directory?)")
+        report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
+        return None
     try:
         meta = yaml.safe_load(meta_path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise DatasetError(f"{meta_path}: not valid YAML ({exc})") from None
+        report.add("unreadable or truncated file", meta_path, f"not valid YAML ({exc})")
+        return None
     units = meta.get("units", {}) or {}
     lu, tu = units.get("length", "m"), units.get("time", "s")
     if lu not in LENGTH:
-        raise DatasetError(f"{meta_path}: units.length = {lu!r}: expected one of {list(LENGTH)}")
+        report.add("unknown units", meta_path, f"units.length = {lu!r}: expected one of {list(LENGTH)}")
     if tu not in TIME:
-        raise DatasetError(f"{meta_path}: units.time = {tu!r}: expected one of {list(TIME)}")
-    tables = {}
-    for name in TABLES:
-        file = _table_file(root, name)
-        if file is None:
-            if name in REQUIRED_TABLES:
-                raise DatasetError(f"{root}: missing table {name} ({name}.parquet or {name}.csv)")
-            continue
-        tables[name] = _convert_units(_read_table(file, name), LENGTH[lu], TIME[tu])
-    gravity = float(meta.get("gravity", 9.81))
-    ground_z = float(meta.get("ground_z", 0.0)) * LENGTH[lu]
+        report.add("unknown units", meta_path, f"units.time = {tu!r}: expected one of {list(TIME)}")
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
     for what, values in (("params", fixed), ("truth", truth)):
         unknown = sorted(set(values) - set(P.NAMES))
         if unknown:
-            raise DatasetError(f"{meta_path}: {what}: unknown parameter(s) {unknown}")
+            report.add("unknown parameter", meta_path, f"{what}: {unknown}; expected some of {list(P.NAMES)}")
+    tables = {}
+    for name in TABLES:
+        file = _table_file(root, name)
+        if file is None:
+            if name in REQUIRED_TABLES:
+                report.add("missing file", root, f"table {name} ({name}.parquet or {name}.csv)")
+            continue
+        table = _read_table(file, name, report)
+        if table is not None and lu in LENGTH and tu in TIME:
+            tables[name] = _convert_units(table, LENGTH[lu], TIME[tu])
+    if report:
+        return None
+    gravity = float(meta.get("gravity", 9.81))
+    ground_z = float(meta.get("ground_z", 0.0)) * LENGTH[lu]
     return Dataset(root, meta, tables, gravity, ground_z, fixed, truth)
 
 
@@ -294,3 +382,213 @@ def write_table(table_dict, path):
         pq.write_table(table, path)
     else:
         pacsv.write_csv(table, path)
+
+
+def _keys(sid_a, body_a, sid_b=None, body_b=None):
+    """Integer keys of (scenario_id, body_id) pairs, consistent across two tables."""
+    sids = np.concatenate([sid_a] + ([sid_b] if sid_b is not None else []))
+    _, code = np.unique(sids.astype(str), return_inverse=True)
+    bodies = np.concatenate([body_a] + ([body_b] if body_b is not None else [])).astype(np.int64)
+    span = int(bodies.max() - bodies.min() + 1) if bodies.size else 1
+    key = code.astype(np.int64) * span + (bodies - (bodies.min() if bodies.size else 0))
+    return key[: len(sid_a)], key[len(sid_a):]
+
+
+def _col(ds, table, c):
+    return ds.tables[table][c].to_numpy(zero_copy_only=False)
+
+
+def _first_rows(key):
+    """Index of the first row of each key, in file order."""
+    _, first = np.unique(key, return_index=True)
+    return first
+
+
+def validate(path):
+    """Check a dataset against the whole contract.
+
+    Returns ``(dataset or None, report, summary)``; ``report`` holds every
+    violation (table, column, row and scenario of each), ``summary`` the
+    counts a user checks first.  Never raises for a bad dataset.
+    """
+    root = Path(path)
+    report = Report()
+    ds = _read(root, report)
+    if ds is None:
+        return None, report, {}
+    f = {n: _table_file(root, n) for n in ds.tables}
+    b_sid, b_body = _col(ds, "bodies", "scenario_id").astype(str), _col(ds, "bodies", "body_id")
+    t_sid, t_body = _col(ds, "trajectories", "scenario_id").astype(str), _col(ds, "trajectories", "body_id")
+    t = _col(ds, "trajectories", "t")
+
+    # bodies: positive sizes, known shapes, no duplicates.
+    for c in ("radius", "mass"):
+        bad = np.flatnonzero(_col(ds, "bodies", c) <= 0)
+        if bad.size:
+            report.add_rows("non-positive mass or radius", f["bodies"], "bodies", c, bad,
+                            f"{c} must be > 0", b_sid)
+    shapes = _col(ds, "bodies", "shape").astype(str)
+    bad = np.flatnonzero(~np.isin(shapes, SHAPE_NAMES))
+    if bad.size:
+        report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
+                        f"expected one of {list(SHAPE_NAMES)}", b_sid)
+    bkey, tkey = _keys(b_sid, b_body, t_sid, t_body)
+    dup = np.flatnonzero(np.isin(np.arange(bkey.size), _first_rows(bkey), invert=True))
+    if dup.size:
+        report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
+                        "the same (scenario_id, body_id) twice", b_sid)
+
+    # trajectories: t strictly increasing per body, in file order.
+    order = np.argsort(tkey, kind="stable")
+    same = tkey[order][1:] == tkey[order][:-1]
+    bad = order[1:][same & (np.diff(t[order]) <= 0)]
+    if bad.size:
+        report.add_rows("duplicate or decreasing t", f["trajectories"], "trajectories", "t",
+                        np.sort(bad), "t does not increase for this body", t_sid)
+
+    # Cross references.
+    lonely = np.flatnonzero(~np.isin(bkey, tkey))
+    if lonely.size:
+        report.add_rows("body without trajectory", f["bodies"], "bodies", "body_id", lonely,
+                        "no trajectory rows for this body", b_sid)
+    orphan = np.flatnonzero(~np.isin(tkey, bkey))
+    if orphan.size:
+        report.add_rows("trajectory without body", f["trajectories"], "trajectories", "body_id",
+                        orphan, "body not in the bodies table", t_sid)
+    if "controls" in ds.tables:
+        c_sid = _col(ds, "controls", "scenario_id").astype(str)
+        ckey, bkey2 = _keys(c_sid, _col(ds, "controls", "body_id"), b_sid, b_body)
+        bad = np.flatnonzero(~np.isin(ckey, bkey2))
+        if bad.size:
+            report.add_rows("control without body", f["controls"], "controls", "body_id", bad,
+                            "body not in the bodies table", c_sid)
+        bad = np.flatnonzero(_col(ds, "controls", "t1") < _col(ds, "controls", "t0"))
+        if bad.size:
+            report.add_rows("control window reversed", f["controls"], "controls", "t1", bad,
+                            "t1 < t0", c_sid)
+    if "walls" in ds.tables:
+        w = np.stack([_col(ds, "walls", c) for c in ("nx", "ny", "nz")], axis=1)
+        bad = np.flatnonzero(np.linalg.norm(w, axis=1) == 0)
+        if bad.size:
+            report.add_rows("zero wall normal", f["walls"], "walls", "nx", bad,
+                            "(nx, ny, nz) is zero", _col(ds, "walls", "scenario_id").astype(str))
+    if "scenarios" in ds.tables:
+        s_sid = _col(ds, "scenarios", "scenario_id").astype(str)
+        for c in ("duration", "dt"):
+            if c in ds.tables["scenarios"].column_names:
+                bad = np.flatnonzero(_col(ds, "scenarios", c) <= 0)
+                if bad.size:
+                    report.add_rows("non-positive duration or dt", f["scenarios"], "scenarios",
+                                    c, bad, f"{c} must be > 0", s_sid)
+        if "split" in ds.tables["scenarios"].column_names:
+            bad = np.flatnonzero(~np.isin(_col(ds, "scenarios", "split").astype(str),
+                                          ["train", "test"]))
+            if bad.size:
+                report.add_rows("unknown split", f["scenarios"], "scenarios", "split", bad,
+                                "expected 'train' or 'test'", s_sid)
+
+    # Geometry at the first sample: above the ground, no overlaps.
+    if not report:
+        _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order)
+
+    summary = _summary(ds, t_sid, tkey, t, order) if not report else {}
+    return ds, report, summary
+
+
+def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
+    first = order[np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1]]  # first row per body
+    pos = np.stack([_col(ds, "trajectories", c)[first] for c in "xyz"], axis=1)
+    where = {int(k): r for k, r in zip(tkey[first], first)}
+    b_index = np.array([where[int(k)] for k in bkey])
+    radius = _col(ds, "bodies", "radius")
+    p0 = pos[np.searchsorted(tkey[first], bkey)]
+    if all(c in ds.tables["bodies"].column_names for c in ("x0", "y0", "z0")):
+        p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
+    tol = 1e-9
+    below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
+    if below.size:
+        report.add_rows("below the ground at the first sample", f["trajectories"],
+                        "trajectories", "z", b_index[below],
+                        "z - radius below ground_z", t_sid)
+    # Overlaps: a loop over scenarios (not rows), pairwise distances inside.
+    groups = _groups(ds.tables["bodies"])
+    for sid, rows in groups.items():
+        if rows.size < 2:
+            continue
+        d = np.linalg.norm(p0[rows, None, :] - p0[None, rows, :], axis=2)
+        gap = d - radius[rows, None] - radius[None, rows]
+        i, j = np.nonzero(np.triu(gap < -tol, 1))
+        for a, b in zip(i[:2], j[:2]):
+            report.add("spheres overlapping at the first sample",
+                       f"{f['trajectories']}: table trajectories, row {int(b_index[rows[b]])}",
+                       f"bodies {int(_col(ds, 'bodies', 'body_id')[rows[a]])} and "
+                       f"{int(_col(ds, 'bodies', 'body_id')[rows[b]])} overlap by "
+                       f"{-gap[a, b]:.3g} m", sid)
+
+
+def _summary(ds, t_sid, tkey, t, order):
+    dts = np.diff(t[order])[tkey[order][1:] == tkey[order][:-1]]
+    span = {}
+    for sid, rows in _groups(ds.tables["trajectories"]).items():
+        span[sid] = float(t[rows].max() - t[rows].min())
+    out = {
+        "scenarios": len(set(t_sid.tolist())),
+        "bodies": ds.tables["bodies"].num_rows,
+        "samples": int(t.size),
+        "duration_s": {"min": min(span.values()), "max": max(span.values()),
+                       "total": float(sum(span.values()))},
+        "sample_rate_hz": float(1.0 / np.median(dts)) if dts.size else None,
+        "walls": ds.tables["walls"].num_rows if "walls" in ds.tables else 0,
+        "controls": ds.tables["controls"].num_rows if "controls" in ds.tables else 0,
+        "events": ds.tables["events"].num_rows if "events" in ds.tables else 0,
+    }
+    if "events" in ds.tables:
+        other = _col(ds, "events", "other").astype(str)
+        out["collisions"] = {"body-body": int(np.char.startswith(other, "body:").sum()) // 2,
+                             "body-wall": int(np.char.startswith(other, "wall:").sum()),
+                             "body-ground": int((other == "ground").sum())}
+    out["initial_velocity"] = ("given (bodies vx0, vy0, vz0)"
+                               if "vx0" in ds.tables["bodies"].column_names
+                               else "estimated from the first two samples")
+    return out
+
+
+def stable_hash(text, seed=0):
+    """A 64-bit hash of a string, the same in every process and run (unlike ``hash``)."""
+    digest = hashlib.blake2b(f"{seed}:{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def shards(ds, n):
+    """Deterministic shards of the scenario ids, balanced by sample count.
+
+    Scenarios are taken largest first (ties broken by their stable hash) and
+    each goes to the shard with the fewest samples so far (ties: the lowest
+    shard).  The result depends only on the ids and their sample counts:
+    the same in every run and process.  Returns a list of ``n`` sorted lists.
+    """
+    if n < 1:
+        raise ValueError(f"shards: n = {n}: expected n >= 1")
+    counts = {sid: rows.size for sid, rows in _groups(ds.tables["trajectories"]).items()}
+    order = sorted(counts, key=lambda sid: (-counts[sid], stable_hash(sid)))
+    load = [0] * n
+    out = [[] for _ in range(n)]
+    for sid in order:
+        k = min(range(n), key=lambda j: (load[j], j))
+        out[k].append(sid)
+        load[k] += counts[sid]
+    return [sorted(x) for x in out]
+
+
+def split(ds, test_fraction=0.2, seed=0):
+    """``{scenario_id: "train" | "test"}``: the ``scenarios`` table's split when
+    it has one, else a seeded fraction by stable hash (the same in every run)."""
+    ids = ds.scenario_ids()
+    if "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names:
+        given = dict(zip(_col(ds, "scenarios", "scenario_id").astype(str),
+                         _col(ds, "scenarios", "split").astype(str)))
+        return {sid: given.get(sid, "train") for sid in ids}
+    if not 0.0 <= test_fraction <= 1.0:
+        raise ValueError(f"split: test_fraction = {test_fraction}: expected 0 <= f <= 1")
+    return {sid: "test" if stable_hash(sid, seed) / 2.0**64 < test_fraction else "train"
+            for sid in ids}

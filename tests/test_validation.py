@@ -1,0 +1,145 @@
+"""Dataset validation: one malformed dataset per rule, each message says where."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.cli import main
+from simcore import dataset, synth
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    out = tmp_path_factory.mktemp("good") / "ds"
+    synth.generate(out, synth.GeneratorSettings(scenarios=5, seed=11, duration=0.5))
+    return out
+
+
+def _copy(good, tmp_path, fmt="parquet"):
+    out = tmp_path / "bad"
+    out.mkdir()
+    (out / "dataset.yaml").write_text((good / "dataset.yaml").read_text())
+    for f in good.glob("*.parquet"):
+        df = pd.read_parquet(f)
+        if fmt == "csv":
+            df.to_csv(out / (f.stem + ".csv"), index=False)
+        else:
+            df.to_parquet(out / f.name)
+    return out
+
+
+def _edit(ds, table, fn, fmt="parquet"):
+    path = ds / f"{table}.{fmt}"
+    df = pd.read_parquet(path) if fmt == "parquet" else pd.read_csv(path)
+    df = fn(df)
+    if fmt == "parquet":
+        df.to_parquet(path)
+    else:
+        df.to_csv(path, index=False)
+
+
+def _set(col, row, value):
+    def fn(df):
+        df = df.copy()
+        if value is not None and not isinstance(value, str) and df[col].dtype.kind in "iu":
+            df[col] = df[col].astype(float)
+        df.loc[row, col] = value
+        return df
+    return fn
+
+
+RULES = [
+    ("bodies", lambda df: df.drop(columns=["mass"]), ["missing column", "bodies", "mass"]),
+    ("bodies", _set("mass", 2, -1.0), ["non-positive", "bodies", "mass", "row 2"]),
+    ("bodies", _set("radius", 1, 0.0), ["non-positive", "radius", "row 1"]),
+    ("bodies", _set("shape", 0, "cube"), ["unknown shape", "row 0"]),
+    ("trajectories", _set("x", 7, np.nan), ["missing value", "trajectories", "x", "row 7"]),
+    ("trajectories", _set("y", 9, np.inf), ["NaN or inf", "trajectories", "y", "row 9"]),
+    ("trajectories", _set("t", 5, 0.0), ["duplicate or decreasing t", "row 5"]),
+    ("trajectories", _set("body_id", 3, 1.5), ["wrong type", "body_id", "row 3"]),
+    ("trajectories", lambda df: df[df.body_id != 1], ["body without trajectory", "bodies"]),
+    ("trajectories", _set("body_id", 4, 9), ["trajectory without body", "row 4"]),
+    ("bodies", lambda df: df.assign(z0=df.z0 - 0.02), ["below the ground", "trajectories"]),
+    ("bodies", lambda df: df.assign(x0=0.0, y0=0.0), ["overlapping", "bodies 0 and 1"]),
+    ("bodies", lambda df: df.iloc[0:0], ["empty table", "bodies"]),
+    ("controls", _set("t1", 0, -1.0), ["control window reversed", "controls", "t1", "row 0"]),
+    ("walls", lambda df: df.assign(nx=0.0, ny=0.0, nz=0.0), ["zero wall normal", "walls"]),
+    ("scenarios", _set("split", 1, "validation"), ["unknown split", "row 1"]),
+]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("table, change, words", RULES)
+def test_each_rule_names_table_column_row(good, tmp_path, table, change, words, fmt):
+    bad = _copy(good, tmp_path, fmt)
+    _edit(bad, table, change, fmt)
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    assert report, text
+    for w in words:
+        assert w in text, (w, text)
+    with pytest.raises(dataset.DatasetError):
+        dataset.read(bad)
+
+
+def test_many_errors_give_one_grouped_report(good, tmp_path):
+    bad = _copy(good, tmp_path)
+    _edit(bad, "trajectories", lambda df: df.assign(x=np.where(df.index % 10 == 0, np.nan, df.x)))
+    _edit(bad, "bodies", _set("mass", 0, 0.0))
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    n_bad = len(pd.read_parquet(bad / "trajectories.parquet")) // 10 + 1
+    assert "kind(s)" in text and f"- missing value: {n_bad}" in text
+    assert f"... and {n_bad - 3} more" in text  # not one line per bad row
+    assert len(text.splitlines()) < 10
+
+
+def test_unknown_units_and_truncated_file(good, tmp_path):
+    bad = _copy(good, tmp_path)
+    meta = (bad / "dataset.yaml").read_text().replace("length: m", "length: furlong")
+    (bad / "dataset.yaml").write_text(meta)
+    raw = (bad / "walls.parquet").read_bytes()
+    (bad / "walls.parquet").write_bytes(raw[: len(raw) // 2])
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    assert "unknown units" in text and "furlong" in text
+    assert "unreadable or truncated" in text and "walls.parquet" in text
+
+
+def test_validate_cli(good, tmp_path, capsys):
+    assert main(["validate", str(good)]) == 0
+    out = capsys.readouterr().out
+    for w in ("valid", "scenarios   5", "samples", "sample rate 100 Hz", "collisions"):
+        assert w in out, (w, out)
+    bad = _copy(good, tmp_path)
+    _edit(bad, "bodies", _set("mass", 0, -2.0))
+    assert main(["validate", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID" in out and "mass" in out and "Traceback" not in out
+
+
+def test_shards_are_balanced_and_stable_across_processes(good):
+    ds = dataset.read(good)
+    a = dataset.shards(ds, 2)
+    assert sorted(sum(a, [])) == ds.scenario_ids()
+    code = ("import sys, json; from simcore import dataset; "
+            f"print(json.dumps(dataset.shards(dataset.read({str(good)!r}), 2)))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": "123", "PATH": ""})
+    import json
+    assert json.loads(other.stdout) == a
+    counts = {s: r.size for s, r in dataset._groups(ds.tables["trajectories"]).items()}
+    loads = [sum(counts[s] for s in shard) for shard in a]
+    assert max(loads) - min(loads) <= max(counts.values())
+
+
+def test_split_from_table_and_seeded(good):
+    ds = dataset.read(good)
+    assert dataset.split(ds)["s0004"] == "test"  # the generator marks every fifth
+    del ds.tables["scenarios"]
+    one = dataset.split(ds, 0.4, seed=3)
+    assert one == dataset.split(ds, 0.4, seed=3)
+    assert set(one.values()) <= {"train", "test"}
