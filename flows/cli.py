@@ -65,13 +65,13 @@ def cmd_simulate(args):
 
     # Trajectories at each body's own sample times.
     traj = ds.tables["trajectories"]
-    t_sid = traj["scenario_id"].to_numpy(zero_copy_only=False).astype(str)
     t_bid = traj["body_id"].to_numpy()
     t_t = traj["t"].to_numpy()
+    rows_of = dataset._groups(ds, "trajectories")
     cols = {k: [] for k in ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")}
     for s, (sid, body_ids) in enumerate(ids):
         ts, pos, vel = res.samples(s)
-        rows = np.flatnonzero(t_sid == sid)
+        rows = np.sort(rows_of[sid])
         k = np.searchsorted(ts, t_t[rows])
         slot = np.searchsorted(body_ids, t_bid[rows])
         cols["scenario_id"] += [sid] * rows.size

@@ -131,13 +131,62 @@ class Dataset:
     ground_z: float = 0.0
     fixed_params: dict = field(default_factory=dict)
     truth: dict = field(default_factory=dict)
+    #: Sorted scenario ids of all tables (``"*"`` included when walls use it),
+    #: and per table the code of each row's scenario_id into that list: ids
+    #: never become per-row Python strings.
+    names: np.ndarray = None
+    codes: dict = field(default_factory=dict)
 
     @property
     def name(self):
         return self.meta.get("name", self.path.name)
 
     def scenario_ids(self):
-        return sorted(set(self.tables["bodies"]["scenario_id"].to_pylist()))
+        return sorted(str(self.names[c]) for c in np.unique(self.codes["bodies"]))
+
+    def ids_of(self, table):
+        """Row -> scenario id lookup for ``table`` (for messages and outputs)."""
+        return _Names(self.codes[table], self.names)
+
+
+class _Names:
+    """``ids[row]`` is the scenario id of a row, looked up only when asked."""
+
+    def __init__(self, codes, names):
+        self.codes, self.names = codes, names
+
+    def __getitem__(self, row):
+        return str(self.names[self.codes[int(row)]])
+
+
+class _RowIds:
+    """Row -> scenario id straight from an Arrow column (before encoding)."""
+
+    def __init__(self, col):
+        self.col = col
+
+    def __getitem__(self, row):
+        return str(self.col[int(row)].as_py())
+
+
+def _encode_ids(tables):
+    """Dictionary-encode every table's scenario_id over one sorted name list."""
+    enc = {}
+    uniq = set()
+    for name, tab in tables.items():
+        if "scenario_id" not in tab.column_names:
+            continue
+        ca = pc.dictionary_encode(tab["scenario_id"]).unify_dictionaries()
+        values = ca.chunk(0).dictionary.to_pylist() if ca.num_chunks else []
+        idx = (np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in ca.chunks])
+               if ca.num_chunks else np.zeros(0, np.int64))
+        enc[name] = (idx.astype(np.int64), values)
+        uniq.update(values)
+    names = np.array(sorted(uniq), dtype=object)
+    where = {n: k for k, n in enumerate(names)}
+    codes = {name: (np.array([where[v] for v in values], np.int64)[idx] if values else idx)
+             for name, (idx, values) in enc.items()}
+    return names, codes
 
 
 def _table_file(root, name):
@@ -172,8 +221,7 @@ def _read_table(path, name, report):
     if table.num_rows == 0:
         report.add("empty table", f"{path}: table {name}", "no rows")
         return None
-    sids = (table["scenario_id"].cast(pa.string()).to_numpy(zero_copy_only=False)
-            if "scenario_id" in table.column_names else None)
+    sids = _RowIds(table["scenario_id"]) if "scenario_id" in table.column_names else None
     cols = {}
     for c in table.column_names:
         kind = spec[c][0]
@@ -272,16 +320,17 @@ def _read(root, report):
         return None
     gravity = float(meta.get("gravity", 9.81))
     ground_z = float(meta.get("ground_z", 0.0)) * LENGTH[lu]
-    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth)
+    names, codes = _encode_ids(tables)
+    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes)
 
 
-def _groups(table, key="scenario_id"):
-    """``{scenario_id: row indices}`` of a table, without a per-row loop."""
-    ids = table[key].to_numpy(zero_copy_only=False).astype(str)
-    order = np.argsort(ids, kind="stable")
-    uniq, start = np.unique(ids[order], return_index=True)
-    bounds = np.append(start, len(ids))
-    return {u: order[bounds[k]:bounds[k + 1]] for k, u in enumerate(uniq)}
+def _groups(ds, table):
+    """``{scenario_id: row indices}`` of a table, from its codes (no per-row loop)."""
+    codes = ds.codes[table]
+    order = np.argsort(codes, kind="stable")
+    uniq, start = np.unique(codes[order], return_index=True)
+    bounds = np.append(start, len(codes))
+    return {str(ds.names[u]): order[bounds[k]:bounds[k + 1]] for k, u in enumerate(uniq)}
 
 
 def scenarios(ds, integrator="exact"):
@@ -295,11 +344,11 @@ def scenarios(ds, integrator="exact"):
     """
     bodies, traj = ds.tables["bodies"], ds.tables["trajectories"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
-    t_np = {c: traj[c].to_numpy(zero_copy_only=False) for c in traj.column_names}
-    bgroups, tgroups = _groups(bodies), _groups(traj)
-    wgroups = _groups(ds.tables["walls"]) if "walls" in ds.tables else {}
-    cgroups = _groups(ds.tables["controls"]) if "controls" in ds.tables else {}
-    sgroups = _groups(ds.tables["scenarios"]) if "scenarios" in ds.tables else {}
+    t_np = {c: traj[c].to_numpy() for c in traj.column_names if c != "scenario_id"}
+    bgroups, tgroups = _groups(ds, "bodies"), _groups(ds, "trajectories")
+    wgroups = _groups(ds, "walls") if "walls" in ds.tables else {}
+    cgroups = _groups(ds, "controls") if "controls" in ds.tables else {}
+    sgroups = _groups(ds, "scenarios") if "scenarios" in ds.tables else {}
     w_np = {c: ds.tables["walls"][c].to_numpy(zero_copy_only=False)
             for c in ds.tables["walls"].column_names} if wgroups else {}
     c_np = {c: ds.tables["controls"][c].to_numpy(zero_copy_only=False)
@@ -384,14 +433,14 @@ def write_table(table_dict, path):
         pacsv.write_csv(table, path)
 
 
-def _keys(sid_a, body_a, sid_b=None, body_b=None):
-    """Integer keys of (scenario_id, body_id) pairs, consistent across two tables."""
-    sids = np.concatenate([sid_a] + ([sid_b] if sid_b is not None else []))
-    _, code = np.unique(sids.astype(str), return_inverse=True)
+def _keys(code_a, body_a, code_b=None, body_b=None):
+    """Integer keys of (scenario, body_id) pairs, consistent across two tables."""
+    code = np.concatenate([code_a] + ([code_b] if code_b is not None else []))
     bodies = np.concatenate([body_a] + ([body_b] if body_b is not None else [])).astype(np.int64)
-    span = int(bodies.max() - bodies.min() + 1) if bodies.size else 1
-    key = code.astype(np.int64) * span + (bodies - (bodies.min() if bodies.size else 0))
-    return key[: len(sid_a)], key[len(sid_a):]
+    low = bodies.min() if bodies.size else 0
+    span = int(bodies.max() - low + 1) if bodies.size else 1
+    key = code * span + (bodies - low)
+    return key[: len(code_a)], key[len(code_a):]
 
 
 def _col(ds, table, c):
@@ -417,8 +466,8 @@ def validate(path):
     if ds is None:
         return None, report, {}
     f = {n: _table_file(root, n) for n in ds.tables}
-    b_sid, b_body = _col(ds, "bodies", "scenario_id").astype(str), _col(ds, "bodies", "body_id")
-    t_sid, t_body = _col(ds, "trajectories", "scenario_id").astype(str), _col(ds, "trajectories", "body_id")
+    b_sid, b_body = ds.ids_of("bodies"), _col(ds, "bodies", "body_id")
+    t_sid, t_body = ds.ids_of("trajectories"), _col(ds, "trajectories", "body_id")
     t = _col(ds, "trajectories", "t")
 
     # bodies: positive sizes, known shapes, no duplicates.
@@ -432,7 +481,7 @@ def validate(path):
     if bad.size:
         report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
                         f"expected one of {list(SHAPE_NAMES)}", b_sid)
-    bkey, tkey = _keys(b_sid, b_body, t_sid, t_body)
+    bkey, tkey = _keys(ds.codes["bodies"], b_body, ds.codes["trajectories"], t_body)
     dup = np.flatnonzero(np.isin(np.arange(bkey.size), _first_rows(bkey), invert=True))
     if dup.size:
         report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
@@ -456,8 +505,9 @@ def validate(path):
         report.add_rows("trajectory without body", f["trajectories"], "trajectories", "body_id",
                         orphan, "body not in the bodies table", t_sid)
     if "controls" in ds.tables:
-        c_sid = _col(ds, "controls", "scenario_id").astype(str)
-        ckey, bkey2 = _keys(c_sid, _col(ds, "controls", "body_id"), b_sid, b_body)
+        c_sid = ds.ids_of("controls")
+        ckey, bkey2 = _keys(ds.codes["controls"], _col(ds, "controls", "body_id"),
+                            ds.codes["bodies"], b_body)
         bad = np.flatnonzero(~np.isin(ckey, bkey2))
         if bad.size:
             report.add_rows("control without body", f["controls"], "controls", "body_id", bad,
@@ -471,9 +521,9 @@ def validate(path):
         bad = np.flatnonzero(np.linalg.norm(w, axis=1) == 0)
         if bad.size:
             report.add_rows("zero wall normal", f["walls"], "walls", "nx", bad,
-                            "(nx, ny, nz) is zero", _col(ds, "walls", "scenario_id").astype(str))
+                            "(nx, ny, nz) is zero", ds.ids_of("walls"))
     if "scenarios" in ds.tables:
-        s_sid = _col(ds, "scenarios", "scenario_id").astype(str)
+        s_sid = ds.ids_of("scenarios")
         for c in ("duration", "dt"):
             if c in ds.tables["scenarios"].column_names:
                 bad = np.flatnonzero(_col(ds, "scenarios", c) <= 0)
@@ -511,7 +561,7 @@ def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
                         "trajectories", "z", b_index[below],
                         "z - radius below ground_z", t_sid)
     # Overlaps: a loop over scenarios (not rows), pairwise distances inside.
-    groups = _groups(ds.tables["bodies"])
+    groups = _groups(ds, "bodies")
     for sid, rows in groups.items():
         if rows.size < 2:
             continue
@@ -528,15 +578,16 @@ def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
 
 def _summary(ds, t_sid, tkey, t, order):
     dts = np.diff(t[order])[tkey[order][1:] == tkey[order][:-1]]
-    span = {}
-    for sid, rows in _groups(ds.tables["trajectories"]).items():
-        span[sid] = float(t[rows].max() - t[rows].min())
+    # Per-scenario time span from the scenario-major order (reduceat, no loop).
+    code = ds.codes["trajectories"][order]
+    starts = np.r_[0, np.flatnonzero(np.diff(code)) + 1]
+    spans = np.maximum.reduceat(t[order], starts) - np.minimum.reduceat(t[order], starts)
+    span = {"min": float(spans.min()), "max": float(spans.max()), "total": float(spans.sum())}
     out = {
-        "scenarios": len(set(t_sid.tolist())),
+        "scenarios": int(starts.size),
         "bodies": ds.tables["bodies"].num_rows,
         "samples": int(t.size),
-        "duration_s": {"min": min(span.values()), "max": max(span.values()),
-                       "total": float(sum(span.values()))},
+        "duration_s": span,
         "sample_rate_hz": float(1.0 / np.median(dts)) if dts.size else None,
         "walls": ds.tables["walls"].num_rows if "walls" in ds.tables else 0,
         "controls": ds.tables["controls"].num_rows if "controls" in ds.tables else 0,
@@ -569,7 +620,7 @@ def shards(ds, n):
     """
     if n < 1:
         raise ValueError(f"shards: n = {n}: expected n >= 1")
-    counts = {sid: rows.size for sid, rows in _groups(ds.tables["trajectories"]).items()}
+    counts = {sid: rows.size for sid, rows in _groups(ds, "trajectories").items()}
     order = sorted(counts, key=lambda sid: (-counts[sid], stable_hash(sid)))
     load = [0] * n
     out = [[] for _ in range(n)]
@@ -585,8 +636,9 @@ def split(ds, test_fraction=0.2, seed=0):
     it has one, else a seeded fraction by stable hash (the same in every run)."""
     ids = ds.scenario_ids()
     if "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names:
-        given = dict(zip(_col(ds, "scenarios", "scenario_id").astype(str),
-                         _col(ds, "scenarios", "split").astype(str)))
+        sids = ds.ids_of("scenarios")
+        splits = _col(ds, "scenarios", "split").astype(str)
+        given = {sids[r]: splits[r] for r in range(len(splits))}
         return {sid: given.get(sid, "train") for sid in ids}
     if not 0.0 <= test_fraction <= 1.0:
         raise ValueError(f"split: test_fraction = {test_fraction}: expected 0 <= f <= 1")

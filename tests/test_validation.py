@@ -131,7 +131,7 @@ def test_shards_are_balanced_and_stable_across_processes(good):
                            check=True, env={"PYTHONHASHSEED": "123", "PATH": ""})
     import json
     assert json.loads(other.stdout) == a
-    counts = {s: r.size for s, r in dataset._groups(ds.tables["trajectories"]).items()}
+    counts = {s: r.size for s, r in dataset._groups(ds, "trajectories").items()}
     loads = [sum(counts[s] for s in shard) for shard in a]
     assert max(loads) - min(loads) <= max(counts.values())
 
