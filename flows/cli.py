@@ -140,6 +140,9 @@ def cmd_validate(args):
         c = summary["collisions"]
         lines.append(f"  collisions  {c['body-body']} body-body, {c['body-wall']} body-wall, "
                      f"{c['body-ground']} body-ground (events table)")
+    if "collisions_detected" in summary:
+        lines.append(f"  collisions  {summary['collisions_detected']} detected from velocity jumps "
+                     "(no events table; simcore/targets.py)")
     lines.append(f"  initial velocity {summary['initial_velocity']}")
     print("\n".join(lines))
     return 0

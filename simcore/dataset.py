@@ -25,6 +25,7 @@ import yaml
 
 from . import params as P
 from .collision import SHAPE_NAMES
+from . import targets
 from .model import Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -336,9 +337,10 @@ def _groups(ds, table):
 def scenarios(ds, integrator="exact"):
     """Engine scenarios of a dataset: ``(Model, State, sample_times, ids)``.
 
-    Initial states come from the bodies' x0..vz0 when given, otherwise from
-    the first trajectory sample of each body (velocity: the difference of its
-    first two samples).  A scenario runs from its first sample to its last
+    Initial states come from the bodies' x0..vz0 when given, otherwise from a
+    robust quadratic fit over each body's first samples
+    (:func:`simcore.targets.end_states`); a fitted height within 3 mm of
+    resting on the ground is snapped onto it.  A scenario runs from its first sample to its last
     (or for ``scenarios.duration``).  Sample times are the union of its
     bodies' trajectory times.
     """
@@ -358,6 +360,9 @@ def scenarios(ds, integrator="exact"):
     missing = sorted(set(tgroups) - set(bgroups))
     if missing:
         raise DatasetError(f"trajectories: scenario {missing[0]!r} has trajectories but no bodies")
+    has_p0 = all(c in b_np for c in ("x0", "y0", "z0"))
+    has_v0 = all(c in b_np for c in ("vx0", "vy0", "vz0"))
+    fitted = {} if (has_p0 and has_v0) else fitted_initial_states(ds)
     out, times, ids = [], [], []
     for sid, rows in bgroups.items():
         rows = rows[np.argsort(b_np["body_id"][rows], kind="stable")]
@@ -382,15 +387,14 @@ def scenarios(ds, integrator="exact"):
             if sel.size == 0:
                 raise DatasetError(f"bodies: scenario {sid!r} body {int(b)} has no trajectory")
             t0 = min(t0, t_np["t"][sel[0]])
-            p = np.stack([t_np[c][sel] for c in "xyz"], axis=1)
-            if all(c in b_np for c in ("x0", "y0", "z0")):
+            if has_p0:
                 pos[k] = [b_np[c][rows[k]] for c in ("x0", "y0", "z0")]
             else:
-                pos[k] = p[0]
-            if all(c in b_np for c in ("vx0", "vy0", "vz0")):
+                pos[k] = fitted[rows[k]][0]
+            if has_v0:
                 vel[k] = [b_np[c][rows[k]] for c in ("vx0", "vy0", "vz0")]
-            elif sel.size > 1:
-                vel[k] = (p[1] - p[0]) / (t_np["t"][sel[1]] - t_np["t"][sel[0]])
+            else:
+                vel[k] = fitted[rows[k]][1]
         ts = np.unique(tt)
         t_end = ts[-1]
         dt = DEFAULT_DT
@@ -421,6 +425,52 @@ def scenarios(ds, integrator="exact"):
     model, state = build(out, params=P.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator)
     return model, state, times, ids
+
+
+def body_series(ds):
+    """Trajectory samples sorted by scenario, body and time, for :mod:`targets`.
+
+    Returns ``(order, key, counts, t, p)``: the row order, the (scenario,
+    body) key of each sorted row, the samples per body, times and positions.
+    """
+    tr = ds.tables["trajectories"]
+    code = ds.codes["trajectories"]
+    body = tr["body_id"].to_numpy()
+    t = tr["t"].to_numpy()
+    order = np.lexsort((t, body, code))
+    key, _ = _keys(code[order], body[order])
+    cut = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
+    p = np.stack([tr[c].to_numpy()[order] for c in "xyz"], axis=1)
+    return order, key, np.diff(cut), t[order], p
+
+
+#: A fitted initial height within this of resting on the ground is snapped onto it.
+GROUND_SNAP = 3e-3
+
+
+def fitted_initial_states(ds):
+    """``{bodies row: (pos, vel)}`` from a robust quadratic fit over each
+    body's first samples (:func:`simcore.targets.end_states`); a height within
+    ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0."""
+    _, key, counts, ts_all, ps_all = body_series(ds)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    bodies = ds.tables["bodies"]
+    bkey, _ = _keys(ds.codes["bodies"], bodies["body_id"].to_numpy(), ds.codes["trajectories"],
+                    ds.tables["trajectories"]["body_id"].to_numpy())
+    pos_fit, vel_fit, _ = targets.end_states(ts_all, ps_all, counts)
+    row_of = {int(k): i for i, k in enumerate(key[starts])}
+    radius = bodies["radius"].to_numpy()
+    out = {}
+    for r, k in enumerate(bkey):
+        i = row_of.get(int(k))
+        if i is None:
+            continue
+        p_fit, v_fit = pos_fit[i].copy(), vel_fit[i].copy()
+        if abs(p_fit[2] - (ds.ground_z + radius[r])) < GROUND_SNAP:
+            p_fit[2] = ds.ground_z + radius[r]
+            v_fit[2] = 0.0
+        out[r] = (p_fit, v_fit)
+    return out
 
 
 def write_table(table_dict, path):
@@ -545,21 +595,35 @@ def validate(path):
     return ds, report, summary
 
 
+def counts_ok(tkey, need=3):
+    """Every body has at least ``need`` samples (enough for the initial fit)."""
+    _, counts = np.unique(tkey, return_counts=True)
+    return counts.min() >= need
+
+
 def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
     first = order[np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1]]  # first row per body
     pos = np.stack([_col(ds, "trajectories", c)[first] for c in "xyz"], axis=1)
     where = {int(k): r for k, r in zip(tkey[first], first)}
     b_index = np.array([where[int(k)] for k in bkey])
     radius = _col(ds, "bodies", "radius")
-    p0 = pos[np.searchsorted(tkey[first], bkey)]
+    # The initial configuration the engine will use: given x0..z0, else the
+    # robust fit over the first samples (noise would put resting spheres
+    # below the ground at the raw first sample).
     if all(c in ds.tables["bodies"].column_names for c in ("x0", "y0", "z0")):
         p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
+    elif counts_ok(tkey):
+        fit = fitted_initial_states(ds)
+        p0 = np.stack([fit[r][0] for r in range(len(bkey))])
+    else:
+        p0 = pos[np.searchsorted(tkey[first], bkey)]
     tol = 1e-9
     below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
     if below.size:
         report.add_rows("below the ground at the first sample", f["trajectories"],
                         "trajectories", "z", b_index[below],
-                        "z - radius below ground_z", t_sid)
+                        "z - radius below ground_z (beyond the 3 mm snap of the initial fit)",
+                        t_sid)
     # Overlaps: a loop over scenarios (not rows), pairwise distances inside.
     groups = _groups(ds, "bodies")
     for sid, rows in groups.items():
@@ -598,9 +662,14 @@ def _summary(ds, t_sid, tkey, t, order):
         out["collisions"] = {"body-body": int(np.char.startswith(other, "body:").sum()) // 2,
                              "body-wall": int(np.char.startswith(other, "wall:").sum()),
                              "body-ground": int((other == "ground").sum())}
+    else:
+        _, _, counts, ts_all, ps_all = body_series(ds)
+        if counts.min() >= 11:
+            db, _, _ = targets.detect_events(ts_all, ps_all, counts)
+            out["collisions_detected"] = int(db.size)
     out["initial_velocity"] = ("given (bodies vx0, vy0, vz0)"
                                if "vx0" in ds.tables["bodies"].column_names
-                               else "estimated from the first two samples")
+                               else "estimated: robust quadratic fit over the first 8 samples")
     return out
 
 

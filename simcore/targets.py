@@ -1,0 +1,150 @@
+"""Targets derived from measured trajectories: initial and final states, and
+collision events detected from velocity jumps.
+
+Measured data usually has positions only, with noise.  Velocities are never
+taken from single differences (noise sigma becomes ``sqrt(2) sigma / dt``,
+0.14 m/s for 1 mm at 100 Hz); they come from local fits.
+
+State at an end (:func:`end_states`)
+    A least-squares quadratic ``p(t) = p0 + v t + a t^2 / 2`` over the first
+    (or last) ``window`` samples of each body: exact for the piecewise
+    constant accelerations of a sliding body, and it averages the noise.
+    One robust pass follows: samples whose residual exceeds 3 times the
+    residuals' scaled MAD are dropped and the fit repeated.  All bodies are
+    fitted at once (batched normal equations).  A fitted height within
+    ``snap`` of resting on the ground is snapped to ``ground_z + r``.
+
+Collision detection (:func:`detect_events`)
+    At every sample k, the velocity jump ``dv_k = v_after - v_before``
+    between the slopes of straight-line fits over the ``half`` samples
+    after and before it.  A jump is an event where ``|dv_k|`` is a local
+    maximum (within ``half`` samples) and exceeds
+    ``max(min_dv, k_sigma * noise)``, ``noise`` being the scaled MAD of the
+    components of ``dv`` over the body's series (the per-axis noise of a
+    jump estimate; impacts are rare, so they do not move the median): a
+    threshold that follows the data's noise.  Friction's smooth decelerations stay far below it.  The time of
+    the event is that sample's time.  Two impacts closer than ``half``
+    samples merge into one.
+"""
+
+import numpy as np
+
+MAD_SCALE = 1.4826  # MAD -> standard deviation for Gaussian noise
+
+
+def _quadratic_fit(t, p, w):
+    """Weighted least-squares quadratics, batched: t (B, K), p (B, K, 3), w (B, K).
+
+    Returns coefficients (B, 3, 3): p0, v, a/2 per coordinate, about t[:, 0].
+    """
+    tau = t - t[:, :1]
+    vand = np.stack([np.ones_like(tau), tau, tau * tau], axis=2)  # (B, K, 3)
+    vw = vand * w[:, :, None]
+    lhs = np.einsum("bki,bkj->bij", vw, vand)
+    rhs = np.einsum("bki,bkd->bid", vw, p)
+    return np.linalg.solve(lhs + 1e-300 * np.eye(3), rhs)  # (B, 3, 3)
+
+
+def end_states(t, p, counts, window=8, at_end=False, radius=None, ground_z=0.0, snap=3e-3):
+    """Robust position and velocity of each body at its first (or last) sample.
+
+    ``t (N,)`` and ``p (N, 3)`` are all samples sorted by body then time, and
+    ``counts (B,)`` the samples of each body.  Returns ``(pos (B, 3),
+    vel (B, 3), used (B,))``, ``used`` being the samples kept per body.
+    """
+    counts = np.asarray(counts)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    k = int(min(window, counts.min()))
+    if k < 3:
+        raise ValueError(f"end_states: a body has {counts.min()} samples, expected at least 3")
+    offs = np.arange(k)
+    idx = (starts + counts - k)[:, None] + offs if at_end else starts[:, None] + offs
+    tt, pp = t[idx], p[idx]
+    w = np.ones(tt.shape)
+    coef = _quadratic_fit(tt, pp, w)
+    # One robust pass: drop samples beyond 3 scaled MADs and refit.
+    tau = tt - tt[:, :1]
+    fit = coef[:, 0, None, :] + coef[:, 1, None, :] * tau[..., None] + coef[:, 2, None, :] * tau[..., None] ** 2
+    res = np.linalg.norm(pp - fit, axis=2)
+    mad = MAD_SCALE * np.median(np.abs(res - np.median(res, axis=1, keepdims=True)), axis=1,
+                                keepdims=True)
+    w = (res <= 3.0 * np.maximum(mad, 1e-12) + np.median(res, axis=1, keepdims=True)).astype(float)
+    coef = _quadratic_fit(tt, pp, w)
+    at = (tt[:, -1] - tt[:, 0]) if at_end else np.zeros(len(counts))
+    pos = coef[:, 0] + coef[:, 1] * at[:, None] + coef[:, 2] * at[:, None] ** 2
+    vel = coef[:, 1] + 2.0 * coef[:, 2] * at[:, None]
+    if radius is not None:
+        rest = np.abs(pos[:, 2] - (ground_z + radius)) < snap
+        pos[rest, 2] = (ground_z + radius)[rest] if np.ndim(radius) else ground_z + radius
+        vel[rest, 2] = 0.0
+    return pos, vel, w.sum(axis=1).astype(int)
+
+
+def _slopes(t, p, half):
+    """Slopes of straight-line fits over the ``half`` samples before and after
+    each sample of one body's series (NaN where the window does not fit)."""
+    n = t.shape[0]
+    before = np.full((n, 3), np.nan)
+    after = np.full((n, 3), np.nan)
+    if n < 2 * half + 1:
+        return before, after
+    win = np.lib.stride_tricks.sliding_window_view
+    tw = win(t, half + 1)                       # (n - half, half + 1)
+    pw = win(p, half + 1, axis=0)               # (n - half, 3, half + 1)
+    tc = tw - tw.mean(axis=1, keepdims=True)
+    slope = np.einsum("wk,wdk->wd", tc, pw - pw.mean(axis=2, keepdims=True)) / (
+        (tc * tc).sum(axis=1)[:, None])
+    before[half:] = slope    # window [k - half, k]
+    after[: n - half] = slope  # window [k, k + half]
+    return before, after
+
+
+def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
+    """Collision events of each body from velocity jumps (see module doc).
+
+    Same layout as :func:`end_states`.  Returns ``(body, time, dv)`` arrays:
+    the body index, the event time and the estimated velocity jump (3,).
+    """
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    out_b, out_t, out_dv = [], [], []
+    for b, (a, n) in enumerate(zip(starts, counts)):  # per body, vectorised inside
+        tb, pb = t[a:a + n], p[a:a + n]
+        before, after = _slopes(tb, pb, half)
+        dv = after - before
+        mag = np.linalg.norm(dv, axis=1)
+        ok = np.isfinite(mag)
+        if not ok.any():
+            continue
+        m = np.where(ok, mag, 0.0)
+        comp = dv[ok].ravel()
+        noise = MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
+        thr = max(min_dv, k_sigma * noise)
+        peak = np.ones(n, bool)
+        for s in range(1, half + 1):  # local maximum within +-half samples
+            peak[s:] &= m[s:] >= m[:-s]
+            peak[:-s] &= m[:-s] > m[s:]
+        hits = np.flatnonzero(peak & (m > thr))
+        out_b.append(np.full(hits.size, b))
+        out_t.append(tb[hits])
+        out_dv.append(dv[hits])
+    if not out_b:
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+    return np.concatenate(out_b), np.concatenate(out_t), np.concatenate(out_dv)
+
+
+def match_events(det_b, det_t, true_b, true_t, tol):
+    """Greedy one-to-one matching by body and nearest time within ``tol``.
+
+    Returns ``(matched detected indices, matched true indices)``; the rest
+    are false positives and missed events, counted, never dropped silently.
+    """
+    used = np.zeros(len(true_t), bool)
+    md, mt = [], []
+    for i in np.argsort(det_t, kind="stable"):
+        cand = np.flatnonzero((true_b == det_b[i]) & ~used & (np.abs(true_t - det_t[i]) <= tol))
+        if cand.size:
+            j = cand[np.argmin(np.abs(true_t[cand] - det_t[i]))]
+            used[j] = True
+            md.append(i)
+            mt.append(j)
+    return np.array(md, int), np.array(mt, int)
