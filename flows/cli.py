@@ -144,6 +144,12 @@ def cmd_validate(args):
         lines.append(f"  collisions  {summary['collisions_detected']} detected from velocity jumps "
                      "(no events table; simcore/targets.py)")
     lines.append(f"  initial velocity {summary['initial_velocity']}")
+    if args.time_offset:
+        offsets = dataset.time_offsets(dataset.read(args.dataset))
+        if not offsets:
+            lines.append("  time offset: no collisions with body 0 to estimate it from")
+        for b, (dt, n) in offsets.items():
+            lines.append(f"  time offset of body {b} vs body 0: {dt * 1e3:+.2f} ms ({n} collisions)")
     print("\n".join(lines))
     return 0
 
@@ -170,6 +176,8 @@ def build_parser():
     sim.set_defaults(func=cmd_simulate)
     val = sub.add_parser("validate", help="check a dataset against the contract")
     val.add_argument("dataset")
+    val.add_argument("--time-offset", action="store_true",
+                     help="estimate a constant time offset of each body id's samples vs body 0")
     val.set_defaults(func=cmd_validate)
     gen = sub.add_parser("generate", help="write a synthetic dataset with known coefficients")
     gen.add_argument("out")

@@ -444,6 +444,21 @@ def body_series(ds):
     return order, key, np.diff(cut), t[order], p
 
 
+def time_offsets(ds):
+    """Estimated constant time offset of each body id's samples relative to
+    body id 0 (:func:`simcore.targets.estimate_time_offsets`)."""
+    _, key, counts, t, p = body_series(ds)
+    det_b, det_t, det_dv = targets.detect_events(t, p, counts)
+    tr = ds.tables["trajectories"]
+    code = ds.codes["trajectories"]
+    body_ids = tr["body_id"].to_numpy()
+    order = np.lexsort((tr["t"].to_numpy(), body_ids, code))
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    scen = code[order][starts][det_b]
+    body = body_ids[order][starts][det_b]
+    return targets.estimate_time_offsets(scen, body, det_t, det_dv)
+
+
 #: A fitted initial height within this of resting on the ground is snapped onto it.
 GROUND_SNAP = 3e-3
 

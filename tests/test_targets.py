@@ -79,3 +79,21 @@ def test_validate_without_initial_states(noisy, tmp_path, capsys):
     assert np.median(err) < 0.15  # m/s: 8 samples of 1 mm noise at 100 Hz
     # Resting heights snapped onto the ground: nobody starts below it.
     assert np.all((s2.body_pos[..., 2] >= m2.body_radius - 1e-12)[mask])
+
+
+def test_time_offset_of_a_lagging_body_is_found(tmp_path, capsys):
+    src = dataset.Path("datasets/synthetic-table")
+    lag = tmp_path / "lag"
+    lag.mkdir()
+    for f in src.iterdir():
+        (lag / f.name).write_bytes(f.read_bytes())
+    traj = pd.read_parquet(lag / "trajectories.parquet")
+    traj.loc[traj.body_id == 1, "t"] += 0.01  # body 1's stream lags one frame
+    traj.to_parquet(lag / "trajectories.parquet")
+    off = dataset.time_offsets(dataset.read(lag))
+    assert off[1][1] >= 5
+    assert off[1][0] == pytest.approx(0.01, abs=0.003)
+    base = dataset.time_offsets(dataset.read(src))
+    assert abs(base[1][0]) < 0.003
+    assert main(["validate", str(lag), "--time-offset"]) == 0
+    assert "time offset of body 1 vs body 0: +" in capsys.readouterr().out
