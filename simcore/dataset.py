@@ -444,6 +444,28 @@ def body_series(ds):
     return order, key, np.diff(cut), t[order], p
 
 
+def final_states(ds):
+    """Measured final position and velocity of every body: the targets of the
+    output and velocity losses.
+
+    Returns ``{(scenario_id, body_id): (t, pos (3,), vel (3,))}``.  Positions
+    and velocities come from the robust quadratic fit over each body's last
+    samples (:func:`simcore.targets.end_states`), evaluated at its last
+    sample time; measured velocities (vx, vy, vz), when the trajectories have
+    them, replace the fitted ones.
+    """
+    order, key, counts, t, p = body_series(ds)
+    pos, vel, _ = targets.end_states(t, p, counts, at_end=True)
+    last = np.cumsum(counts) - 1
+    tr = ds.tables["trajectories"]
+    if all(c in tr.column_names for c in ("vx", "vy", "vz")):
+        vel = np.stack([tr[c].to_numpy()[order][last] for c in ("vx", "vy", "vz")], axis=1)
+    code = ds.codes["trajectories"][order][last]
+    body = tr["body_id"].to_numpy()[order][last]
+    return {(str(ds.names[c]), int(b)): (float(t[k]), pos[i], vel[i])
+            for i, (c, b, k) in enumerate(zip(code, body, last))}
+
+
 def time_offsets(ds):
     """Estimated constant time offset of each body id's samples relative to
     body id 0 (:func:`simcore.targets.estimate_time_offsets`)."""

@@ -97,3 +97,25 @@ def test_time_offset_of_a_lagging_body_is_found(tmp_path, capsys):
     assert abs(base[1][0]) < 0.003
     assert main(["validate", str(lag), "--time-offset"]) == 0
     assert "time offset of body 1 vs body 0: +" in capsys.readouterr().out
+
+
+def test_final_states_match_the_simulated_truth(noisy, tmp_path):
+    """Targets from noisy positions against the noiseless simulated end state."""
+    import json
+
+    from flows.cli import main as cli
+
+    ds = dataset.read(noisy)
+    fin = dataset.final_states(ds)
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps(ds.truth))
+    assert cli(["simulate", str(noisy), "--params", str(truth), "--out", str(tmp_path / "o")]) == 0
+    sim = pd.read_parquet(tmp_path / "o" / "final.parquet")
+    err_p, err_v = [], []
+    for row in sim.itertuples():
+        t, pos, vel = fin[(row.scenario_id, row.body_id)]
+        assert t == pytest.approx(row.t)
+        err_p.append(np.linalg.norm(pos - [row.x, row.y, row.z]))
+        err_v.append(np.linalg.norm(vel - [row.vx, row.vy, row.vz]))
+    assert np.median(err_p) < 1.5e-3  # m: below the 1 mm per-axis noise
+    assert np.median(err_v) < 0.15  # m/s
