@@ -141,8 +141,8 @@ def cmd_validate(args):
         lines.append(f"  collisions  {c['body-body']} body-body, {c['body-wall']} body-wall, "
                      f"{c['body-ground']} body-ground (events table)")
     if "collisions_detected" in summary:
-        lines.append(f"  collisions  {summary['collisions_detected']} detected from velocity jumps "
-                     "(no events table; simcore/targets.py)")
+        lines.append(f"  collisions  {summary['collisions_detected']} body-impacts detected from "
+                     "velocity jumps (simcore/targets.py)")
     lines.append(f"  initial velocity {summary['initial_velocity']}")
     if args.time_offset:
         offsets = dataset.time_offsets(dataset.read(args.dataset))

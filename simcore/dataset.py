@@ -137,6 +137,8 @@ class Dataset:
     #: never become per-row Python strings.
     names: np.ndarray = None
     codes: dict = field(default_factory=dict)
+    #: Cache of :func:`body_series` (computed on first use).
+    series: tuple = None
 
     @property
     def name(self):
@@ -433,6 +435,8 @@ def body_series(ds):
     Returns ``(order, key, counts, t, p)``: the row order, the (scenario,
     body) key of each sorted row, the samples per body, times and positions.
     """
+    if ds.series is not None:
+        return ds.series
     tr = ds.tables["trajectories"]
     code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
@@ -441,7 +445,8 @@ def body_series(ds):
     key, _ = _keys(code[order], body[order])
     cut = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
     p = np.stack([tr[c].to_numpy()[order] for c in "xyz"], axis=1)
-    return order, key, np.diff(cut), t[order], p
+    ds.series = (order, key, np.diff(cut), t[order], p)
+    return ds.series
 
 
 def final_states(ds):
@@ -699,11 +704,10 @@ def _summary(ds, t_sid, tkey, t, order):
         out["collisions"] = {"body-body": int(np.char.startswith(other, "body:").sum()) // 2,
                              "body-wall": int(np.char.startswith(other, "wall:").sum()),
                              "body-ground": int((other == "ground").sum())}
-    else:
-        _, _, counts, ts_all, ps_all = body_series(ds)
-        if counts.min() >= 11:
-            db, _, _ = targets.detect_events(ts_all, ps_all, counts)
-            out["collisions_detected"] = int(db.size)
+    _, _, counts, ts_all, ps_all = body_series(ds)
+    if counts.min() >= 11:
+        db, _, _ = targets.detect_events(ts_all, ps_all, counts)
+        out["collisions_detected"] = int(db.size)
     out["initial_velocity"] = ("given (bodies vx0, vy0, vz0)"
                                if "vx0" in ds.tables["bodies"].column_names
                                else "estimated: robust quadratic fit over the first 8 samples")

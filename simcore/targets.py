@@ -20,14 +20,17 @@ Collision detection (:func:`detect_events`)
     after and before it.  A jump is an event where ``|dv_k|`` is a local
     maximum (within ``half`` samples) and exceeds
     ``max(min_dv, k_sigma * noise)``, ``noise`` being the scaled MAD of the
-    components of ``dv`` over the body's series (the per-axis noise of a
-    jump estimate; impacts are rare, so they do not move the median): a
-    threshold that follows the data's noise.  Friction's smooth decelerations stay far below it.  The time of
+    components of ``dv`` over the whole dataset (the tracker's per-axis noise
+    on a jump estimate; impacts are rare, so they do not move the median): a
+    threshold that follows the data's noise.  All bodies are processed at
+    once, the window fits coming from prefix sums.  Friction's smooth decelerations stay far below it.  The time of
     the event is that sample's time.  Two impacts closer than ``half``
     samples merge into one.
 """
 
 import numpy as np
+
+from .config import jit
 
 MAD_SCALE = 1.4826  # MAD -> standard deviation for Gaussian noise
 
@@ -80,45 +83,51 @@ def end_states(t, p, counts, window=8, at_end=False, radius=None, ground_z=0.0, 
     return pos, vel, w.sum(axis=1).astype(int)
 
 
-def _slopes(t, p, half):
-    """Slopes of straight-line fits over the ``half`` samples before and after
-    each sample of one body's series (NaN where the window does not fit)."""
+@jit
+def _window_fits_kernel(t, p, owner, half, v, c, valid):
+    """Centred least-squares lines over every window ``[w, w + half]``."""
     n = t.shape[0]
-    before = np.full((n, 3), np.nan)
-    after = np.full((n, 3), np.nan)
-    if n < 2 * half + 1:
-        return before, after
-    win = np.lib.stride_tricks.sliding_window_view
-    tw = win(t, half + 1)                       # (n - half, half + 1)
-    pw = win(p, half + 1, axis=0)               # (n - half, 3, half + 1)
-    tc = tw - tw.mean(axis=1, keepdims=True)
-    slope = np.einsum("wk,wdk->wd", tc, pw - pw.mean(axis=2, keepdims=True)) / (
-        (tc * tc).sum(axis=1)[:, None])
-    before[half:] = slope    # window [k - half, k]
-    after[: n - half] = slope  # window [k, k + half]
-    return before, after
+    m = half + 1
+    for w in range(n - half):
+        valid[w] = owner[w] == owner[w + half]
+        if not valid[w]:
+            continue
+        tm = 0.0
+        for k in range(w, w + m):
+            tm += t[k]
+        tm /= m
+        stt = 0.0
+        for k in range(w, w + m):
+            stt += (t[k] - tm) * (t[k] - tm)
+        for d in range(3):
+            pm = 0.0
+            for k in range(w, w + m):
+                pm += p[k, d]
+            pm /= m
+            stp = 0.0
+            for k in range(w, w + m):
+                stp += (t[k] - tm) * (p[k, d] - pm)
+            v[w, d] = stp / stt
+            c[w, d] = pm - v[w, d] * tm
 
 
-def _refine(t, p, hits, half, dv):
-    """Sub-sample event times: where the straight lines fitted before and after
-    each jump meet, measured along the jump ``dv`` (the kink of the path)."""
-    out = t[hits].astype(float)
-    for n, k in enumerate(hits):
-        lo, hi = max(0, k - half), min(len(t), k + half + 1)
-        fits = []
-        for a, b in ((lo, k + 1), (k, hi)):
-            tt, pp = t[a:b], p[a:b]
-            tc = tt - tt.mean()
-            v = (tc[:, None] * (pp - pp.mean(axis=0))).sum(axis=0) / (tc * tc).sum()
-            fits.append((pp.mean(axis=0) - v * tt.mean(), v))  # p = c + v t
-        (c0, v0), (c1, v1) = fits
-        dvel = v1 - v0
-        denom = dvel @ dvel
-        if denom > 0:
-            tk = -((c1 - c0) @ dvel) / denom
-            if t[lo] <= tk <= t[hi - 1]:
-                out[n] = tk
-    return out
+def _window_fits(t, p, counts, half):
+    """Line fits ``p = c + v t`` over every window of ``half + 1`` consecutive
+    samples, all bodies at once (a numba scan).
+
+    Window ``w`` covers samples ``[w, w + half]``: it is the "after" window of
+    sample ``w`` and the "before" window of sample ``w + half``.  Returns
+    ``(v, c, valid, owner)``: slopes and intercepts per window, whether the
+    window stays inside one body's series, and the body of each sample.
+    """
+    owner = np.repeat(np.arange(len(counts)), counts)
+    nw = t.shape[0] - half
+    v = np.zeros((nw, 3))
+    c = np.zeros((nw, 3))
+    valid = np.zeros(nw, dtype=np.bool_)
+    _window_fits_kernel(np.ascontiguousarray(t, dtype=np.float64),
+                        np.ascontiguousarray(p, dtype=np.float64), owner, half, v, c, valid)
+    return v, c, valid, owner
 
 
 def estimate_time_offsets(scen, body, times, dvs, window=0.05):
@@ -153,32 +162,39 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
 
     Same layout as :func:`end_states`.  Returns ``(body, time, dv)`` arrays:
     the body index, the event time and the estimated velocity jump (3,).
+    All bodies at once.
     """
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    out_b, out_t, out_dv = [], [], []
-    for b, (a, n) in enumerate(zip(starts, counts)):  # per body, vectorised inside
-        tb, pb = t[a:a + n], p[a:a + n]
-        before, after = _slopes(tb, pb, half)
-        dv = after - before
-        mag = np.linalg.norm(dv, axis=1)
-        ok = np.isfinite(mag)
-        if not ok.any():
-            continue
-        m = np.where(ok, mag, 0.0)
-        comp = dv[ok].ravel()
-        noise = MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
-        thr = max(min_dv, k_sigma * noise)
-        peak = np.ones(n, bool)
-        for s in range(1, half + 1):  # local maximum within +-half samples
-            peak[s:] &= m[s:] >= m[:-s]
-            peak[:-s] &= m[:-s] > m[s:]
-        hits = np.flatnonzero(peak & (m > thr))
-        out_b.append(np.full(hits.size, b))
-        out_t.append(_refine(tb, pb, hits, half, dv))
-        out_dv.append(dv[hits])
-    if not out_b:
+    counts = np.asarray(counts)
+    n = t.shape[0]
+    if n < 2 * half + 1:
         return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
-    return np.concatenate(out_b), np.concatenate(out_t), np.concatenate(out_dv)
+    v, c, valid, owner = _window_fits(t, p, counts, half)
+    # Sample k (half <= k < n - half): before = window k - half, after = window k.
+    k = np.arange(half, n - half)
+    ok = valid[k - half] & valid[k]
+    dv = v[half:n - half] - v[: n - 2 * half]
+    mag = np.where(ok, np.sqrt(np.einsum("ij,ij->i", dv, dv)), 0.0)
+    if not ok.any():
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+    comp = dv[ok].ravel()
+    noise = MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
+    thr = max(min_dv, k_sigma * noise)
+    own = owner[k]
+    peak = ok.copy()
+    for s in range(1, half + 1):  # a local maximum within +-half samples of one body
+        same = own[s:] == own[:-s]
+        peak[s:] &= ~same | (mag[s:] >= mag[:-s])
+        peak[:-s] &= ~same | (mag[:-s] > mag[s:])
+    hits = np.flatnonzero(peak & (mag > thr))
+    kk = k[hits]
+    dvel = dv[hits]
+    # Sub-sample time: where the two lines meet, measured along the jump.
+    den = np.einsum("ij,ij->i", dvel, dvel)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tk = -np.einsum("ij,ij->i", c[kk] - c[kk - half], dvel) / den
+    lo, hi = t[kk - half], t[kk + half]
+    tk = np.where((den > 0) & (tk >= lo) & (tk <= hi), tk, t[kk])
+    return owner[kk], tk, dvel
 
 
 def match_events(det_b, det_t, true_b, true_t, tol):
