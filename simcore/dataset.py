@@ -645,23 +645,26 @@ def counts_ok(tkey, need=3):
 
 def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
     first = order[np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1]]  # first row per body
-    pos = np.stack([_col(ds, "trajectories", c)[first] for c in "xyz"], axis=1)
     where = {int(k): r for k, r in zip(tkey[first], first)}
     b_index = np.array([where[int(k)] for k in bkey])
     radius = _col(ds, "bodies", "radius")
     # The initial configuration the engine will use: given x0..z0, else the
     # robust fit over the first samples (noise would put resting spheres
     # below the ground at the raw first sample).
-    if all(c in ds.tables["bodies"].column_names for c in ("x0", "y0", "z0")):
+    given = all(c in ds.tables["bodies"].column_names for c in ("x0", "y0", "z0"))
+    if given:
         p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
     elif counts_ok(tkey):
         fit = fitted_initial_states(ds)
         p0 = np.stack([fit[r][0] for r in range(len(bkey))])
     else:
-        p0 = pos[np.searchsorted(tkey[first], bkey)]
+        p0 = np.stack([_col(ds, "trajectories", c)[b_index] for c in "xyz"], axis=1)
     tol = 1e-9
     below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
-    if below.size:
+    if below.size and given:
+        report.add_rows("below the ground at the first sample", f["bodies"], "bodies", "z0",
+                        below, "z0 - radius below ground_z", b_sid)
+    elif below.size:
         report.add_rows("below the ground at the first sample", f["trajectories"],
                         "trajectories", "z", b_index[below],
                         "z - radius below ground_z (beyond the 3 mm snap of the initial fit)",

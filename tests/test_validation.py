@@ -62,7 +62,7 @@ RULES = [
     ("trajectories", _set("body_id", 3, 1.5), ["wrong type", "body_id", "row 3"]),
     ("trajectories", lambda df: df[df.body_id != 1], ["body without trajectory", "bodies"]),
     ("trajectories", _set("body_id", 4, 9), ["trajectory without body", "row 4"]),
-    ("bodies", lambda df: df.assign(z0=df.z0 - 0.02), ["below the ground", "trajectories"]),
+    ("bodies", lambda df: df.assign(z0=df.z0 - 0.02), ["below the ground", "bodies", "z0", "row 0"]),
     ("bodies", lambda df: df.assign(x0=0.0, y0=0.0), ["overlapping", "bodies 0 and 1"]),
     ("bodies", lambda df: df.iloc[0:0], ["empty table", "bodies"]),
     ("controls", _set("t1", 0, -1.0), ["control window reversed", "controls", "t1", "row 0"]),
