@@ -137,8 +137,9 @@ class Dataset:
     #: never become per-row Python strings.
     names: np.ndarray = None
     codes: dict = field(default_factory=dict)
-    #: Cache of :func:`body_series` (computed on first use).
+    #: Caches of :func:`body_series` and :func:`fitted_initial_states`.
     series: tuple = None
+    initial: dict = None
 
     @property
     def name(self):
@@ -281,7 +282,7 @@ def _convert_units(table, length, time):
 def read(path):
     """Read and validate a dataset directory; raises :class:`DatasetError` with
     the grouped report of every problem found (``exc.report``)."""
-    ds, report, _ = validate(path)
+    ds, report, _ = validate(path, summary=False)
     if report:
         raise DatasetError(f"{path}: invalid dataset\n{report.text()}", report)
     return ds
@@ -493,7 +494,10 @@ GROUND_SNAP = 3e-3
 def fitted_initial_states(ds):
     """``{bodies row: (pos, vel)}`` from a robust quadratic fit over each
     body's first samples (:func:`simcore.targets.end_states`); a height within
-    ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0."""
+    ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0.
+    Computed once per dataset."""
+    if ds.initial is not None:
+        return ds.initial
     _, key, counts, ts_all, ps_all = body_series(ds)
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     bodies = ds.tables["bodies"]
@@ -512,6 +516,7 @@ def fitted_initial_states(ds):
             p_fit[2] = ds.ground_z + radius[r]
             v_fit[2] = 0.0
         out[r] = (p_fit, v_fit)
+    ds.initial = out
     return out
 
 
@@ -545,12 +550,13 @@ def _first_rows(key):
     return first
 
 
-def validate(path):
+def validate(path, summary=True):
     """Check a dataset against the whole contract.
 
     Returns ``(dataset or None, report, summary)``; ``report`` holds every
     violation (table, column, row and scenario of each), ``summary`` the
-    counts a user checks first.  Never raises for a bad dataset.
+    counts a user checks first (collision detection included: ``summary=False``
+    skips it, as :func:`read` does).  Never raises for a bad dataset.
     """
     root = Path(path)
     report = Report()
@@ -633,8 +639,8 @@ def validate(path):
     if not report:
         _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order)
 
-    summary = _summary(ds, t_sid, tkey, t, order) if not report else {}
-    return ds, report, summary
+    out = _summary(ds, t_sid, tkey, t, order) if summary and not report else {}
+    return ds, report, out
 
 
 def counts_ok(tkey, need=3):
