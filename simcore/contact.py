@@ -66,14 +66,6 @@ RES_TOL = 1e-9
 
 
 @jit
-def plane_mu(k, above, bg_mu_s, bg_mu_k, mu_w):
-    """Friction coefficient of a body on plane k (0 = ground, else a wall)."""
-    if k == 0:
-        return bg_mu_k if above else bg_mu_s
-    return mu_w
-
-
-@jit
 def _gauss_solve(a, b, n, pivot_tol):
     """Solve ``a[:n, :n] x = b[:n]`` by partial pivoting (in place).
 

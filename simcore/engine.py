@@ -184,8 +184,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         g_mu_k[i] = params[bg_idx[mat[i], 1]]
         g_vth[i] = params[bg_idx[mat[i], 2]]
         g_e[i] = params[bg_idx[mat[i], 3]]
-        pl_mu[i, 0] = g_mu_k[i]
-        pl_e[i, 0] = g_e[i]
+        pl_e[i, 0] = g_e[i]  # pl_mu[:, 0] stays unused: the ground's mu follows its speed regime
         for k in range(nw):
             pl_mu[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 0]]
             pl_e[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 1]]
@@ -431,27 +430,19 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
             work[ev_i] = True
             work[ev_j] = True
         elif ev_code == _STOP:
-            # Remove the velocity along the sliding direction t = v / |v| exactly.
-            speed = np.sqrt(vel[ev_i, 0] ** 2 + vel[ev_i, 1] ** 2 + vel[ev_i, 2] ** 2)
+            # The slide has reached zero speed along its (frozen) direction:
+            # the body stops.  (Where a push rotates the direction, any
+            # sideways velocity is dropped too: first order in dt there.)
             for d in range(3):
                 dva[d] = -vel[ev_i, d]
-            along = 0.0
-            for d in range(3):
-                along += vel[ev_i, d] * vel[ev_i, d]
-            if speed > 0.0:
-                for d in range(3):
-                    vel[ev_i, d] -= (along / speed) * (vel[ev_i, d] / speed)
-            rest_speed = np.sqrt(vel[ev_i, 0] ** 2 + vel[ev_i, 1] ** 2 + vel[ev_i, 2] ** 2)
-            if rest_speed <= V_STOP:
-                for d in range(3):
-                    vel[ev_i, d] = 0.0
-                if plane_contact[ev_i, 0]:
-                    resting[ev_i] = True
-                    starting[ev_i] = False
-                    above[ev_i] = False
-                    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                ev_dvb, ev_slip, n_ev, t, EV_STOP, ev_i, -1, zero3, 0.0,
-                                0.0, dva, zero3, -1)
+                vel[ev_i, d] = 0.0
+            if plane_contact[ev_i, 0]:
+                resting[ev_i] = True
+                starting[ev_i] = False
+                above[ev_i] = False
+                n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
+                            ev_dvb, ev_slip, n_ev, t, EV_STOP, ev_i, -1, zero3, 0.0,
+                            0.0, dva, zero3, -1)
             continue
         elif ev_code == _VTH:
             above[ev_i] = not above[ev_i]

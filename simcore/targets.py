@@ -11,8 +11,8 @@ State at an end (:func:`end_states`)
     constant accelerations of a sliding body, and it averages the noise.
     One robust pass follows: samples whose residual exceeds 3 times the
     residuals' scaled MAD are dropped and the fit repeated.  All bodies are
-    fitted at once (batched normal equations).  A fitted height within
-    ``snap`` of resting on the ground is snapped to ``ground_z + r``.
+    fitted at once (batched normal equations).  Snapping a resting height
+    onto the ground is the reader's (``dataset.fitted_initial_states``).
 
 Collision detection (:func:`detect_events`)
     At every sample k, the velocity jump ``dv_k = v_after - v_before``
@@ -48,7 +48,7 @@ def _quadratic_fit(t, p, w):
     return np.linalg.solve(lhs + 1e-300 * np.eye(3), rhs)  # (B, 3, 3)
 
 
-def end_states(t, p, counts, window=8, at_end=False, radius=None, ground_z=0.0, snap=3e-3):
+def end_states(t, p, counts, window=8, at_end=False):
     """Robust position and velocity of each body at its first (or last) sample.
 
     ``t (N,)`` and ``p (N, 3)`` are all samples sorted by body then time, and
@@ -76,10 +76,6 @@ def end_states(t, p, counts, window=8, at_end=False, radius=None, ground_z=0.0, 
     at = (tt[:, -1] - tt[:, 0]) if at_end else np.zeros(len(counts))
     pos = coef[:, 0] + coef[:, 1] * at[:, None] + coef[:, 2] * at[:, None] ** 2
     vel = coef[:, 1] + 2.0 * coef[:, 2] * at[:, None]
-    if radius is not None:
-        rest = np.abs(pos[:, 2] - (ground_z + radius)) < snap
-        pos[rest, 2] = (ground_z + radius)[rest] if np.ndim(radius) else ground_z + radius
-        vel[rest, 2] = 0.0
     return pos, vel, w.sum(axis=1).astype(int)
 
 

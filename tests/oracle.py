@@ -569,16 +569,12 @@ class Oracle:
                 work[ei] = work[ej] = True
             elif code == "stop":
                 before = self.v[ei].copy()
-                speed = np.sqrt(before @ before)
-                if speed > 0.0:
-                    self.v[ei] = before - (before @ before / speed) * (before / speed)
-                if np.sqrt(self.v[ei] @ self.v[ei]) <= V_STOP:
-                    self.v[ei] = 0.0
-                    if self.pc[ei, 0]:
-                        self.rest[ei] = True
-                        self.starting[ei] = False
-                        self.above[ei] = False
-                        self.log("stop", ei, -1, np.zeros(3), 0.0, 0.0, -before, np.zeros(3), -1)
+                self.v[ei] = 0.0
+                if self.pc[ei, 0]:
+                    self.rest[ei] = True
+                    self.starting[ei] = False
+                    self.above[ei] = False
+                    self.log("stop", ei, -1, np.zeros(3), 0.0, 0.0, -before, np.zeros(3), -1)
                 continue
             elif code == "vth":
                 self.above[ei] = not self.above[ei]
