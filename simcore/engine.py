@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from . import contact, impulse
+from . import contact, impulse, tangent
 from .collision import (
     UNSUPPORTED,
     contact_normal_body_body,
@@ -112,7 +112,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
               c_body, c_t0, c_t1, c_force, t_start, t_end, dt, gravity, ground_z,
               params, bb_idx, bw_idx, bg_idx, integrator, samp_t,
               pos, vel, out_pos, out_vel,
-              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip):
+              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, tan):
     """Simulate one scenario in place; returns ``(status, event_count, t)``.
 
     Arrays (this scenario only): ``shape``, ``radius``, ``mass``, ``mat (nb,)``;
@@ -121,6 +121,15 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     ``samp_t (ns,)`` ascending; state ``pos``, ``vel (nb, 3)`` advanced in
     place; outputs ``out_pos``, ``out_vel (ns, nbmax, 3)`` and the event
     buffers of capacity ``cap``.
+
+    ``tan`` holds the sensitivity arrays (see :mod:`simcore.tangent`):
+    directions ``t_param``, ``t_vel``, ``t_ctrl (NT,)``; measured positions
+    ``meas (ns, nbmax, 3)`` at the sample times (NaN: missing; zero rows: no
+    trajectory loss) and its accumulators ``tr_sse (1,)``, ``tr_grad (NT,)``,
+    ``tr_gn (NT, NT)`` (or ``(0, 0)``); the final-state tangents
+    ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
+    (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
+    ``nondiff (1,)``.  With ``NT = 0`` only the trajectory loss is computed.
     """
     npl = nw + 1
     nc = c_body.shape[0]
@@ -169,6 +178,35 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     above = bbuf[boff + 3 * nb:boff + 4 * nb]
     work = bbuf[boff + 4 * nb:boff + 5 * nb]
 
+    # Sensitivities: tangents of the state after the last event (see tangent.py).
+    (t_param, t_vel, t_ctrl, meas, tr_sse, tr_grad, tr_gn, fin_tpos, fin_tvel,
+     ev_tt, ev_tdva, ev_tdvb, signal, nondiff) = tan
+    nt = t_param.shape[0]
+    has_meas = ns > 0 and meas.shape[0] == ns
+    tbuf = np.zeros(5 * nb * 3 * nt + 8 * nt)
+    tpos = tbuf[:3 * nb * nt].reshape((nb, 3, nt))
+    tvel = tbuf[3 * nb * nt:6 * nb * nt].reshape((nb, 3, nt))
+    tacc = tbuf[6 * nb * nt:9 * nb * nt].reshape((nb, 3, nt))
+    tfa = tbuf[9 * nb * nt:12 * nb * nt].reshape((nb, 3, nt))
+    tsamp = tbuf[12 * nb * nt:15 * nb * nt].reshape((nb, 3, nt))
+    toff = 15 * nb * nt
+    ttau = tbuf[toff:toff + nt]
+    ds = tbuf[toff + nt:toff + 2 * nt]
+    tdva = tbuf[toff + 2 * nt:toff + 5 * nt].reshape((3, nt))
+    tdvb = tbuf[toff + 5 * nt:toff + 8 * nt].reshape((3, nt))
+    pdir = np.full(params.shape[0], -1, np.int64)
+    for p in range(nt):
+        if t_param[p] >= 0:
+            pdir[t_param[p]] = p
+    # Everything the impulse tangents need, in one tuple for _impact_tangent.
+    tg = (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat,
+          wall_mat, bg_idx, bw_idx, bb_idx, np.zeros((2, 3)))
+    nd = 0
+    if nt > 0:
+        tangent.seed(nb, t_vel, tvel)
+        if integrator == INTEGRATOR_SYMPLECTIC:
+            nd |= tangent.ND_SYMPLECTIC
+
     # Planes: row 0 is the ground z = ground_z, then the walls.
     plane_n[0, 2] = 1.0
     plane_d[0] = ground_z
@@ -201,12 +239,14 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 plane_contact[i, k] = True
                 for d in range(3):
                     vel[i, d] -= vn * plane_n[k, d]
+                tangent.project_plane(i, plane_n[k], tvel)
                 if k == 0:
                     pos[i, 2] = ground_z + radius[i]
         if plane_contact[i, 0]:
             if _horizontal_speed(vel[i]) <= V_STOP:
                 vel[i, 0] = 0.0
                 vel[i, 1] = 0.0
+                tvel[i, :2] = 0.0
                 resting[i] = True
             above[i] = _horizontal_speed(vel[i]) >= g_vth[i]
     for i in range(nb):
@@ -224,6 +264,9 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     ks = 0
     while ks < ns and samp_t[ks] <= t:
         sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
+        if has_meas:
+            _measure(nb, vel, acc, 0.0, tpos, tvel, tacc, ttau, tsamp, out_pos[ks],
+                     meas[ks], tr_sse, tr_grad, tr_gn)
         ks += 1
 
     n_ev = 0
@@ -258,6 +301,9 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 free_acc[i, 0] = force[i, 0] * inv_m[i]
                 free_acc[i, 1] = force[i, 1] * inv_m[i]
                 free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
+            if nt > 0:
+                tangent.free_acc(nb, t, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
+                nd |= _general_contacts(nb, npl, plane_contact, body_contact)
             # Stage 2: sustained contacts.
             h_dir = 0.0
             for _attempt in range(2):
@@ -270,11 +316,17 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                         n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt,
                                     ev_dva, ev_dvb, ev_slip, n_ev, t, EV_START, i, -1,
                                     start_dir[i], 0.0, 0.0, zero3, zero3, -1)
+                        tdva[:] = 0.0
+                        _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdva)
                         above[i] = False
                 if not rotating or integrator == INTEGRATOR_SYMPLECTIC:
                     break
                 # Directions rotate: step dt with the implicit direction.
                 h_dir = min(grid_next, t_end) - t
+            if nt > 0:
+                _acc_tangent(nb, mat, vel, free_acc, g_mu_s, g_mu_k, bg_idx, pdir, above,
+                             plane_contact, resting, starting, h_dir, tvel, tfa, ttau,
+                             tacc, signal)
             if integrator == INTEGRATOR_SYMPLECTIC:
                 # Stage 3: kick v' = v + a dt; a ground slide never reverses.
                 h_kick = min(grid_next, t_end) - t
@@ -395,10 +447,20 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         t_new = horizon if ev_code == _NONE else t + s_best
         if ev_code != _NONE and t_new > horizon:
             t_new = horizon
+        s_seg = t_new - t
+        if nt > 0:
+            nd |= _event_time_tangent(ev_code, ev_i, ev_j, s_seg, mat, pos, vel, dacc,
+                                      plane_n, g_vth, bg_idx, pdir, tpos, tvel, tacc,
+                                      ttau, ds, signal)
         while ks < ns and samp_t[ks] <= t_new:
             sample(nb, pos, vel, dacc, samp_t[ks] - t, out_pos[ks], out_vel[ks])
+            if has_meas:
+                _measure(nb, vel, dacc, samp_t[ks] - t, tpos, tvel, tacc, ttau, tsamp,
+                         out_pos[ks], meas[ks], tr_sse, tr_grad, tr_gn)
             ks += 1
-        drift(nb, pos, vel, dacc, t_new - t)
+        drift(nb, pos, vel, dacc, s_seg)
+        if nt > 0:
+            tangent.drift(nb, vel, dacc, s_seg, ds, tpos, tvel, tacc, ttau)
         if t_new == t:
             zero_steps += 1
             if zero_steps > MAX_ZERO_STEPS:
@@ -416,17 +478,23 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         for q in range(nb):
             work[q] = False
         if ev_code == _IMPACT_PLANE:
+            _save_velocity(ev_i, -1, vel, tg)
             n_ev = _impact_plane(ev_i, ev_j, n_ev, t, pos, vel, acc, radius, mass,
                                  ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
                                  plane_contact, resting, starting, above, dva, dvb,
                                  ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
                                  ev_dvb, ev_slip, False)
+            _impact_tangent(_IMPACT_PLANE, ev_i, ev_j, False, n_ev, pos, acc, plane_n, pl_mu,
+                            pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg)
             work[ev_i] = True
         elif ev_code == _IMPACT_BODY:
+            _save_velocity(ev_i, ev_j, vel, tg)
             n_ev = _impact_body(ev_i, ev_j, n_ev, t, shape, pos, vel, acc, inv_m,
                                 b_mu, b_e, body_contact, nrm, dva, dvb,
                                 ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
                                 ev_dvb, ev_slip)
+            _impact_tangent(_IMPACT_BODY, ev_i, ev_j, False, n_ev, pos, acc, plane_n, pl_mu,
+                            pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg)
             work[ev_i] = True
             work[ev_j] = True
         elif ev_code == _STOP:
@@ -436,6 +504,9 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
             for d in range(3):
                 dva[d] = -vel[ev_i, d]
                 vel[ev_i, d] = 0.0
+                for p in range(nt):
+                    tdva[d, p] = -tvel[ev_i, d, p]
+                    tvel[ev_i, d, p] = 0.0
             if plane_contact[ev_i, 0]:
                 resting[ev_i] = True
                 starting[ev_i] = False
@@ -443,11 +514,15 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
                             ev_dvb, ev_slip, n_ev, t, EV_STOP, ev_i, -1, zero3, 0.0,
                             0.0, dva, zero3, -1)
+                tdvb[:] = 0.0
+                _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
             continue
         elif ev_code == _VTH:
             above[ev_i] = not above[ev_i]
             continue
         elif ev_code == _STICK:
+            if nt > 0:
+                nd |= tangent.ND_STICK
             # Remove the relative tangential velocity, conserving momentum.
             contact_normal_body_body(shape[ev_i], shape[ev_j], pos[ev_i], pos[ev_j], nrm)
             un = 0.0
@@ -465,14 +540,162 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                           ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu,
                           b_e, plane_contact, body_contact, resting, starting, above,
                           work, nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn,
-                          ev_jt, ev_dva, ev_dvb, ev_slip)
+                          ev_jt, ev_dva, ev_dvb, ev_slip, tg)
+        if nt > 0:
+            _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel)
     else:
         status = STATUS_MAX_ITER
 
     while ks < ns:
         sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
+        if has_meas:
+            _measure(nb, vel, acc, 0.0, tpos, tvel, tacc, ttau, tsamp, out_pos[ks],
+                     meas[ks], tr_sse, tr_grad, tr_gn)
         ks += 1
+    if nt > 0:
+        # The state at the fixed end time (tau = t only moves if an event ended the run).
+        for i in range(nb):
+            for d in range(3):
+                for p in range(nt):
+                    fin_tpos[i, d, p] = tpos[i, d, p] - vel[i, d] * ttau[p]
+                    fin_tvel[i, d, p] = tvel[i, d, p] - acc[i, d] * ttau[p]
+        nondiff[0] = nd
     return status, n_ev, t
+
+
+@jit
+def _measure(nb, vel, acc, s, tpos, tvel, tacc, ttau, tsamp, out_pos_s, meas_s, tr_sse,
+             tr_grad, tr_gn):
+    """Trajectory residuals of one sample (``s`` after the last event) and their tangents."""
+    if ttau.shape[0] > 0:
+        tangent.sample(nb, vel, acc, s, tpos, tvel, tacc, ttau, tsamp)
+    tangent.accumulate(nb, out_pos_s, meas_s, tsamp, tr_sse, tr_grad, tr_gn)
+
+
+@jit
+def _log_tangent(ev_tt, ev_tdva, ev_tdvb, count, ttau, tdva, tdvb):
+    """Store the tangents of the event just logged (``count`` is the new count)."""
+    k = count - 1
+    if k < ev_tt.shape[0]:
+        for p in range(ttau.shape[0]):
+            ev_tt[k, p] = ttau[p]
+            for d in range(3):
+                ev_tdva[k, d, p] = tdva[d, p]
+                ev_tdvb[k, d, p] = tdvb[d, p]
+
+
+@jit
+def _general_contacts(nb, npl, plane_contact, body_contact):
+    """``ND_GENERAL`` if a body has a sustained wall or body contact, else 0."""
+    for i in range(nb):
+        for k in range(1, npl):
+            if plane_contact[i, k]:
+                return tangent.ND_GENERAL
+        for j in range(nb):
+            if body_contact[i, j]:
+                return tangent.ND_GENERAL
+    return 0
+
+
+@jit
+def _acc_tangent(nb, mat, vel, free_acc, g_mu_s, g_mu_k, bg_idx, pdir, above,
+                 plane_contact, resting, starting, h_dir, tvel, tfa, ttau, tacc, signal):
+    """Tangent of the accelerations just solved: free flight, static hold, or
+    a ground slide (the coefficient of the body's speed regime)."""
+    for i in range(nb):
+        if not plane_contact[i, 0]:
+            tacc[i] = tfa[i]
+        elif resting[i]:
+            tacc[i] = 0.0
+        else:
+            mu = g_mu_k[i] if above[i] else g_mu_s[i]
+            p_mu = pdir[bg_idx[mat[i], 1 if above[i] else 0]]
+            tangent.ground_slide(i, vel[i], free_acc[i], mu, starting[i], h_dir, tvel, tfa,
+                                 ttau, p_mu, tacc, signal)
+
+
+@jit
+def _event_time_tangent(ev_code, ev_i, ev_j, s, mat, pos, vel, acc, plane_n, g_vth, bg_idx,
+                        pdir, tpos, tvel, tacc, ttau, ds, signal):
+    """``ds``: the tangent of the segment length (implicit function theorem);
+    returns the nondiff flags it raises."""
+    if ev_code == _IMPACT_PLANE:
+        if not tangent.impact_plane_time(ev_i, plane_n[ev_j], s, vel, acc, tpos, tvel,
+                                         tacc, ds):
+            return tangent.ND_GRAZING
+    elif ev_code == _IMPACT_BODY:
+        if not tangent.impact_body_time(ev_i, ev_j, s, pos, vel, acc, tpos, tvel, tacc, ds):
+            return tangent.ND_GRAZING
+    elif ev_code == _STOP:
+        tangent.stop_time(ev_i, vel, acc, tvel, tacc, ds)
+    elif ev_code == _VTH:
+        tangent.vth_time(ev_i, s, vel, acc, tvel, tacc, g_vth[ev_i],
+                         pdir[bg_idx[mat[ev_i], 2]], ds, signal)
+    else:
+        # No event before the horizon (a fixed time), or a stick (flagged).
+        tangent.fixed_time(ttau, ds)
+    return 0
+
+
+@jit
+def _save_velocity(i, j, vel, tg):
+    """Keep the velocities of bodies i (and j >= 0) before an impulse, for its tangent."""
+    v_pre = tg[15]
+    if tg[0].shape[2] == 0:
+        return
+    for d in range(3):
+        v_pre[0, d] = vel[i, d]
+        if j >= 0:
+            v_pre[1, d] = vel[j, d]
+
+
+@jit
+def _impact_tangent(code, i, j, propagated, n_ev, pos, acc, plane_n, pl_mu, pl_e, g_mu_s,
+                    g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg):
+    """Tangent of the impact just resolved by ``_impact_plane`` (``code`` =
+    ``_IMPACT_PLANE``, j the plane) or ``_impact_body``, with the same e, mu
+    and sustained test, from the velocities saved by ``_save_velocity``; the
+    event's tangents are logged."""
+    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
+     bg_idx, bw_idx, bb_idx, v_pre) = tg
+    if tpos.shape[2] == 0:
+        return
+    if code == _IMPACT_PLANE:
+        k = j
+        n = plane_n[k]
+        vn = v_pre[0, 0] * n[0] + v_pre[0, 1] * n[1] + v_pre[0, 2] * n[2]
+        an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
+        sustained = propagated or (-vn < V_CONTACT and an <= 0.0)
+        if k == 0:
+            fast = _horizontal_speed(v_pre[0]) >= g_vth[i]
+            mu = g_mu_k[i] if fast else g_mu_s[i]
+            p_mu = pdir[bg_idx[mat[i], 1 if fast else 0]]
+            p_e = pdir[bg_idx[mat[i], 3]]
+        else:
+            mu = pl_mu[i, k]
+            p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
+            p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
+        tangent.impact_plane(i, v_pre[0], n, 0.0 if sustained else pl_e[i, k], mu,
+                             sustained, p_e, p_mu, tvel, tdva, signal)
+        tdvb[:] = 0.0
+    else:
+        sustained = body_contact[i, j]
+        tangent.impact_body(i, j, v_pre[0], v_pre[1], pos, inv_m[i], inv_m[j],
+                            0.0 if sustained else b_e[i, j], b_mu[i, j], sustained,
+                            pdir[bb_idx[mat[i], mat[j], 1]], pdir[bb_idx[mat[i], mat[j], 0]],
+                            tpos, tvel, tdva, tdvb, signal)
+    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
+
+
+@jit
+def _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel):
+    """Keep the tangents on the active planes, and at rest for resting bodies."""
+    for i in range(nb):
+        for k in range(npl):
+            if plane_contact[i, k]:
+                tangent.project_plane(i, plane_n[k], tvel)
+        if plane_contact[i, 0] and resting[i]:
+            tvel[i, :2] = 0.0
 
 
 @jit
@@ -566,7 +789,7 @@ def _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vt
 def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, ground_z,
                plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu, b_e, plane_contact,
                body_contact, resting, starting, above, work, nrm, dva, dvb, ev_t,
-               ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip):
+               ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, tg):
     """Sequential impulses through the contacts of the bodies in ``work``.
 
     An active contact that now approaches faster than ``V_ROUND`` gets an
@@ -577,7 +800,11 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
     it apart: the mirror of the Zeno guard, the contact stays and that small
     normal velocity is removed.  Passes repeat until nothing changes
     (at most ``4 nb`` passes).
+
+    ``tg`` carries the tangents through the same impulses (see
+    :func:`_impact_tangent`); it is empty-handed when ``NT = 0``.
     """
+    tvel = tg[1]
     for _pass in range(4 * nb):
         changed = False
         for i in range(nb):
@@ -590,11 +817,15 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
                 if vn < -V_ROUND:
                     plane_contact[i, k] = False
+                    _save_velocity(i, -1, vel, tg)
                     n_ev = _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass,
                                          ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k,
                                          g_vth, plane_contact, resting, starting, above,
                                          dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n,
                                          ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, True)
+                    _impact_tangent(_IMPACT_PLANE, i, k, True, n_ev, pos, acc, plane_n,
+                                    pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e,
+                                    body_contact, tg)
                     changed = True
                     work[i] = True
                 elif vn > V_ROUND and (vn >= V_CONTACT or
@@ -608,6 +839,7 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                     # Still in contact: the normal velocity is rounding.
                     for d in range(3):
                         vel[i, d] -= vn * plane_n[k, d]
+                    tangent.project_plane(i, plane_n[k], tvel)
             for j in range(nb):
                 if j == i or not body_contact[i, j]:
                     continue
@@ -618,10 +850,14 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 if un < -V_ROUND:
                     body_contact[lo, hi] = False
                     body_contact[hi, lo] = False
+                    _save_velocity(lo, hi, vel, tg)
                     n_ev = _impact_body(lo, hi, n_ev, t, shape, pos, vel, acc, inv_m,
                                         b_mu, b_e, body_contact, nrm, dva, dvb, ev_t,
                                         ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
                                         ev_dvb, ev_slip)
+                    _impact_tangent(_IMPACT_BODY, lo, hi, False, n_ev, pos, acc, plane_n,
+                                    pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e,
+                                    body_contact, tg)
                     _after_velocity_change(lo, vel, plane_contact, resting, starting,
                                            above, g_vth)
                     _after_velocity_change(hi, vel, plane_contact, resting, starting,
@@ -649,7 +885,8 @@ def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
              params, bb_idx, bw_idx, bg_idx, integrator,
              samp_ptr, samp_t, pos, vel, out_pos, out_vel,
              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb,
-             ev_slip, status, ev_count, t_final):
+             ev_slip, status, ev_count, t_final, t_param, t_vel, t_ctrl, meas, tr_sse,
+             tr_grad, tr_gn, fin_tpos, fin_tvel, ev_tt, ev_tdva, ev_tdvb, signal, nondiff):
     """Scenario ``s`` of a batch: slice its arrays and run it."""
     nb = body_count[s]
     nw = wall_count[s]
@@ -665,7 +902,10 @@ def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
         params, bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
         pos[s, :nb], vel[s, :nb], out_pos[k0:k1], out_vel[k0:k1],
         ev_t[s], ev_kind[s], ev_a[s], ev_b[s], ev_n[s], ev_jn[s], ev_jt[s],
-        ev_dva[s], ev_dvb[s], ev_slip[s])
+        ev_dva[s], ev_dvb[s], ev_slip[s],
+        (t_param, t_vel, t_ctrl, meas[k0:k1], tr_sse[s:s + 1], tr_grad[s], tr_gn[s],
+         fin_tpos[s], fin_tvel[s], ev_tt[s], ev_tdva[s], ev_tdvb[s], signal[s],
+         nondiff[s:s + 1]))
     status[s] = st
     ev_count[s] = ne
     t_final[s] = tf
@@ -704,6 +944,9 @@ class SimResult:
     tangential impulse [N s]), ``event_dva``, ``event_dvb (E, 3)`` (velocity
     change of a and b [m/s]) and ``event_slip`` (1 slip, 0 stick, -1 not an
     impact), in time order.
+
+    ``sens`` holds the :class:`Sensitivities` when ``simulate`` was asked for
+    them (``directions``) or for the trajectory residuals (``measured``).
     """
 
     samp_ptr: np.ndarray
@@ -722,6 +965,7 @@ class SimResult:
     event_dva: np.ndarray
     event_dvb: np.ndarray
     event_slip: np.ndarray
+    sens: object = None
 
     @property
     def event_count(self):
@@ -736,6 +980,84 @@ class SimResult:
         """The events of scenario ``s`` as a dict of arrays (``EVENT_FIELDS``)."""
         a, b = self.event_ptr[s], self.event_ptr[s + 1]
         return {f: getattr(self, "event_" + f)[a:b] for f in EVENT_FIELDS}
+
+
+@dataclass(frozen=True)
+class Directions:
+    """The ``NT`` directions that sensitivities are taken along.
+
+    Direction ``p`` moves one of: the coefficient ``params[param[p]]``; the
+    initial velocity component ``vel[p] = 3 i + d`` of body ``i`` (in every
+    scenario that has that body); the force component ``ctrl[p] = 3 q + d`` of
+    the ``q``-th control window of each scenario.  Unused entries are -1.
+    """
+
+    param: np.ndarray
+    vel: np.ndarray
+    ctrl: np.ndarray
+    labels: tuple
+
+    @property
+    def count(self):
+        return self.param.shape[0]
+
+    @classmethod
+    def build(cls, params=(), velocities=(), controls=()):
+        """From parameter indices, ``(body, dim)`` and ``(control, dim)`` pairs."""
+        from . import params as P
+
+        rows = ([(int(q), -1, -1, P.NAMES[q] if q < len(P.NAMES) else f"param{q}")
+                 for q in params]
+                + [(-1, 3 * int(i) + int(d), -1, f"v0[{i}].{'xyz'[d]}") for i, d in velocities]
+                + [(-1, -1, 3 * int(q) + int(d), f"u[{q}].{'xyz'[d]}") for q, d in controls])
+        col = [np.array([r[k] for r in rows], np.int64).reshape(-1) for k in range(3)]
+        return cls(col[0], col[1], col[2], tuple(r[3] for r in rows))
+
+
+NO_DIRECTIONS = Directions(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           np.zeros(0, np.int64), ())
+
+
+@dataclass(frozen=True)
+class Sensitivities:
+    """Forward-mode sensitivities of a batch (``NT`` directions, see :mod:`tangent`).
+
+    ``final_pos``, ``final_vel (nscen, nbmax, 3, NT)``: d(state at the end
+    time); ``event_t (E, NT)``, ``event_dva``, ``event_dvb (E, 3, NT)``: d of
+    each logged event's time and velocity changes (rows as in ``SimResult``);
+    ``traj_sse (nscen,)``: the sum of squared position residuals against the
+    measured samples, ``traj_grad (nscen, NT)`` = ``J^T r`` and ``traj_gn
+    (nscen, NT, NT)`` = ``J^T J`` (symmetric; empty when not asked for);
+    ``signal (nscen, NT)``: the events and segments in which each coefficient
+    entered directly; ``nondiff (nscen,)``: flags of ``tangent.NONDIFF_REASONS``
+    (0: the tangents are exact).
+    """
+
+    directions: Directions
+    final_pos: np.ndarray
+    final_vel: np.ndarray
+    event_t: np.ndarray
+    event_dva: np.ndarray
+    event_dvb: np.ndarray
+    traj_sse: np.ndarray
+    traj_grad: np.ndarray
+    traj_gn: np.ndarray
+    signal: np.ndarray
+    nondiff: np.ndarray
+
+
+def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
+    nscen = scen.shape[0]
+    nbmax = model.body_radius.shape[1]
+    nt = directions.count
+    meas = np.zeros((0, nbmax, 3)) if measured is None else measured
+    ng = nt if gauss_newton else 0
+    return (directions.param, directions.vel, directions.ctrl, meas,
+            np.zeros(nscen), np.zeros((nscen, nt)), np.zeros((nscen, ng, ng)),
+            np.zeros((nscen, nbmax, 3, nt)), np.zeros((nscen, nbmax, 3, nt)),
+            np.zeros((nscen, cap, nt)), np.zeros((nscen, cap, 3, nt)),
+            np.zeros((nscen, cap, 3, nt)), np.zeros((nscen, nt), np.int64),
+            np.zeros(nscen, np.int64))
 
 
 def _sample_csr(model, state, sample_times):
@@ -779,10 +1101,11 @@ def _event_buffers(nscen, cap):
             np.empty((nscen, cap), np.int64))
 
 
-def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel):
+def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan):
     """Run the scenarios ``scen`` (indices into ``model``) with event capacity ``cap``.
 
-    ``pos``, ``vel``, ``time`` are that subset's state, advanced in place.
+    ``pos``, ``vel``, ``time`` are that subset's state, advanced in place;
+    ``tan`` the tangent buffers (``_tangent_buffers``).
     Returns ``(out_pos, out_vel, events, status, ev_count)``.
     """
     m = model
@@ -805,14 +1128,15 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel):
             m.scen_t_end[scen], m.scen_dt[scen], m.gravity, m.ground_z,
             m.params, m.tables.bb, m.tables.bw, m.tables.bg,
             m.integrator, samp_ptr, samp_t, pos, vel, out_pos, out_vel) + ev + (
-            status, ev_count, time)
+            status, ev_count, time) + tan
     # ``time`` is both the start time (read first) and the end time (written
     # last) of each scenario.
     (_simulate_parallel if parallel else _simulate_serial)(args)
     return out_pos, out_vel, ev, status, ev_count
 
 
-def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
+def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
+             directions=None, measured=None, gauss_newton=False):
     """Simulate every scenario of ``model`` from ``state``.
 
     ``sample_times`` is one ascending array of absolute times per scenario
@@ -823,6 +1147,12 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
     Events are buffered ``event_capacity`` per scenario; a scenario with more
     is run again on its own with room for all of them, so memory follows the
     events that occur.
+
+    Sensitivities (``result.sens``): ``directions`` (:class:`Directions`) asks
+    for forward-mode tangents along them; ``measured (M, nbmax, 3)``, rows
+    aligned with the sample times (NaN: not measured), adds the trajectory
+    residuals ``sum |p(t_k) - p*(t_k)|^2`` per scenario with ``J^T r`` (and
+    ``J^T J`` when ``gauss_newton``).
     """
     from . import params as P
 
@@ -832,9 +1162,18 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
     cap = max(1, int(event_capacity))
     final = state.copy()
     every = np.arange(nscen)
+    want = directions is not None or measured is not None
+    directions = NO_DIRECTIONS if directions is None else directions
+    if measured is not None:
+        measured = np.ascontiguousarray(measured, dtype=np.float64)
+        if measured.shape != (samp_t.shape[0], model.body_radius.shape[1], 3):
+            raise ValueError(f"measured has shape {measured.shape}; expected "
+                             f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
+                             "(one row per sample time)")
+    tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
     out_pos, out_vel, ev, status, ev_count = _run(
         model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
-        parallel)
+        parallel, tan)
     bad = np.flatnonzero(status != STATUS_OK)
     if bad.size:
         s = int(bad[0])
@@ -844,6 +1183,7 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
             f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
     # Pack the events (row-major order of the buffers is CSR order),
     # re-running the scenarios that overflowed their buffer.
+    ev = ev + tan[9:12]
     ptr = np.zeros(nscen + 1, np.int64)
     ptr[1:] = np.cumsum(ev_count)
     keep = ev_count <= cap
@@ -859,8 +1199,17 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True):
         one = np.array([s])
         st = state.copy()
         zero = np.zeros(2, np.int64)
+        tan1 = _tangent_buffers(model, one, directions, None, False, int(ev_count[s]))
         _, _, ev1, _, n1 = _run(model, one, st.body_pos[one], st.body_vel[one],
-                                st.time[one], zero, np.zeros(0), int(ev_count[s]), False)
-        for f, b in zip(flat, ev1):
+                                st.time[one], zero, np.zeros(0), int(ev_count[s]), False,
+                                tan1)
+        for f, b in zip(flat, ev1 + tan1[9:12]):
             f[ptr[s]:ptr[s + 1]] = b[0, :n1[0]]
-    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ptr, *flat)
+    sens = None
+    if want:
+        gn = tan[6]
+        if gn.shape[1]:
+            gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
+        sens = Sensitivities(directions, tan[7], tan[8], *flat[10:13], tan[4], tan[5], gn,
+                             tan[12], tan[13])
+    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ptr, *flat[:10], sens=sens)
