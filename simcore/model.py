@@ -100,6 +100,22 @@ class Model:
         P.validate(vec)
         return replace(self, params=vec)
 
+    def subset(self, scen):
+        """The scenarios ``scen`` (indices, in that order) as a model of their own."""
+        scen = np.asarray(scen, np.int64)
+        rows = (np.concatenate([np.arange(self.ctrl_ptr[s], self.ctrl_ptr[s + 1]) for s in scen])
+                if scen.size else np.zeros(0, np.int64)).astype(np.int64)
+        ptr = np.zeros(scen.size + 1, np.int64)
+        ptr[1:] = np.cumsum(self.ctrl_ptr[scen + 1] - self.ctrl_ptr[scen])
+        per_scen = ("body_count", "body_shape", "body_radius", "body_mass", "body_material",
+                    "wall_count", "wall_normal", "wall_offset", "wall_material",
+                    "scen_t_end", "scen_dt")
+        per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force")
+        return replace(self, ctrl_ptr=ptr,
+                       names=tuple(self.names[s] for s in scen) if self.names else (),
+                       **{f: getattr(self, f)[scen] for f in per_scen},
+                       **{f: getattr(self, f)[rows] for f in per_ctrl})
+
 
 @dataclass
 class State:
@@ -115,6 +131,11 @@ class State:
     def copy(self):
         return State(self.body_pos.copy(), self.body_vel.copy(),
                      self.body_omega.copy(), self.time.copy())
+
+    def subset(self, scen):
+        scen = np.asarray(scen, np.int64)
+        return State(self.body_pos[scen], self.body_vel[scen], self.body_omega[scen],
+                     self.time[scen])
 
 
 def _label(sc, s):

@@ -1,0 +1,412 @@
+"""Coefficient identification: one ``fit(...) -> FitResult`` over three optimisers.
+
+* ``"lm"`` (default): bounded Levenberg-Marquardt on the stacked residuals.
+  The Gauss-Newton matrix ``2 J^T W J`` comes from the kernel's sensitivities
+  per scenario; nuisance unknowns of each scenario are eliminated by their
+  Schur complement (block-arrow structure), so the step costs ``O(S k^3)``
+  for ``S`` scenarios with ``k`` nuisance values each.  A step is accepted
+  only if the loss falls (the damping grows otherwise).
+* ``"gd"``: the source patent's update ``theta_{k+1} = theta_k - eta grad L``
+  with the learning rate ``eta`` from the caller; a step that raises the loss
+  or gives NaN is retried with ``eta / 2`` (backtracking), and after an
+  accepted step ``eta`` grows by ``lr_growth`` (1.0: the patent's fixed rate).
+* ``"adam"``: Adam (Kingma & Ba) with the same NaN/rise rejection.
+
+Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
+``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
+the relative loss change stays below ``ftol`` for ``patience`` iterations, or
+the scaled projected gradient ``|g * max(|theta|, 0.1)| / L`` falls below
+``gtol``, or ``max_iter`` ends the run (not converged).
+
+Uncertainty at the optimum, from the Gauss-Newton matrix and the residual
+variance: ``cov = (L / (N - P)) (J^T W J)^-1`` for the free coefficients
+(the nuisance marginalised through the Schur complement), ``N`` scalar
+residuals and ``P`` unknowns; the 95 % interval is ``theta +- 1.96 stderr``.
+The weights ``W`` are the loss normalisation, so this is exact for uniform
+weights and the usual weighted-least-squares estimate otherwise.
+
+Identifiability: a free coefficient that entered no event or segment of any
+scenario (``signal == 0``: e.g. no wall impact slipped) gets no gradient from
+the data; it is held at its start value, named in the report with the
+reason, and the fit's status says it is not identifiable (never
+"converged").  A coefficient with a relative standard error above
+``WEAK_REL`` is reported as weakly identified.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import params as P
+from .problem import NUISANCE, project
+
+METHODS = ("lm", "gd", "adam")
+#: Status codes and their messages.
+STATUS_FTOL, STATUS_GTOL, STATUS_MAXITER, STATUS_UNIDENTIFIABLE, STATUS_NOSTEP, \
+    STATUS_NONFINITE = range(6)
+STATUS_MESSAGES = (
+    "converged: relative loss change below ftol",
+    "converged: scaled gradient below gtol",
+    "not converged: max_iter reached",
+    "not converged: parameter(s) not identifiable from this data",
+    "not converged: no trial step lowered the loss",
+    "failed: the loss is not finite at the start",
+)
+#: What carries each coefficient's signal (for the identifiability report).
+SIGNAL_OF = {
+    "mu_s": "ground slide below v_th (or a start from rest)",
+    "mu_k": "ground slide at or above v_th",
+    "v_th": "crossing of v_th while sliding",
+    "mu_bb": "body-body impact that slipped",
+    "e_bb": "body-body impact",
+    "mu_w": "wall impact that slipped",
+    "e_bw": "wall impact",
+    "e_bg": "ground bounce",
+}
+#: Relative standard error above which a coefficient is weakly identified.
+WEAK_REL = 0.1
+
+
+@dataclass
+class FitResult:
+    """Outcome of :func:`fit` (shaped like scipy's ``OptimizeResult``).
+
+    ``params``: all coefficients (fixed ones included); ``free``: the fitted
+    names; ``stderr``, ``ci95`` (name -> (lo, hi)) and ``corr (nfree, nfree)``
+    for the free ones; ``loss`` and ``components``; ``grad`` (free);
+    ``nit``, ``nfev``; ``status``/``message``/``success``; ``history``: one
+    dict per iteration (``loss``, ``components``, ``theta``, ``grad_norm``,
+    ``step``); ``identifiability``: name -> ``{"signal", "identifiable",
+    "weak", "reason"}``; ``nuisance (nscen, k)`` when fitted; ``unmatched``
+    measured events; ``nondiff`` scenarios (gradient by finite differences);
+    ``starts``: the per-start results of a multi-start, and ``spread``.
+    """
+
+    params: dict
+    free: tuple
+    stderr: dict
+    ci95: dict
+    corr: np.ndarray
+    loss: float
+    components: dict
+    grad: np.ndarray
+    nit: int
+    nfev: int
+    status: int
+    message: str
+    success: bool
+    history: list
+    identifiability: dict
+    method: str = "lm"
+    nuisance: np.ndarray = None
+    unmatched: int = 0
+    nondiff: int = 0
+    fd_check: float = None
+    starts: list = field(default_factory=list)
+    spread: dict = field(default_factory=dict)
+
+
+def _free_indices(free):
+    names = P.NAMES if free is None else tuple(free)
+    out = []
+    for n in names:
+        if n not in P.NAMES:
+            raise ValueError(f"free parameter {n!r}: unknown (expected some of {list(P.NAMES)})")
+        out.append(P.NAMES.index(n))
+    if not out:
+        raise ValueError("no free parameter: give at least one name in free")
+    return sorted(set(out))
+
+
+def _lm_step(H, g, nf, k, lam, hold, scen_hold):
+    """Damped Gauss-Newton step ``(H + lam D) d = -g`` with nuisance eliminated.
+
+    ``H (S, NT, NT)``, ``g (S, NT)`` per scenario; ``hold``: free coefficients
+    held (no signal); ``scen_hold``: scenarios whose nuisance is held.
+    Returns ``(d_global (nf,), d_nuis (S, k))``.
+    """
+    Hgg = H[:, :nf, :nf].sum(axis=0)
+    gg = g[:, :nf].sum(axis=0)
+    dg_scale = np.maximum(np.diag(Hgg), 1e-30)
+    if k:
+        Hgn = H[:, :nf, nf:]
+        Hnn = H[:, nf:, nf:].copy()
+        gn = g[:, nf:].copy()
+        diag = np.einsum("sii->si", Hnn)
+        dead = diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)
+        dead |= scen_hold[:, None]
+        idx = np.arange(k)
+        Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + np.where(dead, 1.0, 0.0)
+        gn[dead] = 0.0
+        Hgn = np.where(dead[:, None, :], 0.0, Hgn)
+        X = np.linalg.solve(Hnn, np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]],
+                                                axis=2))
+        A = Hgg - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
+        b = gg - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
+    else:
+        A = Hgg.copy()
+        b = gg.copy()
+    A[np.diag_indices(nf)] += lam * dg_scale
+    for c in hold:
+        A[c, :] = 0.0
+        A[:, c] = 0.0
+        A[c, c] = 1.0
+        b[c] = 0.0
+    d = np.linalg.solve(A, -b)
+    dn = None
+    if k:
+        dn = -(X[:, :, nf] + np.einsum("snf,f->sn", X[:, :, :nf], d))
+    return d, dn
+
+
+def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
+    """``(L / (N - P)) (J^T W J)^-1`` of the free coefficients (nuisance
+    marginalised); held coefficients (no signal) get an infinite variance."""
+    A = H[:, :nf, :nf].sum(axis=0) / 2.0
+    if k:
+        Hnn = H[:, nf:, nf:] / 2.0
+        diag = np.einsum("sii->si", Hnn)
+        dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | scen_hold[:, None]
+        idx = np.arange(k)
+        Hnn = Hnn.copy()
+        Hnn[:, idx, idx] += np.where(dead, 1.0, 0.0)
+        Hgn = np.where(dead[:, None, :], 0.0, H[:, :nf, nf:] / 2.0)
+        X = np.linalg.solve(Hnn, np.transpose(Hgn, (0, 2, 1)))
+        A = A - np.einsum("sfn,sng->fg", Hgn, X)
+    dof = max(count - nf - nuis_count, 1)
+    keep = np.array([c for c in range(nf) if c not in hold], np.int64)
+    cov = np.full((nf, nf), np.nan)
+    cov[hold, hold] = np.inf
+    if keep.size:
+        try:
+            cov[np.ix_(keep, keep)] = np.linalg.inv(A[np.ix_(keep, keep)]) * (loss / dof)
+        except np.linalg.LinAlgError:
+            cov[keep, keep] = np.inf
+    return cov
+
+
+def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=1e-2,
+        lr_growth=1.0, ftol=1e-10, gtol=1e-8, patience=3, max_iter=100, starts=1, seed=0,
+        fd_check=False, callback=None):
+    """Fit the free coefficients of ``problem`` (see the module docstring).
+
+    ``params0``: start values (mapping; defaults fill the rest, and fix the
+    coefficients not in ``free``); ``free``: names to fit (None: all);
+    ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`);
+    ``starts > 1``: multi-start, the extra starts drawn uniformly within
+    ``[0.5, 2] x`` the start values (restitutions within [0.05, 1]) from
+    ``seed``; the best is returned with the others in ``starts``.
+    ``fd_check``: compare the gradient with central finite differences at the
+    start (``FitResult.fd_check``: the largest relative gap; at the optimum
+    the gradient vanishes and the comparison would be rounding), for data
+    whose event sequence changes under small perturbations.
+    ``callback(record)`` sees each iteration's history record.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {list(METHODS)}")
+    if nuisance not in NUISANCE:
+        raise ValueError(f"nuisance {nuisance!r}: expected one of {list(NUISANCE)}")
+    for name, v, ok in (("lr", lr, lr > 0), ("ftol", ftol, ftol >= 0), ("gtol", gtol, gtol >= 0),
+                        ("max_iter", max_iter, max_iter >= 0), ("starts", starts, starts >= 1),
+                        ("lr_growth", lr_growth, lr_growth >= 1.0)):
+        if not (np.isfinite(v) and ok):
+            raise ValueError(f"{name} = {v}: out of range")
+    free_idx = _free_indices(free)
+    theta0 = P.vector(params0 or {})
+    kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth, ftol=ftol,
+              gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
+              callback=callback)
+    if starts == 1:
+        return _fit_one(problem, theta0, free_idx, **kw)
+    rng = np.random.default_rng(seed)
+    results = [_fit_one(problem, theta0, free_idx, **kw)]
+    for _ in range(starts - 1):
+        th = theta0.copy()
+        for q in free_idx:
+            if P.NAMES[q].startswith("e_"):
+                th[q] = rng.uniform(0.05, 1.0)
+            else:
+                th[q] = theta0[q] * rng.uniform(0.5, 2.0)
+        results.append(_fit_one(problem, project(th, free_idx), free_idx, **kw))
+    finite = [r for r in results if np.isfinite(r.loss)]
+    best = min(finite, key=lambda r: r.loss) if finite else results[0]
+    names = [P.NAMES[q] for q in free_idx]
+    sol = np.array([[r.params[n] for n in names] for r in finite])
+    best.spread = {n: {"min": float(sol[:, c].min()), "max": float(sol[:, c].max()),
+                       "std": float(sol[:, c].std())} for c, n in enumerate(names)}
+    best.spread["agree"] = int(sum(abs(r.loss - best.loss) <= 1e-6 * abs(best.loss) + 1e-300
+                                   for r in finite))
+    best.starts = results
+    return best
+
+
+def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, ftol, gtol, patience,
+             max_iter, fd_check, callback):
+    nf = len(free_idx)
+    k = problem.nuisance_size(nuisance)
+    names = tuple(P.NAMES[q] for q in free_idx)
+    theta = project(theta0, free_idx)
+    nuis = problem.nuisance_start(nuisance) if k else None
+    want_gn = method == "lm"
+    ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True)
+    nfev = ev.nfev
+    loss = ev.loss.total
+    if not np.isfinite(loss):
+        return _result(problem, theta, nuis, ev, free_idx, method, 0, nfev, STATUS_NONFINITE,
+                       [], None, k)
+    hold = [c for c in range(nf) if ev.signal[c] == 0]
+    scen_hold = ev.nondiff != 0
+    history = []
+    fd_gap = _fd_check(problem, theta, free_idx, nuisance, nuis, ev) if fd_check else None
+    status = STATUS_MAXITER
+    lam = 1e-3
+    eta = lr
+    m1 = np.zeros(nf + (problem.nscen * k if k else 0))
+    m2 = np.zeros_like(m1)
+    quiet = 0
+    nit = 0
+    for it in range(1, max_iter + 1):
+        g_full = ev.loss.grad
+        gg = g_full[:, :nf].sum(axis=0)
+        gg[hold] = 0.0
+        gnuis = g_full[:, nf:].copy() if k else None
+        if k:
+            gnuis[scen_hold] = 0.0
+        scale = np.maximum(np.abs(theta[free_idx]), 0.1)
+        gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
+        if gnorm < gtol:
+            status = STATUS_GTOL
+            break
+        accepted = False
+        for _trial in range(40):
+            if method == "lm":
+                d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
+            elif method == "gd":
+                d = -eta * gg
+                dn = -eta * gnuis if k else None
+            else:
+                d, dn = _adam(m1, m2, gg, gnuis, it, eta)
+            cand = theta.copy()
+            cand[free_idx] += d
+            cand = project(cand, free_idx)
+            cand_nuis = nuis + dn if k else None
+            try:
+                ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True)
+                new = ev_new.loss.total
+                nfev += ev_new.nfev
+            except RuntimeError:
+                new = np.nan
+            if np.isfinite(new) and (new <= loss or method == "adam" and new < loss * 1.5):
+                accepted = True
+                break
+            if method == "lm":
+                lam *= 4.0
+            else:
+                eta *= 0.5
+        if not accepted:
+            status = STATUS_NOSTEP
+            break
+        nit = it
+        step = float(np.linalg.norm(cand[free_idx] - theta[free_idx]))
+        rel = abs(loss - new) / max(abs(loss), 1e-300)
+        theta, nuis, ev, old, loss = cand, cand_nuis, ev_new, loss, new
+        if method == "lm":
+            lam = max(lam / 3.0, 1e-12)
+        elif method == "gd":
+            eta *= lr_growth
+        rec = {"iter": it, "loss": loss, "components": dict(ev.loss.components),
+               "theta": {n: float(theta[q]) for n, q in zip(names, free_idx)},
+               "grad_norm": gnorm, "step": step}
+        history.append(rec)
+        if callback is not None:
+            callback(rec)
+        quiet = quiet + 1 if rel < ftol else 0
+        if quiet >= patience:
+            status = STATUS_FTOL
+            break
+    if hold and status in (STATUS_FTOL, STATUS_GTOL):
+        status = STATUS_UNIDENTIFIABLE
+    return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
+                   fd_gap, k)
+
+
+def _adam(m1, m2, gg, gnuis, it, eta, b1=0.9, b2=0.999, eps=1e-12):
+    """One Adam step on the joint vector (state ``m1``, ``m2`` updated in place)."""
+    g = gg if gnuis is None else np.concatenate([gg, gnuis.ravel()])
+    m1[:] = b1 * m1 + (1 - b1) * g
+    m2[:] = b2 * m2 + (1 - b2) * g * g
+    step = -eta * (m1 / (1 - b1 ** it)) / (np.sqrt(m2 / (1 - b2 ** it)) + eps)
+    nf = gg.shape[0]
+    return step[:nf], (step[nf:].reshape(gnuis.shape) if gnuis is not None else None)
+
+
+def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
+    """Largest relative gap between the gradient and central differences."""
+    g = ev.loss.grad[:, :len(free_idx)].sum(axis=0)
+    worst = 0.0
+    # Gaps below this are rounding: 1e-7 of the loss per unit of the coefficient.
+    floor = 1e-7 * abs(ev.loss.total) / max(1e-2, float(np.abs(theta[free_idx]).max()))
+    for c, q in enumerate(free_idx):
+        if ev.signal[c] == 0:
+            continue
+        h = 1e-6 * max(abs(theta[q]), 1e-2)
+        up, dn = theta.copy(), theta.copy()
+        up[q] += h
+        dn[q] -= h
+        up, dn = project(up, free_idx), project(dn, free_idx)
+        fd = (problem.loss_only(up, nuisance, nuis) - problem.loss_only(dn, nuisance, nuis)) / (
+            up[q] - dn[q])
+        worst = max(worst, abs(fd - g[c]) / max(abs(fd), abs(g[c]), floor, 1e-300))
+    return worst
+
+
+def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k):
+    nf = len(free_idx)
+    names = tuple(P.NAMES[q] for q in free_idx)
+    lv = ev.loss
+    scen_hold = ev.nondiff != 0
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
+    hold = [c for c in range(nf) if ev.signal[c] == 0]
+    cov = _covariance(lv.gn, nf, k, scen_hold, lv.total, 3 * lv.count, nuis_count, hold)
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    with np.errstate(all="ignore"):
+        corr = cov / np.outer(std, std)
+    corr[np.isinf(corr)] = np.nan
+    ident = {}
+    weak_names = []
+    for c, (n, q) in enumerate(zip(names, free_idx)):
+        sig = int(ev.signal[c])
+        if sig == 0:
+            reason = (f"{n}: no {SIGNAL_OF[n]} in any of {problem.nscen} scenarios; "
+                      "not identifiable from this data")
+            std[c] = np.inf
+        else:
+            reason = f"{n}: {sig} events or segments carried signal"
+        rel = std[c] / max(abs(theta[q]), 1e-300)
+        weak = sig > 0 and not rel <= WEAK_REL
+        if weak:
+            reason += f"; weakly identified (relative stderr {rel:.2g})"
+            weak_names.append(n)
+        ident[n] = {"signal": sig, "identifiable": sig > 0, "weak": bool(weak), "reason": reason}
+    message = STATUS_MESSAGES[status]
+    unident = [n for n in names if not ident[n]["identifiable"]]
+    if unident:
+        message += "; not identifiable: " + ", ".join(ident[n]["reason"] for n in unident)
+    if weak_names:
+        message += "; weakly identified: " + ", ".join(weak_names)
+    if scen_hold.any():
+        message += (f"; {int(scen_hold.sum())} scenario(s) outside the exact tangents "
+                    "(gradient by finite differences)")
+    if fd_gap is not None and fd_gap > 1e-4:
+        message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
+    grad = lv.grad[:, :nf].sum(axis=0)
+    return FitResult(
+        params=P.as_dict(theta), free=names,
+        stderr={n: float(std[c]) for c, n in enumerate(names)},
+        ci95={n: (float(theta[q] - 1.96 * std[c]), float(theta[q] + 1.96 * std[c]))
+              for c, (n, q) in enumerate(zip(names, free_idx))},
+        corr=corr, loss=float(lv.total), components=dict(lv.components), grad=grad, nit=nit,
+        nfev=nfev, status=status, message=message,
+        success=status in (STATUS_FTOL, STATUS_GTOL), history=history,
+        identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
+        nondiff=int(scen_hold.sum()), fd_check=fd_gap)

@@ -1,0 +1,280 @@
+"""A calibration problem: scenarios, measurements, loss weights and unknowns.
+
+The unknowns are the free coefficients ``theta`` (a subset of
+:data:`simcore.params.NAMES`, the rest fixed) and, optionally, nuisance
+unknowns of every scenario:
+
+* ``nuisance="velocity"``: each body's initial horizontal velocity
+  ``(vx0, vy0)`` (``nuis (nscen, 2 nbmax)``, body-major);
+* ``nuisance="push"``: each control window's horizontal force ``(fx, fy)``
+  (``nuis (nscen, 2 ncmax)``, in the scenario's control order), with the
+  ``input`` loss as the regulariser.
+
+:meth:`Problem.evaluate` runs the engine with forward-mode sensitivities
+along all unknowns and returns the loss, its per-scenario gradient and
+Gauss-Newton blocks.  Scenarios whose tangents are not exact (``nondiff``,
+see :mod:`simcore.tangent`) get their coefficient gradient from central
+finite differences of their own loss (their curvature block stays the
+tangent one, used only to shape the step), and their nuisance is held.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import dataset as D
+from . import losses as L
+from . import params as P
+from .engine import Directions, simulate
+
+NUISANCE = ("none", "velocity", "push")
+
+
+@dataclass
+class Evaluation:
+    """One evaluation: the loss, its per-scenario derivatives and the run."""
+
+    loss: L.LossValue
+    sim: object
+    signal: np.ndarray       # (NT,) summed over scenarios
+    nondiff: np.ndarray      # (nscen,) flags
+    nfev: int = 1
+
+
+@dataclass
+class Problem:
+    """Scenarios (``model``, ``state``), measured ``targets`` and loss ``weights``."""
+
+    model: object
+    state: object
+    targets: L.Targets
+    weights: dict = field(default_factory=lambda: dict(L.DEFAULT_WEIGHTS))
+    ids: list = None
+    name: str = ""
+
+    def __post_init__(self):
+        self.weights = L.check_weights(self.weights)
+
+    @property
+    def nscen(self):
+        return self.model.nscen
+
+    def nuisance_size(self, kind):
+        if kind == "velocity":
+            return 2 * self.model.body_radius.shape[1]
+        if kind == "push":
+            return 2 * int(np.diff(self.model.ctrl_ptr).max(initial=0))
+        return 0
+
+    def nuisance_start(self, kind):
+        """The nuisance values the data starts from: ``(nscen, k)``."""
+        k = self.nuisance_size(kind)
+        out = np.zeros((self.nscen, k))
+        if kind == "velocity":
+            out[:] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
+        elif kind == "push":
+            m = self.model
+            for s in range(self.nscen):
+                rows = np.arange(m.ctrl_ptr[s], m.ctrl_ptr[s + 1])
+                out[s, :2 * rows.size] = m.ctrl_force[rows, :2].ravel()
+        return out
+
+    def apply(self, theta, kind, nuis):
+        """``(model, state)`` with coefficients ``theta`` and the nuisance set."""
+        model = self.model.with_params(theta)
+        state = self.state
+        if kind == "velocity":
+            state = state.copy()
+            state.body_vel[:, :, :2] = nuis.reshape(self.nscen, -1, 2)
+        elif kind == "push" and model.ctrl_body.shape[0]:
+            force = model.ctrl_force.copy()
+            owner = np.repeat(np.arange(self.nscen), np.diff(model.ctrl_ptr))
+            local = np.arange(force.shape[0]) - model.ctrl_ptr[owner]
+            force[:, 0] = nuis[owner, 2 * local]
+            force[:, 1] = nuis[owner, 2 * local + 1]
+            model = replace(model, ctrl_force=force)
+        return model, state
+
+    def directions(self, free, kind):
+        nbmax = self.model.body_radius.shape[1]
+        ncmax = self.nuisance_size("push") // 2
+        vel = [(i, d) for i in range(nbmax) for d in (0, 1)] if kind == "velocity" else []
+        ctrl = [(q, d) for q in range(ncmax) for d in (0, 1)] if kind == "push" else []
+        return Directions.build(params=free, velocities=vel, controls=ctrl)
+
+    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):
+        """Loss and derivatives at ``theta`` (full vector), free indices ``free``."""
+        model, state = self.apply(theta, kind, nuis)
+        dirs = self.directions(free, kind)
+        sim = simulate(model, state, self.targets.sample_times, directions=dirs,
+                       measured=self.targets.measured, gauss_newton=want_gn)
+        lv = L.combine(sim, self.targets, model, self.weights, want_gn)
+        nd = sim.sens.nondiff
+        nfev = 1
+        bad = np.flatnonzero(nd != 0)
+        if bad.size and fd_fallback:
+            nf = len(free)
+            lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
+            lv.grad[bad, :nf] = self._fd_grad(theta, free, kind, nuis, bad)
+            nfev += 2 * nf
+        return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev)
+
+    def loss_only(self, theta, kind="none", nuis=None, scen=None):
+        """The total loss (per scenario when ``scen`` is given: their part of it)."""
+        model, state = self.apply(theta, kind, nuis)
+        sim = simulate(model, state, self.targets.sample_times, directions=Directions.build(),
+                       measured=self.targets.measured)
+        lv_scen = _per_scenario(sim, self.targets, model, self.weights)
+        return lv_scen if scen is not None else float(lv_scen.sum())
+
+    def _fd_grad(self, theta, free, kind, nuis, scen):
+        """Central differences of the scenarios ``scen``'s loss along each free
+        coefficient (run on those scenarios alone)."""
+        sub = self.subset(scen)
+        sub_nuis = nuis[scen] if nuis is not None else None
+        share = scen.size / self.nscen  # the subset normalises by its own count
+        out = np.zeros((scen.size, len(free)))
+        for c, q in enumerate(free):
+            h = 1e-6 * max(abs(theta[q]), 1e-2)
+            up, dn = theta.copy(), theta.copy()
+            up[q] += h
+            dn[q] -= h
+            up, dn = project(up, [q]), project(dn, [q])
+            lu = sub.loss_only(up, kind, sub_nuis, scen=True)
+            ld = sub.loss_only(dn, kind, sub_nuis, scen=True)
+            out[:, c] = share * (lu - ld) / (up[q] - dn[q])
+        return out
+
+    @classmethod
+    def from_dataset(cls, ds, weights=None, split=None):
+        """A problem on a dataset's scenarios (``split``: "train", "test" or None: all)."""
+        if isinstance(ds, (str,)) or hasattr(ds, "__fspath__"):
+            ds = D.read(ds)
+        model, state, times, ids = D.scenarios(ds)
+        tg = dataset_targets(ds, model, times, ids)
+        prob = cls(model, state, tg, dict(L.DEFAULT_WEIGHTS, **(weights or {})),
+                   ids=[sid for sid, _ in ids], name=ds.name)
+        if split is not None:
+            train, test = D.split(ds)
+            keep = set(train if split == "train" else test)
+            prob = prob.subset([k for k, sid in enumerate(prob.ids) if sid in keep])
+        return prob
+
+    def subset(self, scen):
+        """The problem restricted to the scenarios ``scen`` (indices)."""
+        scen = np.asarray(scen, np.int64)
+        model = self.model.subset(scen)
+        state = self.state.subset(scen)
+        ptr = np.r_[0, np.cumsum([len(t) for t in self.targets.sample_times])]
+        rows = np.concatenate([np.arange(ptr[s], ptr[s + 1]) for s in scen]) if scen.size \
+            else np.zeros(0, np.int64)
+        ev = self.targets.events
+        if ev:
+            sel = np.isin(ev["scen"], scen)
+            remap = np.full(self.nscen, -1)
+            remap[scen] = np.arange(scen.size)
+            ev = {k: v[sel] for k, v in ev.items()}
+            ev["scen"] = remap[ev["scen"]]
+        nbmax = model.body_radius.shape[1]
+        tg = L.Targets([self.targets.sample_times[s] for s in scen],
+                       self.targets.measured[rows][:, :nbmax],
+                       self.targets.final_pos[scen][:, :nbmax],
+                       self.targets.final_vel[scen][:, :nbmax], ev,
+                       self.targets.measured_velocity)
+        return Problem(model, state, tg, self.weights,
+                       ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name)
+
+
+def _per_scenario(sim, tg, model, weights):
+    """Each scenario's share of the total loss (no derivatives)."""
+    out = np.zeros(model.nscen)
+    for name, w in weights.items():
+        if w == 0.0:
+            continue
+        c = L.LOSSES[name](sim, tg, model, False)
+        out += w * c.sse / (model.nscen * np.maximum(c.count, 1.0))
+    return out
+
+
+def project(theta, free):
+    """Project a full vector onto the bounds and ``mu_s >= mu_k``, ``v_th > 0``.
+
+    Box bounds are clipped; if ``mu_s < mu_k`` remains, both move to their
+    mean when both are free (the Euclidean projection onto ``mu_s >= mu_k``),
+    otherwise the free one moves onto the fixed one.
+    """
+    x = np.array(theta, dtype=np.float64)
+    for q in free:
+        lo, hi = P.BOUNDS[P.NAMES[q]]
+        x[q] = min(max(x[q], lo), hi)
+    x[P.V_TH] = max(x[P.V_TH], 1e-9)
+    if x[P.MU_S] < x[P.MU_K]:
+        fs, fk = P.MU_S in free, P.MU_K in free
+        if fs and fk:
+            x[P.MU_S] = x[P.MU_K] = 0.5 * (x[P.MU_S] + x[P.MU_K])
+        elif fs:
+            x[P.MU_S] = x[P.MU_K]
+        elif fk:
+            x[P.MU_K] = x[P.MU_S]
+    return x
+
+
+def dataset_targets(ds, model, times, ids):
+    """:class:`Targets` of a dataset, aligned with ``scenarios(ds)``'s output."""
+    nscen = model.nscen
+    nbmax = model.body_radius.shape[1]
+    ptr = np.r_[0, np.cumsum([len(t) for t in times])]
+    measured = np.full((ptr[-1], nbmax, 3), np.nan)
+    final_pos = np.full((nscen, nbmax, 3), np.nan)
+    final_vel = np.full((nscen, nbmax, 3), np.nan)
+    tr = ds.tables["trajectories"]
+    code = ds.codes["trajectories"]
+    body = tr["body_id"].to_numpy()
+    t = tr["t"].to_numpy()
+    xyz = np.stack([tr[c].to_numpy() for c in "xyz"], axis=1)
+    has_vel = all(c in tr.column_names for c in ("vx", "vy", "vz"))
+    code_of = {str(n): k for k, n in enumerate(ds.names)}
+    fin = D.final_states(ds)
+    for s, (sid, body_ids) in enumerate(ids):
+        rows = np.flatnonzero(code == code_of[sid])
+        local = np.searchsorted(body_ids, body[rows])
+        k = np.searchsorted(times[s], t[rows])
+        inside = (k < len(times[s])) & (times[s][np.minimum(k, len(times[s]) - 1)] == t[rows])
+        measured[ptr[s] + k[inside], local[inside]] = xyz[rows[inside]]
+        t_end = times[s][-1]
+        for i, b in enumerate(body_ids):
+            tb, p, v = fin[(sid, int(b))]
+            if tb == t_end:
+                final_pos[s, i] = p
+                final_vel[s, i] = v if has_vel else 0.0
+    return L.Targets(list(times), measured, final_pos, final_vel,
+                     _measured_events(ds, ids, nbmax), has_vel)
+
+
+def _measured_events(ds, ids, nbmax):
+    """The events table, or the detector's events (partner unknown)."""
+    index = {sid: (s, {int(b): i for i, b in enumerate(bids)}) for s, (sid, bids) in enumerate(ids)}
+    if "events" in ds.tables:
+        ev = ds.tables["events"]
+        names = ds.names[ds.codes["events"]]
+        scen, body, other = [], [], []
+        for sid, b, o in zip(names, ev["body_id"].to_numpy(), ev["other"].to_pylist()):
+            s, loc = index[str(sid)]
+            scen.append(s)
+            body.append(loc[int(b)])
+            kind, _, ref = str(o).partition(":")
+            other.append(loc.get(int(ref), -2) if kind == "body" else -1)
+        dv = np.stack([ev[c].to_numpy() for c in ("dvx", "dvy", "dvz")], axis=1)
+        return {"scen": np.array(scen, np.int64), "body": np.array(body, np.int64),
+                "other": np.array(other, np.int64), "t": ev["t"].to_numpy(), "dv": dv}
+    order, key, counts, t, p = D.body_series(ds)
+    det_b, det_t, det_dv = D.targets.detect_events(t, p, counts)
+    tr = ds.tables["trajectories"]
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    code = ds.codes["trajectories"][order][starts]
+    bid = tr["body_id"].to_numpy()[order][starts]
+    scen = np.array([index[str(ds.names[c])][0] for c in code[det_b]], np.int64)
+    body = np.array([index[str(ds.names[c])][1][int(b)] for c, b in zip(code[det_b], bid[det_b])],
+                    np.int64)
+    return {"scen": scen, "body": body, "other": np.full(scen.size, -2, np.int64), "t": det_t,
+            "dv": det_dv}
