@@ -380,7 +380,9 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                         s_best = s
                         ev_code = _STOP
                         ev_i = i
-                if plane_contact[i, 0] and g_mu_s[i] != g_mu_k[i]:
+                # With mu_s = mu_k the crossing changes nothing, except the
+                # sensitivities: d/d mu_s is the share of the slide below v_th.
+                if plane_contact[i, 0] and (g_mu_s[i] != g_mu_k[i] or nt > 0):
                     s = vth_crossing(vel[i], dacc[i], g_vth[i], above[i], s_best)
                     if s < s_best:
                         s_best = s

@@ -7,9 +7,10 @@
   for ``S`` scenarios with ``k`` nuisance values each.  A step is accepted
   only if the loss falls (the damping grows otherwise).
 * ``"gd"``: the source patent's update ``theta_{k+1} = theta_k - eta grad L``
-  with the learning rate ``eta`` from the caller; a step that raises the loss
-  or gives NaN is retried with ``eta / 2`` (backtracking), and after an
-  accepted step ``eta`` grows by ``lr_growth`` (1.0: the patent's fixed rate).
+  with the learning rate ``eta`` from the caller, Jacobi-preconditioned by
+  default (``precondition``); a step that raises the loss or gives NaN is
+  retried with ``eta / 2`` (backtracking), and after an accepted step ``eta``
+  grows by ``lr_growth`` (1.0: the patent's fixed rate).
 * ``"adam"``: Adam (Kingma & Ba) with the same NaN/rise rejection.
 
 Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
@@ -185,9 +186,9 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
     return cov
 
 
-def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=1e-2,
-        lr_growth=1.0, ftol=1e-10, gtol=1e-8, patience=3, max_iter=100, starts=1, seed=0,
-        fd_check=False, callback=None):
+def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
+        lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=100,
+        starts=1, seed=0, fd_check=False, callback=None):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -201,7 +202,15 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=1e-2,
     the gradient vanishes and the comparison would be rounding), for data
     whose event sequence changes under small perturbations.
     ``callback(record)`` sees each iteration's history record.
+
+    Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
+    ``precondition`` (default) the gd step is ``-lr g / diag(2 J^T W J)``,
+    Jacobi-scaled so that ``lr`` is dimensionless and coefficients of very
+    different sensitivity move alike; ``precondition=False`` is the raw
+    patent update ``-lr g`` (``lr`` then in units of theta^2 / loss).
     """
+    if lr is None:
+        lr = 3e-3 if method == "adam" else 0.5
     if method not in METHODS:
         raise ValueError(f"method {method!r}: expected one of {list(METHODS)}")
     if nuisance not in NUISANCE:
@@ -213,7 +222,8 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=1e-2,
             raise ValueError(f"{name} = {v}: out of range")
     free_idx = _free_indices(free)
     theta0 = P.vector(params0 or {})
-    kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth, ftol=ftol,
+    kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
+              precondition=precondition, ftol=ftol,
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
               callback=callback)
     if starts == 1:
@@ -240,8 +250,8 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=1e-2,
     return best
 
 
-def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, ftol, gtol, patience,
-             max_iter, fd_check, callback):
+def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precondition, ftol,
+             gtol, patience, max_iter, fd_check, callback):
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
     names = tuple(P.NAMES[q] for q in free_idx)
@@ -272,6 +282,13 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, ftol, g
         gnuis = g_full[:, nf:].copy() if k else None
         if k:
             gnuis[scen_hold] = 0.0
+        if precondition:
+            # Jacobi: the Gauss-Newton diagonal, so eta is dimensionless.
+            diag = np.einsum("sii->si", ev.loss.gn)
+            pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
+            pre_n = np.maximum(diag[:, nf:], 1e-300) if k else None
+        else:
+            pre_g, pre_n = 1.0, 1.0
         scale = np.maximum(np.abs(theta[free_idx]), 0.1)
         gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
         if gnorm < gtol:
@@ -282,8 +299,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, ftol, g
             if method == "lm":
                 d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
             elif method == "gd":
-                d = -eta * gg
-                dn = -eta * gnuis if k else None
+                d = -eta * gg / pre_g
+                dn = -eta * gnuis / pre_n if k else None
             else:
                 d, dn = _adam(m1, m2, gg, gnuis, it, eta)
             cand = theta.copy()
@@ -320,7 +337,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, ftol, g
         history.append(rec)
         if callback is not None:
             callback(rec)
-        quiet = quiet + 1 if rel < ftol else 0
+        # A step shrunk by backtracking says nothing about convergence.
+        quiet = quiet + 1 if rel < ftol and (_trial == 0 or method == "lm") else 0
         if quiet >= patience:
             status = STATUS_FTOL
             break
