@@ -64,6 +64,8 @@ SIGNAL_OF = {
     "e_bw": "wall impact",
     "e_bg": "ground bounce",
 }
+#: Largest relative change of a coefficient in one step.
+MAX_REL_STEP = 0.2
 #: Relative standard error above which a coefficient is weakly identified.
 WEAK_REL = 0.1
 
@@ -297,12 +299,27 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         accepted = False
         for _trial in range(40):
             if method == "lm":
-                d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
+                try:
+                    d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
+                except np.linalg.LinAlgError:
+                    d = np.full(nf, np.nan)
             elif method == "gd":
                 d = -eta * gg / pre_g
                 dn = -eta * gnuis / pre_n if k else None
             else:
                 d, dn = _adam(m1, m2, gg, gnuis, it, eta)
+            if not np.all(np.isfinite(d)) or (k and not np.all(np.isfinite(dn))):
+                # A singular or overflowing step: damp harder, or shrink the rate.
+                lam *= 4.0
+                eta *= 0.5
+                continue
+            # Trust region: no coefficient moves by more than MAX_REL_STEP of
+            # its size in one step (event sequences change under big steps).
+            room = MAX_REL_STEP * np.maximum(np.abs(theta[free_idx]), 1e-2)
+            over = float(np.max(np.abs(d) / room))
+            if over > 1.0:
+                d = d / over
+                dn = dn / over if dn is not None else None
             cand = theta.copy()
             cand[free_idx] += d
             cand = project(cand, free_idx)
