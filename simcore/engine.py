@@ -198,9 +198,9 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     for p in range(nt):
         if t_param[p] >= 0:
             pdir[t_param[p]] = p
-    # Everything the impulse tangents need, in one tuple for _impact_tangent.
+    # Everything the impulse tangents need, in one tuple (see _impact_plane).
     tg = (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat,
-          wall_mat, bg_idx, bw_idx, bb_idx, np.zeros((2, 3)))
+          wall_mat, bg_idx, bw_idx, bb_idx)
     nd = 0
     if nt > 0:
         tangent.seed(nb, t_vel, tvel)
@@ -480,23 +480,17 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         for q in range(nb):
             work[q] = False
         if ev_code == _IMPACT_PLANE:
-            _save_velocity(ev_i, -1, vel, tg)
             n_ev = _impact_plane(ev_i, ev_j, n_ev, t, pos, vel, acc, radius, mass,
                                  ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
                                  plane_contact, resting, starting, above, dva, dvb,
                                  ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                 ev_dvb, ev_slip, False)
-            _impact_tangent(_IMPACT_PLANE, ev_i, ev_j, False, n_ev, pos, acc, plane_n, pl_mu,
-                            pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg)
+                                 ev_dvb, ev_slip, False, tg)
             work[ev_i] = True
         elif ev_code == _IMPACT_BODY:
-            _save_velocity(ev_i, ev_j, vel, tg)
             n_ev = _impact_body(ev_i, ev_j, n_ev, t, shape, pos, vel, acc, inv_m,
                                 b_mu, b_e, body_contact, nrm, dva, dvb,
                                 ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                ev_dvb, ev_slip)
-            _impact_tangent(_IMPACT_BODY, ev_i, ev_j, False, n_ev, pos, acc, plane_n, pl_mu,
-                            pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg)
+                                ev_dvb, ev_slip, tg)
             work[ev_i] = True
             work[ev_j] = True
         elif ev_code == _STOP:
@@ -640,56 +634,6 @@ def _event_time_tangent(ev_code, ev_i, ev_j, s, mat, pos, vel, acc, plane_n, g_v
 
 
 @jit
-def _save_velocity(i, j, vel, tg):
-    """Keep the velocities of bodies i (and j >= 0) before an impulse, for its tangent."""
-    v_pre = tg[15]
-    if tg[0].shape[2] == 0:
-        return
-    for d in range(3):
-        v_pre[0, d] = vel[i, d]
-        if j >= 0:
-            v_pre[1, d] = vel[j, d]
-
-
-@jit
-def _impact_tangent(code, i, j, propagated, n_ev, pos, acc, plane_n, pl_mu, pl_e, g_mu_s,
-                    g_mu_k, g_vth, inv_m, b_mu, b_e, body_contact, tg):
-    """Tangent of the impact just resolved by ``_impact_plane`` (``code`` =
-    ``_IMPACT_PLANE``, j the plane) or ``_impact_body``, with the same e, mu
-    and sustained test, from the velocities saved by ``_save_velocity``; the
-    event's tangents are logged."""
-    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
-     bg_idx, bw_idx, bb_idx, v_pre) = tg
-    if tpos.shape[2] == 0:
-        return
-    if code == _IMPACT_PLANE:
-        k = j
-        n = plane_n[k]
-        vn = v_pre[0, 0] * n[0] + v_pre[0, 1] * n[1] + v_pre[0, 2] * n[2]
-        an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
-        sustained = propagated or (-vn < V_CONTACT and an <= 0.0)
-        if k == 0:
-            fast = _horizontal_speed(v_pre[0]) >= g_vth[i]
-            mu = g_mu_k[i] if fast else g_mu_s[i]
-            p_mu = pdir[bg_idx[mat[i], 1 if fast else 0]]
-            p_e = pdir[bg_idx[mat[i], 3]]
-        else:
-            mu = pl_mu[i, k]
-            p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
-            p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
-        tangent.impact_plane(i, v_pre[0], n, 0.0 if sustained else pl_e[i, k], mu,
-                             sustained, p_e, p_mu, tvel, tdva, signal)
-        tdvb[:] = 0.0
-    else:
-        sustained = body_contact[i, j]
-        tangent.impact_body(i, j, v_pre[0], v_pre[1], pos, inv_m[i], inv_m[j],
-                            0.0 if sustained else b_e[i, j], b_mu[i, j], sustained,
-                            pdir[bb_idx[mat[i], mat[j], 1]], pdir[bb_idx[mat[i], mat[j], 0]],
-                            tpos, tvel, tdva, tdvb, signal)
-    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
-
-
-@jit
 def _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel):
     """Keep the tangents on the active planes, and at rest for resting bodies."""
     for i in range(nb):
@@ -704,14 +648,19 @@ def _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel):
 def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n, pl_mu,
                   pl_e, g_mu_s, g_mu_k, g_vth, plane_contact, resting, starting, above,
                   dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                  ev_dvb, ev_slip, propagated):
+                  ev_dvb, ev_slip, propagated, tg):
     """Impact of body i on plane k (0 = ground); logs it and returns the count.
 
     ``propagated``: the plane was already in contact and another impulse drove
     the body into it.  Newton's law per contact gives the rebound ``-e`` times
     the approach speed *before* the event, which was zero: the response is
     plastic and the contact stays.
+
+    ``tg`` holds the tangents (``_scenario``); they go through the same
+    impulse, with the same e, mu and sustained decision, and are logged.
     """
+    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
+     bg_idx, bw_idx, bb_idx) = tg
     n = plane_n[k]
     vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
     an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
@@ -719,10 +668,17 @@ def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n,
     sustained = propagated or (-vn < V_CONTACT and an <= 0.0)
     e = 0.0 if sustained else pl_e[i, k]
     if k == 0:
-        vt = _horizontal_speed(vel[i])
-        mu = g_mu_k[i] if vt >= g_vth[i] else g_mu_s[i]
+        fast = _horizontal_speed(vel[i]) >= g_vth[i]
+        mu = g_mu_k[i] if fast else g_mu_s[i]
+        p_mu = pdir[bg_idx[mat[i], 1 if fast else 0]]
+        p_e = pdir[bg_idx[mat[i], 3]]
     else:
         mu = pl_mu[i, k]
+        p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
+        p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
+    if tvel.shape[2] > 0:  # tangents first: they read the velocity before the impulse
+        tangent.impact_plane(i, vel[i], n, e, mu, sustained, p_e, p_mu, tvel, tdva, signal)
+        tdvb[:] = 0.0
     jn, jt, slipped = impulse.body_plane(vel[i], n, e, mu, dva)
     if sustained:
         plane_contact[i, k] = True
@@ -737,6 +693,7 @@ def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n,
     n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
                 n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
                 1 if slipped else 0)
+    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
     _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth)
     return n_ev
 
@@ -744,12 +701,19 @@ def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n,
 @jit
 def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_contact,
                  nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                 ev_dvb, ev_slip):
-    """Impact between bodies i < j at the time-of-impact configuration."""
+                 ev_dvb, ev_slip, tg):
+    """Impact between bodies i < j at the time-of-impact configuration
+    (tangents as in :func:`_impact_plane`)."""
+    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
+     bg_idx, bw_idx, bb_idx) = tg
     contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm)
     un, an = _rel_normal(i, j, vel, acc, nrm)
     sustained = -un < V_CONTACT and an <= 0.0
     e = 0.0 if sustained else b_e[i, j]
+    if tvel.shape[2] > 0:
+        tangent.impact_body(i, j, vel[i], vel[j], pos, inv_m[i], inv_m[j], e, b_mu[i, j],
+                            sustained, pdir[bb_idx[mat[i], mat[j], 1]],
+                            pdir[bb_idx[mat[i], mat[j], 0]], tpos, tvel, tdva, tdvb, signal)
     jn, jt, slipped = impulse.body_body(vel[i], vel[j], inv_m[i], inv_m[j], nrm, e,
                                         b_mu[i, j], dva, dvb)
     if sustained:
@@ -759,8 +723,10 @@ def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_con
         for d in range(3):
             un += (vel[j, d] - vel[i, d]) * nrm[d]
         _zero_normal_velocity(i, j, vel, inv_m, nrm, un)
-    return _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
+    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
                 n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb, 1 if slipped else 0)
+    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
+    return n_ev
 
 
 @jit
@@ -804,7 +770,7 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
     (at most ``4 nb`` passes).
 
     ``tg`` carries the tangents through the same impulses (see
-    :func:`_impact_tangent`); it is empty-handed when ``NT = 0``.
+    :func:`_impact_plane`).
     """
     tvel = tg[1]
     for _pass in range(4 * nb):
@@ -819,15 +785,11 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
                 if vn < -V_ROUND:
                     plane_contact[i, k] = False
-                    _save_velocity(i, -1, vel, tg)
                     n_ev = _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass,
                                          ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k,
                                          g_vth, plane_contact, resting, starting, above,
                                          dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n,
-                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, True)
-                    _impact_tangent(_IMPACT_PLANE, i, k, True, n_ev, pos, acc, plane_n,
-                                    pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e,
-                                    body_contact, tg)
+                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, True, tg)
                     changed = True
                     work[i] = True
                 elif vn > V_ROUND and (vn >= V_CONTACT or
@@ -852,14 +814,10 @@ def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, grou
                 if un < -V_ROUND:
                     body_contact[lo, hi] = False
                     body_contact[hi, lo] = False
-                    _save_velocity(lo, hi, vel, tg)
                     n_ev = _impact_body(lo, hi, n_ev, t, shape, pos, vel, acc, inv_m,
                                         b_mu, b_e, body_contact, nrm, dva, dvb, ev_t,
                                         ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                        ev_dvb, ev_slip)
-                    _impact_tangent(_IMPACT_BODY, lo, hi, False, n_ev, pos, acc, plane_n,
-                                    pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, inv_m, b_mu, b_e,
-                                    body_contact, tg)
+                                        ev_dvb, ev_slip, tg)
                     _after_velocity_change(lo, vel, plane_contact, resting, starting,
                                            above, g_vth)
                     _after_velocity_change(hi, vel, plane_contact, resting, starting,

@@ -121,34 +121,44 @@ def _free_indices(free):
     return sorted(set(out))
 
 
+def _schur(H, g, nf, k, scen_hold, lam=0.0):
+    """Eliminate each scenario's nuisance block from ``(H + lam D) x = -g``.
+
+    ``H (S, NT, NT)``, ``g (S, NT)`` per scenario, the first ``nf`` entries
+    the shared coefficients.  Returns ``(A, b, X)``: the reduced matrix and
+    right side of the coefficients, and ``X (S, k, nf + 1) = Hnn^-1 [Hng, g_n]``
+    for the back substitution (None without nuisance).  The nuisance damping
+    is ``lam diag(Hnn)``; nuisance values without curvature (no signal) or of
+    ``scen_hold`` scenarios are pinned (unit diagonal, no coupling).
+    """
+    A = H[:, :nf, :nf].sum(axis=0)
+    b = g[:, :nf].sum(axis=0)
+    if not k:
+        return A, b, None
+    Hnn = H[:, nf:, nf:].copy()
+    gn = g[:, nf:].copy()
+    diag = np.einsum("sii->si", H[:, nf:, nf:])
+    dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | scen_hold[:, None]
+    idx = np.arange(k)
+    Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + dead
+    gn[dead] = 0.0
+    Hgn = np.where(dead[:, None, :], 0.0, H[:, :nf, nf:])
+    X = np.linalg.solve(Hnn, np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]],
+                                            axis=2))
+    A = A - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
+    b = b - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
+    return A, b, X
+
+
 def _lm_step(H, g, nf, k, lam, hold, scen_hold):
     """Damped Gauss-Newton step ``(H + lam D) d = -g`` with nuisance eliminated.
 
-    ``H (S, NT, NT)``, ``g (S, NT)`` per scenario; ``hold``: free coefficients
-    held (no signal); ``scen_hold``: scenarios whose nuisance is held.
-    Returns ``(d_global (nf,), d_nuis (S, k))``.
+    ``D`` is the diagonal of ``H``; ``hold``: free coefficients held (no
+    signal); ``scen_hold``: scenarios whose nuisance is held.  Returns
+    ``(d_global (nf,), d_nuis (S, k) or None)``.
     """
-    Hgg = H[:, :nf, :nf].sum(axis=0)
-    gg = g[:, :nf].sum(axis=0)
-    dg_scale = np.maximum(np.diag(Hgg), 1e-30)
-    if k:
-        Hgn = H[:, :nf, nf:]
-        Hnn = H[:, nf:, nf:].copy()
-        gn = g[:, nf:].copy()
-        diag = np.einsum("sii->si", Hnn)
-        dead = diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)
-        dead |= scen_hold[:, None]
-        idx = np.arange(k)
-        Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + np.where(dead, 1.0, 0.0)
-        gn[dead] = 0.0
-        Hgn = np.where(dead[:, None, :], 0.0, Hgn)
-        X = np.linalg.solve(Hnn, np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]],
-                                                axis=2))
-        A = Hgg - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
-        b = gg - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
-    else:
-        A = Hgg.copy()
-        b = gg.copy()
+    dg_scale = np.maximum(np.diag(H[:, :nf, :nf].sum(axis=0)), 1e-30)
+    A, b, X = _schur(H, g, nf, k, scen_hold, lam)
     A[np.diag_indices(nf)] += lam * dg_scale
     for c in hold:
         A[c, :] = 0.0
@@ -165,17 +175,7 @@ def _lm_step(H, g, nf, k, lam, hold, scen_hold):
 def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
     """``(L / (N - P)) (J^T W J)^-1`` of the free coefficients (nuisance
     marginalised); held coefficients (no signal) get an infinite variance."""
-    A = H[:, :nf, :nf].sum(axis=0) / 2.0
-    if k:
-        Hnn = H[:, nf:, nf:] / 2.0
-        diag = np.einsum("sii->si", Hnn)
-        dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | scen_hold[:, None]
-        idx = np.arange(k)
-        Hnn = Hnn.copy()
-        Hnn[:, idx, idx] += np.where(dead, 1.0, 0.0)
-        Hgn = np.where(dead[:, None, :], 0.0, H[:, :nf, nf:] / 2.0)
-        X = np.linalg.solve(Hnn, np.transpose(Hgn, (0, 2, 1)))
-        A = A - np.einsum("sfn,sng->fg", Hgn, X)
+    A, _, _ = _schur(H / 2.0, np.zeros(H.shape[:2]), nf, k, scen_hold)
     dof = max(count - nf - nuis_count, 1)
     keep = np.array([c for c in range(nf) if c not in hold], np.int64)
     cov = np.full((nf, nf), np.nan)
@@ -259,7 +259,6 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     names = tuple(P.NAMES[q] for q in free_idx)
     theta = project(theta0, free_idx)
     nuis = problem.nuisance_start(nuisance) if k else None
-    want_gn = method == "lm"
     ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True)
     nfev = ev.nfev
     loss = ev.loss.total
@@ -330,7 +329,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 nfev += ev_new.nfev
             except RuntimeError:
                 new = np.nan
-            if np.isfinite(new) and (new <= loss or method == "adam" and new < loss * 1.5):
+            # Adam may climb a little (it is not a descent method), never diverge.
+            if np.isfinite(new) and (new <= loss or (method == "adam" and new < 1.5 * loss)):
                 accepted = True
                 break
             if method == "lm":
@@ -343,7 +343,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         nit = it
         step = float(np.linalg.norm(cand[free_idx] - theta[free_idx]))
         rel = abs(loss - new) / max(abs(loss), 1e-300)
-        theta, nuis, ev, old, loss = cand, cand_nuis, ev_new, loss, new
+        theta, nuis, ev, loss = cand, cand_nuis, ev_new, new
         if method == "lm":
             lam = max(lam / 3.0, 1e-12)
         elif method == "gd":

@@ -82,12 +82,10 @@ def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
 
 
 @jit
-def body_plane(v, n, e, mu, dv):
-    """Apply the impact impulse of a body on a fixed plane, per unit mass.
-
-    The impulse per unit mass is returned (``J_n / m``, ``J_t / m``) with the
-    slip flag; multiply by the mass for the impulse itself.
-    """
+def plane_split(v, n, e):
+    """Normal and tangential parts of a body's impact on a plane, per unit mass:
+    ``(v_n, J_n, t0, t1, t2, |v_t|)`` with ``J_n = max(-(1 + e) v_n, 0)`` and
+    the unit tangential direction ``t`` (zero when ``v_t = 0``)."""
     vn = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
     jn = -(1.0 + e) * vn
     if jn < 0.0:
@@ -96,11 +94,22 @@ def body_plane(v, n, e, mu, dv):
     t1 = v[1] - vn * n[1]
     t2 = v[2] - vn * n[2]
     vt = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    jt, slipped = coulomb(vt, mu, jn)
     if vt > 0.0:
         t0 /= vt
         t1 /= vt
         t2 /= vt
+    return vn, jn, t0, t1, t2, vt
+
+
+@jit
+def body_plane(v, n, e, mu, dv):
+    """Apply the impact impulse of a body on a fixed plane, per unit mass.
+
+    The impulse per unit mass is returned (``J_n / m``, ``J_t / m``) with the
+    slip flag; multiply by the mass for the impulse itself.
+    """
+    vn, jn, t0, t1, t2, vt = plane_split(v, n, e)
+    jt, slipped = coulomb(vt, mu, jn)
     if slipped:
         dv[0] = jn * n[0] - jt * t0
         dv[1] = jn * n[1] - jt * t1

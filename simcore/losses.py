@@ -188,17 +188,18 @@ LOSSES = {"trajectory": trajectory, "output": output, "velocity": velocity, "dv"
 class LossValue:
     """The weighted, normalised total and its parts (see the module docstring).
 
-    ``components``: each weighted component's value; ``grad (nscen, NT)`` and
+    ``components``: each weighted component's value; ``per_scenario
+    (nscen,)``: each scenario's share of ``total``; ``grad (nscen, NT)`` and
     ``gn (nscen, NT, NT)``: per-scenario gradient and Gauss-Newton matrix of
-    the total; ``sse``, ``count``: the weighted sum of squares and residual
-    terms (for the residual variance); ``unmatched`` measured events.
+    the total; ``count``: the residual terms (for the residual variance, with
+    ``total`` the weighted sum of squares); ``unmatched`` measured events.
     """
 
     total: float
     components: dict
+    per_scenario: np.ndarray
     grad: np.ndarray
     gn: np.ndarray
-    sse: float
     count: int
     unmatched: int
 
@@ -224,19 +225,20 @@ def combine(sim, tg, model, weights, want_gn):
     nt = sim.sens.directions.count
     grad = np.zeros((nscen, nt))
     gn = np.zeros((nscen, nt, nt)) if want_gn else None
-    comps, total, sse, count, unmatched = {}, 0.0, 0.0, 0, 0
+    comps, total, count, unmatched = {}, 0.0, 0, 0
+    shares = np.zeros(nscen)
     for name, w in weights.items():
         if w == 0.0:
             continue
         c = LOSSES[name](sim, tg, model, want_gn)
         scale = w / (nscen * np.maximum(c.count, 1.0))
+        shares += scale * c.sse
         value = float(np.sum(scale * c.sse))
         comps[name] = value
         total += value
         grad += 2.0 * scale[:, None] * c.grad
         if want_gn:
             gn += 2.0 * scale[:, None, None] * c.gn
-        sse += value
         count += int(c.count.sum())
         unmatched += c.unmatched
-    return LossValue(total, comps, grad, gn, sse, count, unmatched)
+    return LossValue(total, comps, shares, grad, gn, count, unmatched)

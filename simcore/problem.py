@@ -25,7 +25,7 @@ import numpy as np
 from . import dataset as D
 from . import losses as L
 from . import params as P
-from .engine import Directions, simulate
+from .engine import NO_DIRECTIONS, Directions, simulate
 
 NUISANCE = ("none", "velocity", "push")
 
@@ -119,13 +119,13 @@ class Problem:
             nfev += 2 * nf
         return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev)
 
-    def loss_only(self, theta, kind="none", nuis=None, scen=None):
-        """The total loss (per scenario when ``scen`` is given: their part of it)."""
+    def loss_only(self, theta, kind="none", nuis=None, per_scenario=False):
+        """The total loss (or each scenario's share of it), without derivatives."""
         model, state = self.apply(theta, kind, nuis)
-        sim = simulate(model, state, self.targets.sample_times, directions=Directions.build(),
+        sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
                        measured=self.targets.measured)
-        lv_scen = _per_scenario(sim, self.targets, model, self.weights)
-        return lv_scen if scen is not None else float(lv_scen.sum())
+        lv = L.combine(sim, self.targets, model, self.weights, False)
+        return lv.per_scenario if per_scenario else lv.total
 
     def _fd_grad(self, theta, free, kind, nuis, scen):
         """Central differences of the scenarios ``scen``'s loss along each free
@@ -140,8 +140,8 @@ class Problem:
             up[q] += h
             dn[q] -= h
             up, dn = project(up, [q]), project(dn, [q])
-            lu = sub.loss_only(up, kind, sub_nuis, scen=True)
-            ld = sub.loss_only(dn, kind, sub_nuis, scen=True)
+            lu = sub.loss_only(up, kind, sub_nuis, per_scenario=True)
+            ld = sub.loss_only(dn, kind, sub_nuis, per_scenario=True)
             out[:, c] = share * (lu - ld) / (up[q] - dn[q])
         return out
 
@@ -183,17 +183,6 @@ class Problem:
                        self.targets.measured_velocity)
         return Problem(model, state, tg, self.weights,
                        ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name)
-
-
-def _per_scenario(sim, tg, model, weights):
-    """Each scenario's share of the total loss (no derivatives)."""
-    out = np.zeros(model.nscen)
-    for name, w in weights.items():
-        if w == 0.0:
-            continue
-        c = L.LOSSES[name](sim, tg, model, False)
-        out += w * c.sse / (model.nscen * np.maximum(c.count, 1.0))
-    return out
 
 
 def project(theta, free):

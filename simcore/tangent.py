@@ -41,6 +41,7 @@ complementarity solve), body-body stick events, and the symplectic integrator.
 
 import numpy as np
 
+from . import impulse
 from .config import jit
 
 #: Reasons a scenario's tangents are not exact (bit flags of ``nondiff``).
@@ -263,19 +264,8 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
     tangent of the velocity change).  ``sustained``: ``e`` was forced to 0.
     """
     nt = tdv.shape[1]
-    vn = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
-    jn = -(1.0 + e) * vn
-    if jn < 0.0:
-        jn = 0.0
-    t0 = v[0] - vn * n[0]
-    t1 = v[1] - vn * n[1]
-    t2 = v[2] - vn * n[2]
-    vt = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    slipped = not (vt <= mu * jn)
-    if vt > 0.0:
-        t0 /= vt
-        t1 /= vt
-        t2 /= vt
+    vn, jn, t0, t1, t2, vt = impulse.plane_split(v, n, e)
+    jt, slipped = impulse.coulomb(vt, mu, jn)
     for p in range(nt):
         dvn = n[0] * tvel[i, 0, p] + n[1] * tvel[i, 1, p] + n[2] * tvel[i, 2, p]
         de = 1.0 if (p == p_e and not sustained) else 0.0
@@ -297,7 +287,6 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
                 du2 = (dt2 - along * t2) / vt
             dmu = 1.0 if p == p_mu else 0.0
             djt = dmu * jn + mu * djn
-            jt = mu * jn
             tdv[0, p] = djn * n[0] - djt * t0 - jt * du0
             tdv[1, p] = djn * n[1] - djt * t1 - jt * du1
             tdv[2, p] = djn * n[2] - djt * t2 - jt * du2
@@ -353,8 +342,7 @@ def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, 
         ut[d] = u[d] - un * n[d]
         q += ut[d] * ut[d]
     q = np.sqrt(q)
-    slipped = not (q / w <= mu * jn)
-    jt = mu * jn if slipped else q / w
+    jt, slipped = impulse.coulomb(q / w, mu, jn)
     for d in range(3):
         tt[d] = ut[d] / q if q > 0.0 else 0.0
     for p in range(nt):

@@ -134,7 +134,7 @@ def table():
 
 def test_loss_gradient_and_gauss_newton_match_differences(table):
     """The trajectory loss's gradient (all free) and its Gauss-Newton matrix
-    (against the J^T J of differenced residuals) on the shipped dataset."""
+    (against 2 w J^T J of differenced residuals) on the shipped dataset."""
     free = list(range(7))
     theta = P.vector({"mu_k": 0.185, "mu_s": 0.27, "e_bw": 0.72, "mu_w": 0.16})
     ev = table.evaluate(theta, free)
@@ -153,11 +153,34 @@ def test_loss_gradient_and_gauss_newton_match_differences(table):
     up, dn = theta.copy(), theta.copy()
     up[P.MU_K] += h
     dn[P.MU_K] -= h
-    fd = (table.loss_only(up, scen=True) - table.loss_only(dn, scen=True)) / (2 * h)
+    fd = (table.loss_only(up, per_scenario=True)
+          - table.loss_only(dn, per_scenario=True)) / (2 * h)
     gk = ev.loss.grad[:, 1]
     close = np.isclose(gk, fd, rtol=1e-5, atol=1e-12)
     assert close.mean() > 0.9
-    # Gauss-Newton: symmetric, positive semi-definite, diagonal = sum of squared tangents.
+    # Gauss-Newton: symmetric, positive semi-definite ...
     H = ev.loss.gn.sum(axis=0)[:7, :7]
     assert np.allclose(H, H.T)
     assert np.linalg.eigvalsh(H).min() > -1e-12 * np.abs(H).max()
+    # ... and per scenario 2 w J^T J with J the differenced sample positions.
+    tg = table.targets
+    owner = np.repeat(np.arange(table.nscen), [len(t) for t in tg.sample_times])
+    seen = np.isfinite(tg.measured)
+    n_s = np.bincount(owner, weights=seen.any(axis=2).sum(axis=1), minlength=table.nscen)
+    cols = {}
+    for q in (P.MU_W, P.E_BW, P.MU_BB):
+        up, dn = theta.copy(), theta.copy()
+        up[q] += 1e-7
+        dn[q] -= 1e-7
+        a = simulate(table.model.with_params(up), table.state, tg.sample_times)
+        b = simulate(table.model.with_params(dn), table.state, tg.sample_times)
+        same = (a.event_count == ev.sim.event_count) & (b.event_count == ev.sim.event_count)
+        cols[q] = (np.where(seen, (a.samp_pos - b.samp_pos) / 2e-7, 0.0), same)
+    for q, r in ((P.MU_W, P.MU_W), (P.E_BW, P.E_BW), (P.MU_W, P.E_BW), (P.MU_BB, P.E_BW)):
+        (jq, sq), (jr, sr) = cols[q], cols[r]
+        jtj = np.bincount(owner, weights=np.einsum("kbd,kbd->k", jq, jr), minlength=table.nscen)
+        want = 2.0 * jtj / (table.nscen * np.maximum(n_s, 1))
+        got = ev.loss.gn[:, free.index(q), free.index(r)]
+        ok = sq & sr & (ev.nondiff == 0)
+        assert ok.sum() >= 30
+        assert np.allclose(got[ok], want[ok], rtol=1e-4, atol=1e-7 * np.abs(want).max()), (q, r)
