@@ -14,8 +14,11 @@ unknowns of every scenario:
 along all unknowns and returns the loss, its per-scenario gradient and
 Gauss-Newton blocks.  Scenarios whose tangents are not exact (``nondiff``,
 see :mod:`simcore.tangent`) get their coefficient gradient from central
-finite differences of their own loss (their curvature block stays the
-tangent one, used only to shape the step), and their nuisance is held.
+finite differences of their own loss and their curvature block from the
+rank-one proxy ``g g^T / (2 l)`` (``l`` the scenario's loss share; exact for
+one residual, and by Cauchy-Schwarz a lower bound of ``2 J^T W J``, so the
+intervals err wide); their tangents are not used at all, since in sustained
+contact they can blow up.  Their nuisance is held.
 """
 
 from dataclasses import dataclass, field, replace
@@ -115,7 +118,14 @@ class Problem:
         if bad.size and fd_fallback:
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
-            lv.grad[bad, :nf] = self._fd_grad(theta, free, kind, nuis, bad)
+            g = self._fd_grad(theta, free, kind, nuis, bad)
+            lv.grad[bad, :nf] = g
+            if want_gn:
+                # Their tangents can blow up (sustained contact): curvature from
+                # the rank-one proxy g g^T / (2 l), a lower bound of 2 J^T W J.
+                share = np.maximum(lv.per_scenario[bad], 1e-300)
+                lv.gn[bad] = 0.0
+                lv.gn[bad, :nf, :nf] = g[:, :, None] * g[:, None, :] / (2.0 * share[:, None, None])
             nfev += 2 * nf
         return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev)
 
@@ -183,6 +193,33 @@ class Problem:
                        self.targets.measured_velocity)
         return Problem(model, state, tg, self.weights,
                        ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name)
+
+    def truncated(self, fraction):
+        """The problem on the first ``fraction`` of every scenario's time span.
+
+        Scenario ``s`` then ends at ``t0 + fraction (t_end - t0)``; samples and
+        measured events after that are dropped, and the final-state targets
+        (which belong to the full span) are removed.  ``fraction >= 1`` gives
+        the problem itself.  Used for horizon continuation in
+        :func:`simcore.fit.fit`.
+        """
+        if not 0.0 < fraction:
+            raise ValueError(f"horizon fraction {fraction}: expected > 0")
+        if fraction >= 1.0:
+            return self
+        t0 = self.state.time
+        end = t0 + fraction * (self.model.scen_t_end - t0)
+        tg = self.targets
+        keep = [t <= end[s] + 1e-12 for s, t in enumerate(tg.sample_times)]
+        times = [t[k] for t, k in zip(tg.sample_times, keep)]
+        rows = np.concatenate(keep) if keep else np.zeros(0, bool)
+        ev = tg.events
+        if ev:
+            sel = ev["t"] <= end[ev["scen"]]
+            ev = {k: v[sel] for k, v in ev.items()}
+        none = np.full_like(tg.final_pos, np.nan)
+        tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity)
+        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg)
 
 
 def project(theta, free):

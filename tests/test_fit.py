@@ -37,10 +37,75 @@ def test_recovers_known_coefficients_within_half_a_percent(table):
         lo, hi = r.ci95[n]
         assert lo <= truth[n] <= hi, (n, lo, truth[n], hi)
     assert r.nit <= 30
-    # Each iteration is recorded for tracking, and the loss never rose.
-    losses = [h["loss"] for h in r.history]
-    assert len(losses) == r.nit and np.all(np.diff(losses) <= 0)
-    assert set(r.history[0]) >= {"loss", "components", "theta", "grad_norm", "step"}
+    # Each iteration is recorded for tracking, and within each continuation
+    # stage (its own objective) the loss never rose.
+    assert len(r.history) == r.nit
+    assert [h["iter"] for h in r.history] == list(range(1, r.nit + 1))
+    stages = {}
+    for h in r.history:
+        stages.setdefault((h["horizon"], h["robust"]), []).append(h["loss"])
+    assert list(stages) == [(0.25, True), (0.5, True), (1.0, True), (1.0, False)]
+    assert all(np.all(np.diff(v) <= 0) for v in stages.values())
+    assert stages[(1.0, False)][-1] == r.loss
+    assert set(r.history[0]) >= {"loss", "components", "theta", "grad_norm", "step", "horizon"}
+
+
+def _generated(tmp_path_factory, seed):
+    from simcore import synth
+
+    out = tmp_path_factory.mktemp(f"gen{seed}")
+    synth.generate(out, synth.GeneratorSettings(scenarios=100, seed=seed))
+    with open(out / "dataset.yaml") as f:
+        truth = yaml.safe_load(f)["truth"]
+    return Problem.from_dataset(out), truth
+
+
+def test_recovers_100_generated_scenarios_from_the_defaults(tmp_path_factory):
+    """The issue's recovery problem: 100 scenarios (pushes, collisions, walls,
+    stops), 1 mm noise, from the defaults.  A single fit over the whole span
+    stalls here on a crease (v_th ends 35-73 % off); horizon continuation with
+    robust warm-up stages reaches a loss at or below the truth's."""
+    prob, truth = _generated(tmp_path_factory, 3)
+    r = F.fit(prob)
+    assert r.loss <= prob.loss_only(F.P.vector(truth)) * (1 + 1e-6)
+    for n in INFORMED:
+        assert r.identifiability[n]["identifiable"]
+        assert abs(r.params[n] / truth[n] - 1) <= 5e-3, (n, r.params[n], truth[n])
+        lo, hi = r.ci95[n]
+        assert lo <= truth[n] <= hi, (n, lo, truth[n], hi)
+    single = F.fit(prob, horizons=(1.0,), robust=0)
+    assert single.loss > 2 * r.loss  # the stall the continuation is for
+
+
+def test_scenarios_without_exact_tangents_get_a_rank_one_curvature(tmp_path_factory):
+    """Sustained-contact scenarios take finite-difference gradients; their
+    tangent Gauss-Newton block (which can blow up) is replaced by g g^T / (2 l)."""
+    prob, truth = _generated(tmp_path_factory, 5)
+    free = list(range(7))
+    ev = prob.evaluate(F.P.vector(truth), free)
+    bad = np.flatnonzero(ev.nondiff)
+    assert bad.size >= 1
+    lv = ev.loss
+    for s in bad:
+        g = lv.grad[s, :7]
+        assert np.allclose(lv.gn[s], np.outer(g, g) / (2 * lv.per_scenario[s]), rtol=1e-12)
+    assert np.all(np.isfinite(lv.gn))
+
+
+def test_truncated_problem_keeps_the_first_part_of_each_scenario(table):
+    half = table.truncated(0.5)
+    assert table.truncated(1.0) is table
+    t0, t1 = table.state.time, table.model.scen_t_end
+    assert np.allclose(half.model.scen_t_end, t0 + 0.5 * (t1 - t0))
+    for s, (full, cut) in enumerate(zip(table.targets.sample_times, half.targets.sample_times)):
+        assert np.array_equal(cut, full[full <= half.model.scen_t_end[s] + 1e-12])
+    assert half.targets.measured.shape[0] == sum(len(t) for t in half.targets.sample_times)
+    assert np.isnan(half.targets.final_pos).all()
+    ev = half.targets.events
+    assert np.all(ev["t"] <= half.model.scen_t_end[ev["scen"]])
+    assert 0 < len(ev["t"]) < len(table.targets.events["t"])
+    with pytest.raises(ValueError, match="horizon fraction"):
+        table.truncated(0.0)
 
 
 def test_uninformed_parameter_is_flagged_and_not_converged(table):
@@ -81,12 +146,14 @@ def test_nan_steps_are_rejected(table, method):
     _Flaky.calls = 0
     flaky = _Flaky(table.model, table.state, table.targets, table.weights, table.ids)
     start = {"mu_k": 0.17}
-    r = F.fit(flaky, params0=start, free=["mu_k", "e_bw"], method=method, max_iter=40)
+    one = dict(horizons=(1.0,), robust=0)  # one optimiser loop, no continuation stages
+    r = F.fit(flaky, params0=start, free=["mu_k", "e_bw"], method=method, max_iter=40, **one)
     assert all(np.isfinite(v) for v in r.params.values())
     assert np.isfinite(r.loss) and r.loss < table.loss_only(
         F.P.vector(dict(start)))
     if method == "lm":  # (gd halves its rate at each NaN, so it gets less far in 40 steps)
-        clean = F.fit(table, params0=start, free=["mu_k", "e_bw"], method=method, max_iter=40)
+        clean = F.fit(table, params0=start, free=["mu_k", "e_bw"], method=method, max_iter=40,
+                      **one)
         assert r.params["mu_k"] == pytest.approx(clean.params["mu_k"], rel=2e-3)
 
 
@@ -102,7 +169,8 @@ def test_a_loss_that_is_nan_everywhere_stops_without_nan(table):
             return ev
 
     dead = Dead(table.model, table.state, table.targets, table.weights, table.ids)
-    r = F.fit(dead, params0={"mu_k": 0.17}, free=["mu_k"], max_iter=5)
+    r = F.fit(dead, params0={"mu_k": 0.17}, free=["mu_k"], max_iter=5, horizons=(1.0,),
+              robust=0)
     assert r.status == F.STATUS_NOSTEP and not r.success
     assert r.params["mu_k"] == 0.17
 
@@ -126,6 +194,27 @@ def test_unknown_pushes_recovered_with_mu_k(table):
     size = np.linalg.norm(truth[:, :2], axis=1)
     err = np.linalg.norm(got[:, :2] - truth[:, :2], axis=1) / size
     assert np.median(err) < 1e-2 and np.mean(err < 1e-2) >= 0.8, np.sort(err)
+
+
+def test_unknown_initial_velocities_recovered_with_mu_k(table):
+    """Every body's initial velocity 10 % low and mu_k 10 % off, fitted jointly
+    (Schur-eliminated nuisance).  A body that stops within a few millimetres,
+    or whose scenario ends in a local minimum of its own, can stay off: the
+    bulk must be within 1 %."""
+    true_v = table.state.body_vel[:, :, :2].copy()
+    state = table.state.copy()
+    state.body_vel[:, :, :2] *= 0.9
+    prob = Problem(table.model, state, table.targets, table.weights, table.ids)
+    with open(f"{TABLE}/dataset.yaml") as f:
+        truth = yaml.safe_load(f)["truth"]
+    r = F.fit(prob, params0=dict(truth, mu_k=0.171), free=["mu_k"], nuisance="velocity")
+    assert r.success, r.message
+    assert r.params["mu_k"] == pytest.approx(0.19, rel=1e-3)
+    got = r.nuisance.reshape(true_v.shape)
+    speed = np.linalg.norm(true_v, axis=2)
+    moving = speed > 0
+    err = np.linalg.norm(got - true_v, axis=2)[moving] / speed[moving]
+    assert np.median(err) < 1e-3 and np.mean(err < 1e-2) >= 0.9, np.sort(err)
 
 
 def test_multi_start_returns_the_best_and_the_spread(table):
