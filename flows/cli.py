@@ -49,75 +49,21 @@ def _params(path, fixed):
 
 
 def cmd_simulate(args):
-    import numpy as np
-
-    from simcore import dataset, simulate
-    from simcore.engine import EVENT_KINDS
+    from simcore import dataset, replay
+    from simcore import params as P
 
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
     vec = _params(args.params, ds.fixed_params)
-    model, state, times, ids = dataset.scenarios(ds, integrator=args.integrator)
-    model = model.with_params(vec)
-    res = simulate(model, state, times)
+    tables = replay.simulate_dataset(ds, P.as_dict(vec), integrator=args.integrator)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-
-    # Trajectories at each body's own sample times.
-    traj = ds.tables["trajectories"]
-    t_bid = traj["body_id"].to_numpy()
-    t_t = traj["t"].to_numpy()
-    rows_of = dataset._groups(ds, "trajectories")
-    cols = {k: [] for k in ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")}
-    for s, (sid, body_ids) in enumerate(ids):
-        ts, pos, vel = res.samples(s)
-        rows = np.sort(rows_of[sid])
-        k = np.searchsorted(ts, t_t[rows])
-        slot = np.searchsorted(body_ids, t_bid[rows])
-        cols["scenario_id"] += [sid] * rows.size
-        cols["body_id"].append(t_bid[rows])
-        cols["t"].append(t_t[rows])
-        for d, c in enumerate("xyz"):
-            cols[c].append(pos[k, slot, d])
-            cols["v" + c].append(vel[k, slot, d])
-    dataset.write_table({k: (np.concatenate(v) if k != "scenario_id" else v)
-                         for k, v in cols.items()}, out / "trajectories.parquet")
-
-    ev = {k: [] for k in ("scenario_id", "t", "kind", "body_a", "body_b", "nx", "ny", "nz",
-                          "jn", "jt", "dvax", "dvay", "dvaz", "dvbx", "dvby", "dvbz", "slip")}
-    for s, (sid, body_ids) in enumerate(ids):
-        e = res.events(s)
-        n = len(e["t"])
-        ev["scenario_id"] += [sid] * n
-        ev["t"].append(e["t"])
-        ev["kind"] += [EVENT_KINDS[k] for k in e["kind"]]
-        ev["body_a"].append(body_ids[e["a"]])
-        body_kind = e["kind"] == 0
-        ev["body_b"].append(np.where(body_kind, body_ids[np.where(body_kind, e["b"], 0)], e["b"]))
-        for d, c in enumerate("xyz"):
-            ev["n" + c].append(e["normal"][:, d])
-            ev["dva" + c].append(e["dva"][:, d])
-            ev["dvb" + c].append(e["dvb"][:, d])
-        ev["jn"].append(e["jn"])
-        ev["jt"].append(e["jt"])
-        ev["slip"] += [{1: "slip", 0: "stick"}.get(int(x), "") for x in e["slip"]]
-    dataset.write_table({k: (np.concatenate(v) if v and isinstance(v[0], np.ndarray) else v)
-                         for k, v in ev.items()}, out / "events.parquet")
-
-    fin = {k: [] for k in ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")}
-    for s, (sid, body_ids) in enumerate(ids):
-        nb = len(body_ids)
-        fin["scenario_id"] += [sid] * nb
-        fin["body_id"].append(body_ids)
-        fin["t"].append(np.full(nb, res.final.time[s]))
-        for d, c in enumerate("xyz"):
-            fin[c].append(res.final.body_pos[s, :nb, d])
-            fin["v" + c].append(res.final.body_vel[s, :nb, d])
-    dataset.write_table({k: (np.concatenate(v) if k != "scenario_id" else v)
-                         for k, v in fin.items()}, out / "final.parquet")
-    n_ev = int(res.event_count.sum())
-    print(f"simulated {model.nscen} scenarios ({int(model.body_count.sum())} bodies, "
-          f"{n_ev} events) in {time.perf_counter() - t_start:.2f} s -> {out}/")
+    for name, table in tables.items():
+        dataset.write_table(table, out / f"{name}.parquet")
+    nscen = len(set(tables["final"]["scenario_id"]))
+    print(f"simulated {nscen} scenarios ({len(tables['final']['body_id'])} bodies, "
+          f"{len(tables['events']['t'])} events) in {time.perf_counter() - t_start:.2f} s "
+          f"-> {out}/")
     return 0
 
 

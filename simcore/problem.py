@@ -165,9 +165,10 @@ class Problem:
         prob = cls(model, state, tg, dict(L.DEFAULT_WEIGHTS, **(weights or {})),
                    ids=[sid for sid, _ in ids], name=ds.name)
         if split is not None:
-            train, test = D.split(ds)
-            keep = set(train if split == "train" else test)
-            prob = prob.subset([k for k, sid in enumerate(prob.ids) if sid in keep])
+            if split not in ("train", "test"):
+                raise ValueError(f"split {split!r}: expected 'train', 'test' or None")
+            of = D.split(ds)
+            prob = prob.subset([k for k, sid in enumerate(prob.ids) if of[sid] == split])
         return prob
 
     def subset(self, scen):
@@ -304,3 +305,103 @@ def _measured_events(ds, ids, nbmax):
                     np.int64)
     return {"scen": scen, "body": body, "other": np.full(scen.size, -2, np.int64), "t": det_t,
             "dv": det_dv}
+
+
+class ShardedProblem:
+    """A :class:`Problem` evaluated shard by shard and merged.
+
+    ``shards``: lists of scenario indices of ``problem`` (disjoint, empty ones
+    dropped).  ``runner(calls)`` runs a list of ``(shard, horizon, method,
+    kwargs)`` calls, where ``method`` is ``"evaluate"`` or ``"loss_only"`` of
+    the shard's problem truncated to ``horizon``, and returns their results
+    in order; the default runs them here, one after the other.  An
+    orchestrator passes a runner that fans the calls out (threads, Dask);
+    this class only splits and merges.  :func:`simcore.fit.fit` takes it in
+    place of a Problem, and the merged results equal the whole problem's:
+    each shard normalises by its own scenario count, so its loss, gradient
+    and curvature are scaled by ``S_k / S``.
+    """
+
+    def __init__(self, problem, shards, runner=None, horizon=1.0):
+        self.problem = problem
+        self.shards = [np.asarray(ix, np.int64) for ix in shards if len(ix)]
+        every = np.sort(np.concatenate(self.shards)) if self.shards else np.zeros(0, np.int64)
+        if not np.array_equal(every, np.arange(problem.nscen)):
+            raise ValueError("shards: every scenario must be in exactly one shard")
+        self.runner = runner or self._run_here
+        self.horizon = horizon
+        self._parts = {}
+
+    nscen = property(lambda self: self.problem.nscen)
+    model = property(lambda self: self.problem.model)
+    weights = property(lambda self: self.problem.weights)
+
+    def nuisance_size(self, kind):
+        return self.problem.nuisance_size(kind)
+
+    def nuisance_start(self, kind):
+        return self.problem.nuisance_start(kind)
+
+    def part(self, k, horizon=1.0):
+        """Shard ``k``'s problem, truncated to ``horizon`` (cached)."""
+        key = (k, horizon)
+        if key not in self._parts:
+            base = self._parts.get((k, 1.0)) or self.problem.subset(self.shards[k])
+            self._parts[(k, 1.0)] = base
+            self._parts[key] = base.truncated(horizon)
+        return self._parts[key]
+
+    def _run_here(self, calls):
+        return [getattr(self.part(k, h), method)(**kw) for k, h, method, kw in calls]
+
+    def truncated(self, fraction):
+        out = ShardedProblem.__new__(ShardedProblem)
+        out.__dict__.update(self.__dict__)
+        out.horizon = 1.0 if fraction >= 1.0 else fraction
+        return out
+
+    def _calls(self, method, nuis, **kw):
+        return [(k, self.horizon, method,
+                 dict(kw, nuis=nuis[ix] if nuis is not None else None))
+                for k, ix in enumerate(self.shards)]
+
+    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):
+        evs = self.runner(self._calls("evaluate", nuis, theta=theta, free=free, kind=kind,
+                                      want_gn=want_gn, fd_fallback=fd_fallback))
+        return merge_evaluations(evs, self.shards, self.nscen)
+
+    def loss_only(self, theta, kind="none", nuis=None, per_scenario=False):
+        parts = self.runner(self._calls("loss_only", nuis, theta=theta, kind=kind,
+                                        per_scenario=True))
+        shares = np.zeros(self.nscen)
+        for ix, p in zip(self.shards, parts):
+            shares[ix] = p * (ix.size / self.nscen)
+        return shares if per_scenario else float(shares.sum())
+
+
+def merge_evaluations(evs, shards, nscen):
+    """One :class:`Evaluation` of the whole problem from its shards' ones."""
+    nt = evs[0].loss.grad.shape[1]
+    per = np.zeros(nscen)
+    grad = np.zeros((nscen, nt))
+    want_gn = evs[0].loss.gn is not None
+    gn = np.zeros((nscen, nt, nt)) if want_gn else None
+    nondiff = np.zeros(nscen, evs[0].nondiff.dtype)
+    comps, count, unmatched = {}, 0, 0
+    signal = np.zeros_like(evs[0].signal)
+    for ix, ev in zip(shards, evs):
+        a = ix.size / nscen
+        lv = ev.loss
+        per[ix] = a * lv.per_scenario
+        grad[ix] = a * lv.grad
+        if want_gn:
+            gn[ix] = a * lv.gn
+        nondiff[ix] = ev.nondiff
+        for name, v in lv.components.items():
+            comps[name] = comps.get(name, 0.0) + a * v
+        count += lv.count
+        unmatched += lv.unmatched
+        signal = signal + ev.signal
+    total = sum(ix.size / nscen * ev.loss.total for ix, ev in zip(shards, evs))
+    lv = L.LossValue(float(total), comps, per, grad, gn, count, unmatched)
+    return Evaluation(lv, None, signal, nondiff, max(ev.nfev for ev in evs))
