@@ -1,0 +1,380 @@
+"""Prefect flows: ``calibrate`` and ``recalibrate``.
+
+``calibrate``: load and validate -> shard -> fit (each evaluation of the fit
+simulates the shards in parallel through the flow's task runner) ->
+evaluate (per-scenario residuals, the test split when the dataset has one)
+-> log to MLflow -> register.  ``recalibrate``: fit new data starting from
+the champion's coefficients, score challenger and champion on the new
+data's test split, and move the champion alias only when the challenger is
+better by ``promote_margin``.
+
+Task granularity (measured, ``benchmarks/pipeline.py``): a Prefect task run
+costs about 3-4 ms here, so a shard task is one whole batched evaluation of
+its scenarios (forward run, sensitivities and loss: tens of milliseconds to
+seconds), never one scenario or one iteration; the fit loop itself runs in
+the flow (a subflow per iteration would cost about 1 s each).  A task per
+shard and evaluation is about 2 x 3.5 ms per evaluation on 2 shards.
+
+Shards reach the workers by reference (:class:`ShardRef`): the thread runner
+finds the problem already built in this process; a Dask worker builds its
+shard from the dataset path once and keeps it (``_PARTS``), so iterations
+send only the coefficients.
+"""
+
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from simcore import dataset as D
+from simcore import fit as F
+from simcore import params as P
+from simcore import replay
+from simcore.problem import Problem, ShardedProblem
+
+from . import registry, report, settings, tracking
+
+
+class CalibrationFailed(RuntimeError):
+    """The fit ended without converging; its run is FAILED, nothing registered."""
+
+    def __init__(self, message, doc):
+        super().__init__(message)
+        self.doc = doc
+
+
+@dataclass
+class Loaded:
+    """A validated dataset and the problems built from it."""
+
+    path: str
+    ds: object
+    summary: dict
+    digest: str
+    rows: dict
+    train: Problem
+    test: Problem
+    split: dict
+    split_source: str
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """How a worker finds (or builds) one shard's problem."""
+
+    key: str
+    path: str
+    weights: tuple
+    split: str
+    test_fraction: float
+    ids: tuple = field(repr=False)
+
+
+#: Shard problems built in this process, by ``(ShardRef.key, horizon)``.
+_PARTS = {}
+
+
+def _part(ref, horizon):
+    key = (ref.key, horizon)
+    if key not in _PARTS:
+        base = _PARTS.get((ref.key, 1.0))
+        if base is None:
+            whole = Problem.from_dataset(D.read(ref.path), dict(ref.weights))
+            pos = {sid: k for k, sid in enumerate(whole.ids)}
+            base = whole.subset([pos[s] for s in ref.ids])
+            _PARTS[(ref.key, 1.0)] = base
+        _PARTS[key] = base.truncated(horizon)
+    return _PARTS[key]
+
+
+@task(cache_policy=NO_CACHE)
+def simulate_shard(ref, horizon, method, kwargs):
+    """One shard's batched evaluation (forward run, sensitivities, loss)."""
+    out = getattr(_part(ref, horizon), method)(**kwargs)
+    if hasattr(out, "sim"):
+        out.sim = None  # the raw run stays on the worker
+    return out
+
+
+@task(cache_policy=NO_CACHE)
+def load(path, cfg, need_test=False):
+    """Read and validate; the train and test problems; lineage facts."""
+    ds, rep, summary = D.validate(path)
+    if rep:
+        raise D.DatasetError(f"{path}: invalid dataset\n{rep.text()}", rep)
+    whole = Problem.from_dataset(ds, cfg.weights)
+    has_split = "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names
+    split = D.split(ds, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    source = "dataset" if has_split else f"seeded fraction {cfg.test_fraction}"
+    if not has_split and not need_test:
+        split = {sid: "train" for sid in split}
+        source = "none (all scenarios fit and scored)"
+    train_ix = [k for k, sid in enumerate(whole.ids) if split[sid] == "train"]
+    test_ix = [k for k, sid in enumerate(whole.ids) if split[sid] == "test"]
+    if not train_ix:
+        raise ValueError(f"{path}: no scenario in the train split")
+    if need_test and not test_ix:
+        raise ValueError(f"{path}: no scenario in the test split ({source})")
+    rows = {name: t.num_rows for name, t in ds.tables.items()}
+    return Loaded(str(path), ds, summary, tracking.content_hash(path), rows,
+                  whole.subset(train_ix), whole.subset(test_ix) if test_ix else None, split,
+                  source)
+
+
+@task(cache_policy=NO_CACHE)
+def make_shards(loaded, n):
+    """``n`` deterministic shards of the train scenarios, balanced by samples."""
+    train_ids = set(loaded.train.ids)
+    pos = {sid: k for k, sid in enumerate(loaded.train.ids)}
+    groups = D.shards(loaded.ds, n)
+    return [[pos[s] for s in g if s in train_ids] for g in groups]
+
+
+@task(cache_policy=NO_CACHE)
+def evaluate(loaded, params, n_overlay):
+    """Scores and per-scenario residuals of coefficients ``params``."""
+    vec = P.vector(params)
+    scores = {"train_loss": loaded.train.loss_only(vec)}
+    if loaded.test is not None:
+        scores["test_loss"] = loaded.test.loss_only(vec)
+    tables = replay.simulate_dataset(loaded.ds, params)
+    res = replay.residuals(loaded.ds, tables["trajectories"])
+    res["split"] = [loaded.split[s] for s in res["scenario_id"]]
+    for part in ("train", "test"):
+        rms = [r for r, s in zip(res["rms_m"], res["split"]) if s == part]
+        if rms:
+            scores[f"{part}_rms_m"] = float(np.sqrt(np.mean(np.square(rms))))
+    # The overlay sample: test scenarios first, then train, in a stable order.
+    order = sorted(res["scenario_id"], key=lambda s: (loaded.split[s] != "test",
+                                                     D.stable_hash(s)))
+    return scores, res, tables["trajectories"], order[:n_overlay]
+
+
+def _code_version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("contactfit")
+    except PackageNotFoundError:
+        v = "unknown"
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return f"{v}+{sha}" if sha else v
+
+
+def _shard_count(cfg, nscen):
+    n = cfg.shards or cfg.workers
+    return max(1, min(n, nscen // 2 or 1))
+
+
+def _progress(logger, history):
+    """The fit callback: MLflow metrics, and a progress line per iteration in
+    the terminal once the fit has run for more than a second."""
+    t0 = time.perf_counter()
+
+    def callback(rec):
+        history(rec)
+        if time.perf_counter() - t0 > 1.0:
+            theta = ", ".join(f"{k}={v:.5g}" for k, v in rec["theta"].items())
+            logger.info(f"iteration {rec['iter']:3d} (horizon {rec['horizon']:.2f}) "
+                        f"loss {rec['loss']:.6e}  {theta}")
+    return callback
+
+
+def run_fit(loaded, cfg, start, free, c, run_id, logger):
+    """The fit over the shards through the flow's task runner."""
+    n = _shard_count(cfg, loaded.train.nscen)
+    shards = make_shards(loaded, n)
+    weights = tuple(sorted(loaded.train.weights.items()))
+    refs = []
+    for k, ix in enumerate(s for s in shards if s):
+        ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:{hash(weights)}", loaded.path,
+                       weights, "train", cfg.test_fraction,
+                       tuple(loaded.train.ids[i] for i in ix))
+        _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix)
+        refs.append(ref)
+
+    def runner(calls):
+        futures = [simulate_shard.submit(refs[k], h, method, kw) for k, h, method, kw in calls]
+        return [f.result() for f in futures]
+
+    problem = ShardedProblem(loaded.train, [s for s in shards if s], runner)
+    history = tracking.History(c, run_id)
+    try:
+        result = F.fit(problem, params0=start, free=free, callback=_progress(logger, history),
+                       **cfg.fit_options())
+    finally:
+        history.flush()
+    return result, len(refs)
+
+
+def _free_and_start(loaded, cfg, start):
+    fixed = loaded.ds.fixed_params
+    free = cfg.fit or [n for n in P.NAMES if n not in fixed]
+    values = dict(fixed)
+    values.update(start or {})
+    values.update(cfg.start)
+    return free, values
+
+
+@flow(name="contactfit-calibrate", task_runner=ThreadPoolTaskRunner(max_workers=2))
+def calibrate(dataset: str, config: dict | None = None, start: dict | None = None,
+              tags: dict | None = None,
+              hold_out: bool = False):
+    """Calibrate the coefficients on ``dataset``; returns the ``fit.json`` document.
+
+    ``config``: :class:`flows.settings.CalibrationConfig` fields; ``start``:
+    initial coefficients (the recalibration passes the champion's);
+    ``hold_out``: keep a test split out of the fit even when the dataset
+    names none (a seeded ``test_fraction``).  The first registered version of
+    the model name becomes champion.
+    """
+    logger = get_run_logger()
+    cfg = settings.calibration(**(config or {}))
+    track = settings.tracking()
+    loaded = load(dataset, cfg, need_test=hold_out)
+    free, start = _free_and_start(loaded, cfg, start)
+    c, exp_id = tracking.client(track)
+    run_id = tracking.start_run(c, exp_id, f"calibrate {loaded.ds.name}",
+                                dict({"contactfit.flow": "calibrate",
+                                      "dataset": loaded.ds.name}, **(tags or {})))
+    try:
+        tracking.log_dataset(c, run_id, dataset, loaded.ds.name, loaded.digest, "train",
+                             loaded.rows)
+        t0 = time.perf_counter()
+        result, n_shards = run_fit(loaded, cfg, start, free, c, run_id, logger)
+        fit_s = time.perf_counter() - t0
+        tracking.log_params(c, run_id, _run_params(loaded, cfg, start, free, n_shards))
+        scores, res, simulated, overlay_ids = evaluate(loaded, result.params, cfg.overlays)
+        doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
+        doc["fit_s"] = fit_s
+        _log_results(c, run_id, loaded, result, doc, res, simulated, overlay_ids)
+        if not report.converged(result):
+            raise CalibrationFailed(f"fit did not converge: {result.message}", doc)
+        version = registry.register(
+            c, track, run_id, result.params,
+            {"dataset": loaded.ds.name, "dataset_digest": loaded.digest[:16],
+             "loss": result.loss, "test_loss": scores.get("test_loss", ""),
+             "unidentified": ",".join(n for n in result.free
+                                      if not result.identifiability[n]["identifiable"])}
+        )
+        doc["model_version"] = version
+        tracking.log_files(c, run_id, {"fit.json": report.dumps(doc)})
+        tracking.set_tags(c, run_id, {"model_version": version or ""})
+        tracking.finish(c, run_id)
+    except BaseException as exc:
+        tracking.fail(c, run_id, exc)
+        raise
+    logger.info(f"calibrated {loaded.ds.name}: loss {result.loss:.6e}, "
+                f"{result.nit} iterations, model version {version}, run {run_id}")
+    return doc
+
+
+def _run_params(loaded, cfg, start, free, n_shards):
+    out = {f"theta0_{k}": v for k, v in P.as_dict(P.vector(start)).items()}
+    out.update({"free": ",".join(free), "method": cfg.method, "lr": cfg.lr, "ftol": cfg.ftol,
+                "gtol": cfg.gtol, "patience": cfg.patience, "max_iter": cfg.max_iter,
+                "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
+                "robust": cfg.robust, "weights": loaded.train.weights, "shards": n_shards,
+                "task_runner": cfg.task_runner, "dataset": loaded.ds.name,
+                "dataset_path": str(Path(loaded.path).resolve()),
+                "dataset_digest": loaded.digest, "split": loaded.split_source,
+                "train_scenarios": loaded.train.nscen,
+                "test_scenarios": loaded.test.nscen if loaded.test is not None else 0,
+                "code_version": _code_version(), "python": platform.python_version()})
+    out.update({f"bounds_{n}": list(P.BOUNDS[n]) for n in free})
+    out.update({f"rows_{k}": v for k, v in loaded.rows.items()})
+    return out
+
+
+def _lineage(loaded):
+    return {"name": loaded.ds.name, "path": str(Path(loaded.path).resolve()),
+            "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source}
+
+
+def _log_results(c, run_id, loaded, result, doc, res, simulated, overlay_ids):
+    final = {"final_loss": result.loss, "iterations": result.nit,
+             "evaluations": result.nfev}
+    final.update({f"final_loss_{k}": v for k, v in result.components.items()})
+    final.update({k: v for k, v in doc["scores"].items()})
+    for n in result.free:
+        final[f"fitted_{n}"] = result.params[n]
+        se = result.stderr[n]
+        if np.isfinite(se):
+            final[f"stderr_{n}"] = se
+            final[f"ci95_lo_{n}"], final[f"ci95_hi_{n}"] = result.ci95[n]
+        final[f"identifiable_{n}"] = float(result.identifiability[n]["identifiable"])
+    tracking.log_metrics(c, run_id, final, step=result.nit)
+    tracking.set_tags(c, run_id, {
+        "status": doc["status"], "converged": doc["converged"],
+        "unidentified": ",".join(n for n in result.free
+                                 if not result.identifiability[n]["identifiable"]),
+    })
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import io
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table(res), buf)
+    meas = {k: (loaded.ds.tables["trajectories"][k].to_numpy() if k != "scenario_id" else
+                [str(loaded.ds.names[c]) for c in loaded.ds.codes["trajectories"]])
+            for k in ("scenario_id", "body_id", "t", "x", "y")} if overlay_ids else None
+    conv = report.convergence_png(result)
+    over = report.overlays_png(meas, simulated, overlay_ids) if overlay_ids else b""
+    tracking.log_files(c, run_id, {
+        "fit.json": report.dumps(doc), "convergence.png": conv, "overlays.png": over,
+        "residuals.parquet": buf.getvalue(), "report.html": report.report_html(doc, conv, over),
+    })
+
+
+@flow(name="contactfit-recalibrate", task_runner=ThreadPoolTaskRunner(max_workers=2))
+def recalibrate(dataset: str, config: dict | None = None):
+    """Fit ``dataset`` from the champion's coefficients and promote the
+    challenger if it beats the champion on the data's test split by
+    ``promote_margin`` (relative).  Returns the challenger's fit document with
+    the ``decision``."""
+    logger = get_run_logger()
+    cfg = settings.calibration(**(config or {}))
+    track = settings.tracking()
+    c, _ = tracking.client(track)
+    champ = registry.champion(c, track)
+    if champ is None:
+        logger.info("no champion yet: this calibration becomes the first")
+        doc = calibrate(dataset, config, tags={"contactfit.flow": "recalibrate"}, hold_out=True)
+        doc["decision"] = "first champion"
+        return doc
+    champ_version, champ_params = champ
+    doc = calibrate(dataset, config, start=champ_params, hold_out=True,
+                    tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
+    loaded = load(dataset, cfg, need_test=True)
+    challenger = P.vector(doc["params"])
+    challenger_score = loaded.test.loss_only(challenger)
+    with registry.champion_lock(track):
+        # Re-read under the lock: another recalibration may have moved it.
+        current_version, current_params = registry.champion(c, track)
+        champion_score = loaded.test.loss_only(P.vector(current_params))
+        better = challenger_score < (1.0 - cfg.promote_margin) * champion_score
+        if better:
+            registry.set_champion(c, track, doc["model_version"])
+    decision = "promoted" if better else "kept"
+    doc.update(decision=decision, champion_version=current_version,
+               champion_test_loss=champion_score, challenger_test_loss=challenger_score)
+    run = doc["mlflow_run_id"]
+    tracking.set_tags(c, run, {"decision": decision, "champion_before": current_version,
+                               "champion_after": doc["model_version"] if better
+                               else current_version})
+    tracking.log_metrics(c, run, {"champion_test_loss": champion_score,
+                                  "challenger_test_loss": challenger_score})
+    logger.info(f"recalibrate: challenger v{doc['model_version']} test loss "
+                f"{challenger_score:.6e} vs champion v{current_version} {champion_score:.6e}: "
+                f"{decision}")
+    return doc

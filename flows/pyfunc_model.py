@@ -1,0 +1,34 @@
+"""The registered model: a set of fitted coefficients that simulates datasets.
+
+Logged as an MLflow "model from code" (this file), with the coefficients in
+its ``model_config``.  ``predict(df)``: ``df`` has a ``dataset`` column of
+dataset directories (the contract of ``datasets/README.md``); each is
+simulated with the model's coefficients and the result is the simulated
+trajectories at the dataset's sample times, one frame with columns
+``dataset, scenario_id, body_id, t, x, y, z, vx, vy, vz``.
+"""
+
+import mlflow
+import pandas as pd
+from mlflow.pyfunc import PythonModel
+
+
+class CoefficientModel(PythonModel):
+    def load_context(self, context):
+        self.params = dict(context.model_config["params"])
+
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        from simcore import replay
+
+        if "dataset" not in model_input.columns:
+            raise ValueError("predict: expected a 'dataset' column of dataset directories, "
+                             f"got columns {list(model_input.columns)}")
+        frames = []
+        for path in model_input["dataset"]:
+            df = pd.DataFrame(replay.simulate_dataset(str(path), self.params)["trajectories"])
+            df.insert(0, "dataset", str(path))
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+
+
+mlflow.models.set_model(CoefficientModel())

@@ -1,0 +1,99 @@
+"""The model registry: fitted coefficient sets as versions, ``champion`` alias.
+
+Each successful calibration registers a version holding its coefficients as
+a pyfunc model (:mod:`flows.pyfunc_model`); the first version of a name
+becomes the champion.  :func:`promote` moves the alias under a lock:
+
+* a local store (``sqlite:`` or a file path): an exclusive ``flock`` on
+  ``<store>.champion.lock``, held while the champion is re-read, the
+  challenger re-scored against it if it changed, and the alias moved;
+* any store: the ``recalibrate`` deployment runs with
+  ``concurrency_limit: 1`` (``prefect.yaml``), so scheduled runs queue.
+
+So two recalibrations at once are serialised at the decision: the second
+sees the first's result as the champion and must beat that, and the alias
+always names a version that won its comparison.
+"""
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+import mlflow
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, Schema
+
+MODEL_CODE = Path(__file__).with_name("pyfunc_model.py")
+#: ``predict``: a ``dataset`` column of dataset directories in, simulated
+#: trajectories out (see :mod:`flows.pyfunc_model`).
+SIGNATURE = ModelSignature(
+    inputs=Schema([ColSpec("string", "dataset")]),
+    outputs=Schema([ColSpec("string", "dataset"), ColSpec("string", "scenario_id"),
+                    ColSpec("long", "body_id")]
+                   + [ColSpec("double", c) for c in ("t", "x", "y", "z", "vx", "vy", "vz")]))
+
+
+def register(c, settings, run_id, params, tags):
+    """Log the coefficients as the run's ``model`` artifact and register it;
+    returns the version (a string).  The first version becomes champion."""
+    name = settings.registered_model
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model")
+        mlflow.pyfunc.save_model(path, python_model=str(MODEL_CODE),
+                                 model_config={"params": dict(params)},
+                                 signature=SIGNATURE, pip_requirements=["contactfit"])
+        c.log_artifacts(run_id, path, "model")
+    if c.search_registered_models(filter_string=f"name = '{name}'") == []:
+        with contextlib.suppress(mlflow.exceptions.MlflowException):
+            c.create_registered_model(name)  # another run may have made it meanwhile
+    source = f"{c.get_run(run_id).info.artifact_uri}/model"
+    mv = c.create_model_version(name, source=source, run_id=run_id,
+                                tags={k: str(v) for k, v in tags.items()})
+    with champion_lock(settings):
+        if champion(c, settings) is None:
+            c.set_registered_model_alias(name, settings.champion_alias, mv.version)
+    return str(mv.version)
+
+
+def champion(c, settings):
+    """``(version, params)`` of the current champion, or None."""
+    try:
+        mv = c.get_model_version_by_alias(settings.registered_model, settings.champion_alias)
+    except mlflow.exceptions.MlflowException:
+        return None
+    model = mlflow.pyfunc.load_model(f"models:/{settings.registered_model}/{mv.version}")
+    return str(mv.version), dict(model.model_config["params"])
+
+
+def set_champion(c, settings, version):
+    c.set_registered_model_alias(settings.registered_model, settings.champion_alias, version)
+
+
+@contextlib.contextmanager
+def champion_lock(settings):
+    """Exclusive lock for alias decisions on a local store (no-op otherwise)."""
+    path = _store_file(settings.registry_uri)
+    if path is None:
+        yield
+        return
+    lock = Path(str(path) + ".champion.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _store_file(uri):
+    u = urlparse(uri)
+    if u.scheme == "sqlite":
+        # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
+        return Path(uri[len("sqlite:///"):]).resolve()
+    if u.scheme in ("", "file"):
+        return Path(u.path).resolve()
+    return None

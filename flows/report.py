@@ -1,0 +1,163 @@
+"""The artifacts of a calibration: ``fit.json``, plots, residual table and an
+HTML report that embeds its figures (so it is one self-contained file the
+MLflow UI shows inline)."""
+
+import base64
+import html
+import io
+import json
+
+import numpy as np
+
+from simcore import fit as F
+
+#: ``FitResult.status`` as the word written to ``fit.json``.
+STATUS_WORDS = ("converged_ftol", "converged_gtol", "max_iter", "unidentifiable", "no_step",
+                "nonfinite")
+
+
+def converged(result):
+    """The optimiser converged on every coefficient the data informs (the
+    uninformed ones are held at their start and named in the report)."""
+    return result.status in (F.STATUS_FTOL, F.STATUS_GTOL, F.STATUS_UNIDENTIFIABLE)
+
+
+def fit_json(result, run_id, version, scores, dataset):
+    """The ``fit.json`` document of a calibration."""
+    return {
+        "params": result.params,
+        "free": list(result.free),
+        "stderr": result.stderr,
+        "ci95": {k: list(v) for k, v in result.ci95.items()},
+        "loss": result.loss,
+        "components": result.components,
+        "iterations": result.nit,
+        "evaluations": result.nfev,
+        "converged": converged(result),
+        "status": STATUS_WORDS[result.status],
+        "message": result.message,
+        "identifiability": result.identifiability,
+        "method": result.method,
+        "scores": scores,
+        "dataset": dataset,
+        "mlflow_run_id": run_id,
+        "model_version": version,
+    }
+
+
+def dumps(doc):
+    def clean(x):
+        if isinstance(x, float) and not np.isfinite(x):
+            return None  # JSON has no inf or NaN
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        if isinstance(x, np.generic):
+            return clean(x.item())
+        return x
+    return json.dumps(clean(doc), indent=2, sort_keys=True)
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    _figure().close(fig)
+    return buf.getvalue()
+
+
+def convergence_png(result):
+    """Loss (log scale) and each coefficient, relative to its final value, over
+    the iterations; continuation stages shaded."""
+    plt = _figure()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    it = [h["iter"] for h in result.history]
+    a.semilogy(it, [h["loss"] for h in result.history], "k.-")
+    a.set_xlabel("iteration")
+    a.set_ylabel("loss")
+    a.set_title("loss (warm-up stages: robust objective)")
+    for n in result.free:
+        final = result.params[n]
+        vals = [h["theta"][n] / final if final else h["theta"][n] for h in result.history]
+        b.plot(it, vals, ".-", label=n)
+    b.axhline(1.0, color="0.6", lw=0.8)
+    b.set_xlabel("iteration")
+    b.set_ylabel("theta / final")
+    b.set_title("coefficients")
+    b.legend(fontsize=7, ncol=2)
+    return _png(fig)
+
+
+def overlays_png(measured, simulated, scenario_ids):
+    """Measured (dots) and simulated (lines) x-y paths of a few scenarios.
+    ``measured``/``simulated``: column dicts with scenario_id, body_id, t, x, y."""
+    plt = _figure()
+    n = max(len(scenario_ids), 1)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    m_sid = np.asarray(measured["scenario_id"], dtype=object)
+    s_sid = np.asarray(simulated["scenario_id"], dtype=object)
+    for ax, sid in zip(axes.ravel(), scenario_ids):
+        for tab, sids, style in ((measured, m_sid, "."), (simulated, s_sid, "-")):
+            rows_ = np.flatnonzero(sids == sid)
+            body = np.asarray(tab["body_id"])[rows_]
+            for k, b in enumerate(np.unique(body)):
+                r = rows_[body == b]
+                r = r[np.argsort(np.asarray(tab["t"])[r])]
+                ax.plot(np.asarray(tab["x"])[r], np.asarray(tab["y"])[r], style, ms=2,
+                        color=f"C{k}", lw=1.2)
+        ax.set_title(sid, fontsize=9)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(scenario_ids):]:
+        ax.axis("off")
+    fig.suptitle("measured (dots) and simulated (lines) paths, x-y [m]", fontsize=10)
+    return _png(fig)
+
+
+def report_html(doc, convergence, overlays):
+    """One self-contained HTML page: coefficients with intervals,
+    identifiability, scores, the loss curve and the overlays."""
+    e = html.escape
+    rows = []
+    for n, v in doc["params"].items():
+        free = n in doc["free"]
+        ident = doc["identifiability"].get(n, {})
+        lo, hi = doc["ci95"].get(n, (None, None))
+        ci = f"[{lo:.6g}, {hi:.6g}]" if free and lo is not None and np.isfinite(lo) else "-"
+        se = doc["stderr"].get(n)
+        se = f"{se:.3g}" if free and se is not None and np.isfinite(se) else "-"
+        note = e(ident.get("reason", "fixed")) if free else "fixed"
+        rows.append(f"<tr><td>{e(n)}</td><td>{v:.6g}</td><td>{se}</td><td>{ci}</td>"
+                    f"<td>{note}</td></tr>")
+    scores = "".join(f"<tr><td>{e(k)}</td><td>{v:.6g}</td></tr>"
+                     for k, v in doc["scores"].items() if isinstance(v, (int, float)))
+    img = "<img alt='{}' src='data:image/png;base64,{}'/>"
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>contactfit calibration</title>
+<style>body{{font-family:sans-serif;margin:1.5em;max-width:72em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}}
+th{{background:#f3f3f3}}img{{max-width:100%}}</style></head><body>
+<h1>contactfit calibration: {e(str(doc['dataset'].get('name', '')))}</h1>
+<p><b>{e(doc['status'])}</b>: {e(doc['message'])}<br>
+method {e(doc['method'])}, {doc['iterations']} iterations, {doc['evaluations']} evaluations,
+loss {doc['loss']:.6g}; MLflow run {e(str(doc['mlflow_run_id']))},
+model version {e(str(doc['model_version']))}</p>
+<h2>Coefficients</h2>
+<table><tr><th>name</th><th>value</th><th>stderr</th><th>95 % interval</th>
+<th>identifiability</th></tr>{''.join(rows)}</table>
+<h2>Scores</h2><table>{scores}</table>
+<h2>Convergence</h2>{img.format('convergence', base64.b64encode(convergence).decode())}
+<h2>Measured and simulated paths</h2>{img.format('overlays', base64.b64encode(overlays).decode())}
+</body></html>
+"""

@@ -1,0 +1,181 @@
+"""Settings: MLflow tracking and registry (``mlflow.yml``) and calibration options.
+
+Tracking settings come from the first of ``$CONTACTFIT_MLFLOW_CONFIG``,
+``./mlflow.yml`` and the embedded :data:`TRACKING_DEFAULTS`; then the
+environment overrides single keys:
+
+=====================  ==============================
+key                    environment variable
+=====================  ==============================
+``tracking_uri``       ``MLFLOW_TRACKING_URI``
+``registry_uri``       ``MLFLOW_REGISTRY_URI``
+``experiment``         ``CONTACTFIT_EXPERIMENT``
+``registered_model``   ``CONTACTFIT_REGISTERED_MODEL``
+``champion_alias``     ``CONTACTFIT_CHAMPION_ALIAS``
+=====================  ==============================
+
+The default store is a SQLite file ``mlflow.db`` in the working directory
+(artifacts under ``./mlruns``), so a fresh machine needs no server.
+
+Calibration options (:class:`CalibrationConfig`) come from a YAML file
+(``--config``) whose keys are the field names below; an unknown key or a
+value of the wrong kind is an error naming the file and the key.
+"""
+
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from simcore import fit as F
+from simcore import losses as L
+from simcore import params as P
+
+TRACKING_DEFAULTS = {
+    "tracking_uri": "sqlite:///mlflow.db",
+    "registry_uri": None,
+    "experiment": "contactfit",
+    "registered_model": "contactfit-coefficients",
+    "champion_alias": "champion",
+}
+_ENV = {"tracking_uri": "MLFLOW_TRACKING_URI", "registry_uri": "MLFLOW_REGISTRY_URI",
+        "experiment": "CONTACTFIT_EXPERIMENT", "registered_model": "CONTACTFIT_REGISTERED_MODEL",
+        "champion_alias": "CONTACTFIT_CHAMPION_ALIAS"}
+
+
+@dataclass(frozen=True)
+class Tracking:
+    tracking_uri: str
+    registry_uri: str
+    experiment: str
+    registered_model: str
+    champion_alias: str
+    source: str = "defaults"
+
+
+def tracking(path=None):
+    """The tracking settings (see the module docstring)."""
+    path = path or os.environ.get("CONTACTFIT_MLFLOW_CONFIG")
+    if path is None and Path("mlflow.yml").is_file():
+        path = "mlflow.yml"
+    values = dict(TRACKING_DEFAULTS)
+    if path:
+        given = _read_yaml(path)
+        unknown = sorted(set(given) - set(TRACKING_DEFAULTS))
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {unknown}; expected some of "
+                             f"{sorted(TRACKING_DEFAULTS)}")
+        values.update({k: v for k, v in given.items()})
+    for key, env in _ENV.items():
+        if os.environ.get(env):
+            values[key] = os.environ[env]
+    for key in ("tracking_uri", "experiment", "registered_model", "champion_alias"):
+        if not isinstance(values[key], str) or not values[key]:
+            raise ValueError(f"{path or 'tracking settings'}: {key} = {values[key]!r}: "
+                             "expected a non-empty string")
+    values["registry_uri"] = values["registry_uri"] or values["tracking_uri"]
+    return Tracking(**values, source=str(path or "defaults"))
+
+
+@dataclass
+class CalibrationConfig:
+    """What a calibration fits and how (see :func:`simcore.fit.fit`)."""
+
+    fit: list = None                 # free coefficients; None: all not fixed by the dataset
+    start: dict = field(default_factory=dict)   # initial values (else dataset params, defaults)
+    method: str = "lm"
+    lr: float = None
+    ftol: float = 1e-10
+    gtol: float = 1e-8
+    patience: int = 3
+    max_iter: int = 100
+    starts: int = 1
+    seed: int = 0
+    nuisance: str = "none"
+    weights: dict = field(default_factory=dict)
+    horizons: list = field(default_factory=lambda: list(F.HORIZONS))
+    robust: float = F.ROBUST
+    shards: int = 0                  # 0: one per worker
+    workers: int = 2                 # threads of the default task runner
+    task_runner: str = "threads"     # or "dask"
+    dask_address: str = None         # None with dask: a local cluster
+    test_fraction: float = 0.25      # recalibration test split when the data has none
+    promote_margin: float = 0.01     # challenger must beat the champion by this fraction
+    overlays: int = 6                # scenarios drawn in the overlay plot
+
+    def fit_options(self):
+        """Keyword arguments of :func:`simcore.fit.fit`."""
+        return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
+                    patience=self.patience, max_iter=self.max_iter, starts=self.starts,
+                    seed=self.seed, nuisance=self.nuisance, horizons=tuple(self.horizons),
+                    robust=self.robust)
+
+    def as_dict(self):
+        return asdict(self)
+
+
+_KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, float, type(None)),
+          "ftol": (int, float), "gtol": (int, float), "patience": int, "max_iter": int,
+          "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
+          "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
+          "dask_address": (str, type(None)), "test_fraction": (int, float),
+          "promote_margin": (int, float), "overlays": int}
+
+
+def calibration(path=None, **overrides):
+    """A :class:`CalibrationConfig` from ``path`` (YAML) and keyword overrides
+    (``None`` values are ignored), checked."""
+    given = _read_yaml(path) if path else {}
+    where = str(path or "options")
+    given.update({k: v for k, v in overrides.items() if v is not None})
+    names = {f.name for f in fields(CalibrationConfig)}
+    unknown = sorted(set(given) - names)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(names)}")
+    for k, v in given.items():
+        kind = _KINDS[k]
+        if isinstance(v, bool) or not isinstance(v, kind):
+            want = kind.__name__ if isinstance(kind, type) else " or ".join(
+                t.__name__ for t in kind)
+            raise ValueError(f"{where}: {k} = {v!r}: expected {want}")
+    cfg = CalibrationConfig(**given)
+    for n in cfg.fit or []:
+        if n not in P.NAMES:
+            raise ValueError(f"{where}: fit: unknown coefficient {n!r}; expected some of "
+                             f"{list(P.NAMES)}")
+    for n, v in cfg.start.items():
+        if n not in P.NAMES or isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: start: {n} = {v!r}: expected a coefficient name "
+                             f"({list(P.NAMES)}) and a number")
+    checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
+              ("nuisance", cfg.nuisance in ("none", "velocity", "push"),
+               "none, velocity or push"),
+              ("task_runner", cfg.task_runner in ("threads", "dask"), "threads or dask"),
+              ("shards", cfg.shards >= 0, ">= 0"), ("workers", cfg.workers >= 1, ">= 1"),
+              ("test_fraction", 0 < cfg.test_fraction < 1, "in (0, 1)"),
+              ("promote_margin", 0 <= cfg.promote_margin < 1, "in [0, 1)"),
+              ("overlays", cfg.overlays >= 0, ">= 0"))
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{where}: {key} = {getattr(cfg, key)!r}: expected {want}")
+    try:
+        L.check_weights(cfg.weights)
+    except ValueError as exc:
+        raise ValueError(f"{where}: weights: {exc}") from None
+    return cfg
+
+
+def _read_yaml(path):
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of keys to values")
+    return data
