@@ -15,12 +15,28 @@
 ``contactfit generate OUT [--scenarios N] [--seed S] [--noise-mm X] ...``
     Writes a synthetic dataset with known coefficients.
 
+``contactfit calibrate DATASET [--config C.yaml] [--fit mu_k,mu_s,...]
+[--method lm|gd|adam] [--out DIR] [--task-runner threads|dask]
+[--dask-address tcp://HOST:PORT]``
+    Runs the ``calibrate`` Prefect flow (MLflow run, registered model
+    version) and writes ``DIR/fit.json``; prints progress for fits longer
+    than a second, then the fitted coefficients.  Exit code 1 when the fit
+    fails (``fit.json`` is written all the same, with ``converged: false``).
+
+``contactfit recalibrate DATASET [same options]``
+    Fits from the champion's coefficients and moves the ``champion`` alias
+    only when the challenger wins on the data's test split.
+
+``contactfit ui [--port P]``
+    Starts the MLflow UI on 127.0.0.1 for the configured store.
+
 Bad input prints one line naming the file, parameter or field and exits 1;
 it never shows a traceback.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -111,6 +127,84 @@ def cmd_generate(args):
     return 0
 
 
+def _fit_config(args):
+    from flows import settings
+
+    overrides = {"method": args.method, "task_runner": args.task_runner,
+                 "dask_address": args.dask_address,
+                 "fit": [n.strip() for n in args.fit.split(",") if n.strip()] if args.fit
+                 else None}
+    cfg = settings.calibration(args.config, **overrides)
+    return cfg.as_dict()
+
+
+def _print_fit(doc, out):
+    lines = [f"{doc['status']}: {doc['message']}",
+             f"{'coefficient':12s} {'value':>10s} {'95 % interval':>24s}"]
+    for n, v in doc["params"].items():
+        if n in doc["free"] and doc["ci95"].get(n) and doc["ci95"][n][0] is not None \
+                and doc["identifiability"][n]["identifiable"]:
+            lo, hi = doc["ci95"][n]
+            ci = f"[{lo:.5g}, {hi:.5g}]"
+        else:
+            ci = "fixed" if n not in doc["free"] else "not identifiable: held"
+        lines.append(f"{n:12s} {v:10.5g} {ci:>24s}")
+    scores = doc.get("scores", {})
+    if "test_loss" in scores:
+        lines.append(f"loss {doc['loss']:.4e} (train), {scores['test_loss']:.4e} (test); "
+                     f"rms position error {scores.get('test_rms_m', float('nan')) * 1e3:.2f} mm")
+    lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, "
+                 f"model version {doc['model_version']}")
+    if "decision" in doc:
+        lines.append(f"champion: {doc['decision']}")
+    lines.append(f"wrote {out}/fit.json; see the runs with: contactfit ui")
+    print("\n".join(lines))
+
+
+def _run_flow(args, which):
+    from flows import pipeline, report
+
+    config = _fit_config(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
+    try:
+        doc = pipeline.run(flow_fn, args.dataset, config)
+    except pipeline.CalibrationFailed as exc:
+        (out / "fit.json").write_text(report.dumps(exc.doc))
+        print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
+              f"nothing registered: {exc}\nwrote {out}/fit.json", file=sys.stderr)
+        return 1
+    (out / "fit.json").write_text(report.dumps(doc))
+    _print_fit(doc, out)
+    return 0
+
+
+def cmd_calibrate(args):
+    return _run_flow(args, "calibrate")
+
+
+def cmd_recalibrate(args):
+    return _run_flow(args, "recalibrate")
+
+
+def cmd_ui(args):
+    import subprocess
+
+    from flows import settings
+
+    track = settings.tracking()
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", track.tracking_uri,
+           "--registry-store-uri", track.registry_uri, "--host", "127.0.0.1",
+           "--port", str(args.port), "--workers", "1"]
+    print(f"MLflow UI for {track.tracking_uri} on http://127.0.0.1:{args.port} (Ctrl-C stops)")
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    try:
+        return subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="contactfit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,10 +228,29 @@ def build_parser():
     gen.add_argument("--noise-mm", type=float, default=1.0)
     gen.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     gen.set_defaults(func=cmd_generate)
+    for name, func, text in (("calibrate", cmd_calibrate, "fit the coefficients (Prefect flow, "
+                              "MLflow run, registered model version)"),
+                             ("recalibrate", cmd_recalibrate, "fit from the champion and "
+                              "promote the challenger if it wins on the test split")):
+        cal = sub.add_parser(name, help=text)
+        cal.add_argument("dataset")
+        cal.add_argument("--config", help="calibration options (YAML; flows/settings.py)")
+        cal.add_argument("--fit", help="comma-separated coefficients to fit "
+                         "(default: all not fixed by the dataset)")
+        cal.add_argument("--method", choices=["lm", "gd", "adam"])
+        cal.add_argument("--out", default="calibration", help="directory of fit.json")
+        cal.add_argument("--task-runner", choices=["threads", "dask"])
+        cal.add_argument("--dask-address", help="scheduler address (default: a local cluster)")
+        cal.set_defaults(func=func)
+    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.set_defaults(func=cmd_ui)
     return parser
 
 
 def main(argv=None):
+    # No internet here: Prefect's local server would log a telemetry error at each start.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -156,6 +156,29 @@ def evaluate(loaded, params, n_overlay):
     return scores, res, tables["trajectories"], order[:n_overlay]
 
 
+def task_runner(cfg):
+    """The task runner of ``cfg``: threads (the kernels release the GIL), or
+    Dask through prefect-dask (``dask_address``, else a local cluster of
+    ``workers`` single-threaded processes)."""
+    if cfg.task_runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=cfg.workers)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise ValueError("task_runner dask: prefect-dask is not installed "
+                         "(pip install 'contactfit[dask]')") from None
+    if cfg.dask_address:
+        return DaskTaskRunner(address=cfg.dask_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
+def run(flow_fn, dataset, config=None):
+    """Run ``calibrate`` or ``recalibrate`` on the task runner its config names."""
+    cfg = settings.calibration(**(config or {}))
+    return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
+
+
 def _code_version():
     from importlib.metadata import PackageNotFoundError, version
 
@@ -349,11 +372,13 @@ def recalibrate(dataset: str, config: dict | None = None):
     champ = registry.champion(c, track)
     if champ is None:
         logger.info("no champion yet: this calibration becomes the first")
-        doc = calibrate(dataset, config, tags={"contactfit.flow": "recalibrate"}, hold_out=True)
+        doc = calibrate.with_options(task_runner=task_runner(cfg))(
+            dataset, config, tags={"contactfit.flow": "recalibrate"}, hold_out=True)
         doc["decision"] = "first champion"
         return doc
     champ_version, champ_params = champ
-    doc = calibrate(dataset, config, start=champ_params, hold_out=True,
+    doc = calibrate.with_options(task_runner=task_runner(cfg))(
+        dataset, config, start=champ_params, hold_out=True,
                     tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
     loaded = load(dataset, cfg, need_test=True)
     challenger = P.vector(doc["params"])

@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -40,7 +41,9 @@ def register(c, settings, run_id, params, tags):
     """Log the coefficients as the run's ``model`` artifact and register it;
     returns the version (a string).  The first version becomes champion."""
     name = settings.registered_model
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        # An input example would make MLflow run predict (a whole simulation) at save time.
+        warnings.filterwarnings("ignore", message=".*input example was not provided")
         path = os.path.join(d, "model")
         mlflow.pyfunc.save_model(path, python_model=str(MODEL_CODE),
                                  model_config={"params": dict(params)},

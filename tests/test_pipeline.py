@@ -1,0 +1,207 @@
+"""The Prefect/MLflow pipeline end to end: runs, artifacts, registry, champion."""
+
+import json
+import threading
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from prefect.testing.utilities import prefect_test_harness
+
+from flows import pipeline, registry, settings, tracking
+from flows.cli import main
+from simcore import synth
+
+TABLE = str(Path("datasets/synthetic-table").resolve())
+INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def harness():
+    with prefect_test_harness():
+        yield
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh SQLite store (artifacts under tmp_path) for each test."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+    track = settings.tracking()
+    c, exp = tracking.client(track)
+    return track, c, exp
+
+
+def _runs(c, exp):
+    return c.search_runs([exp], order_by=["attributes.start_time ASC"])
+
+
+def test_calibrate_logs_the_run_and_registers_the_champion(store):
+    track, c, exp = store
+    doc = pipeline.calibrate(TABLE)
+    (run,) = _runs(c, exp)
+    assert run.info.status == "FINISHED" and run.info.run_id == doc["mlflow_run_id"]
+    # Every iteration is a step of the loss and coefficient metrics.
+    hist = c.get_metric_history(run.info.run_id, "loss")
+    assert [m.step for m in hist] == list(range(1, doc["iterations"] + 1))
+    assert len(c.get_metric_history(run.info.run_id, "theta_mu_k")) == doc["iterations"]
+    p = run.data.params
+    assert p["method"] == "lm" and p["dataset"] == "synthetic-table"
+    assert p["dataset_digest"] == tracking.content_hash(TABLE)
+    assert int(p["rows_trajectories"]) > 0 and int(p["shards"]) >= 1
+    assert run.data.metrics["final_loss"] == pytest.approx(doc["loss"])
+    assert run.data.tags["unidentified"] == "e_bg"
+    (inp,) = run.inputs.dataset_inputs
+    assert inp.dataset.name == "synthetic-table"
+    names = {a.path for a in c.list_artifacts(run.info.run_id)}
+    assert names >= {"fit.json", "convergence.png", "overlays.png", "residuals.parquet",
+                     "report.html", "model"}
+    local = Path(c.download_artifacts(run.info.run_id, "residuals.parquet"))
+    res = pd.read_parquet(local)
+    assert set(res["split"]) == {"train", "test"} and len(res) == 40
+    assert res["rms_m"].median() == pytest.approx(np.sqrt(3) * 1e-3, rel=0.1)  # 1 mm noise
+    html = Path(c.download_artifacts(run.info.run_id, "report.html")).read_text()
+    assert "data:image/png;base64," in html and "mu_k" in html
+    fit = json.loads(Path(c.download_artifacts(run.info.run_id, "fit.json")).read_text())
+    assert fit["model_version"] == doc["model_version"] == "1"
+    # The registry: version 1 is champion and simulates a dataset.
+    mv = c.get_model_version_by_alias(track.registered_model, "champion")
+    assert str(mv.version) == "1" and mv.run_id == run.info.run_id
+    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    out = model.predict(pd.DataFrame({"dataset": [TABLE]}))
+    assert len(out) == int(p["rows_trajectories"])
+    assert {"scenario_id", "body_id", "t", "x", "y", "z"} <= set(out.columns)
+    for n in INFORMED:
+        assert doc["params"][n] == pytest.approx(synth.TRUTH[n], rel=5e-3)
+
+
+def test_a_failed_fit_leaves_the_run_failed_and_the_alias_in_place(store):
+    track, c, exp = store
+    first = pipeline.calibrate(TABLE)
+    with pytest.raises(pipeline.CalibrationFailed, match="did not converge"):
+        pipeline.calibrate(TABLE, config={"max_iter": 1})
+    runs = _runs(c, exp)
+    assert [r.info.status for r in runs] == ["FINISHED", "FAILED"]
+    assert "did not converge" in runs[1].data.tags["error"]
+    versions = c.search_model_versions(f"name = '{track.registered_model}'")
+    assert [str(v.version) for v in versions] == ["1"]
+    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == \
+        first["model_version"]
+
+
+def test_an_exception_inside_the_flow_marks_the_run_failed(store, monkeypatch):
+    track, c, exp = store
+
+    def broken(*a, **kw):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(pipeline.F, "fit", broken)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        pipeline.calibrate(TABLE)
+    (run,) = _runs(c, exp)
+    assert run.info.status == "FAILED" and "simulated crash" in run.data.tags["error"]
+    assert c.search_registered_models() == []
+
+
+def test_recalibrate_promotes_a_better_challenger_and_keeps_a_champion_otherwise(store):
+    track, c, exp = store
+    # A poor champion: the defaults, registered from a run of their own.
+    run_id = tracking.start_run(c, exp, "defaults", {})
+    from simcore import params as P
+
+    registry.register(c, track, run_id, P.DEFAULTS, {})
+    tracking.finish(c, run_id)
+    doc = pipeline.recalibrate(TABLE)
+    assert doc["decision"] == "promoted"
+    assert doc["challenger_test_loss"] < 0.99 * doc["champion_test_loss"]
+    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == \
+        doc["model_version"] == "2"
+    # Again on the same data: the challenger is not better by the margin.
+    again = pipeline.recalibrate(TABLE)
+    assert again["decision"] == "kept" and again["model_version"] == "3"
+    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "2"
+    tags = c.get_run(again["mlflow_run_id"]).data.tags
+    assert tags["decision"] == "kept" and tags["champion_after"] == "2"
+
+
+def test_champion_decisions_are_serialised(store):
+    """The alias lock admits one decision at a time."""
+    track, _, _ = store
+    order = []
+    inside = threading.Event()
+
+    def hold():
+        with registry.champion_lock(track):
+            order.append("a in")
+            inside.set()
+            threading.Event().wait(0.2)
+            order.append("a out")
+
+    t = threading.Thread(target=hold)
+    t.start()
+    inside.wait()
+    with registry.champion_lock(track):
+        order.append("b in")
+    t.join()
+    assert order == ["a in", "a out", "b in"]
+
+
+def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
+    assert main(["calibrate", TABLE, "--fit", "mu_k,e_bw", "--out", str(tmp_path / "o")]) == 0
+    doc = json.loads((tmp_path / "o" / "fit.json").read_text())
+    assert set(doc) >= {"params", "stderr", "ci95", "loss", "iterations", "converged", "status",
+                        "message", "mlflow_run_id", "model_version"}
+    assert doc["free"] == ["mu_k", "e_bw"] and doc["converged"] and doc["model_version"] == "1"
+    out = capsys.readouterr().out
+    assert "mu_k" in out and "contactfit ui" in out
+
+
+def test_cli_calibrate_failure_exits_1_and_still_writes_fit_json(store, tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("max_iter: 1\n")
+    assert main(["calibrate", TABLE, "--config", str(cfg), "--out", str(tmp_path / "o")]) == 1
+    doc = json.loads((tmp_path / "o" / "fit.json").read_text())
+    assert doc["converged"] is False and doc["model_version"] is None
+    assert "marked FAILED" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, words", [
+    ("shards: -1\n", "shards = -1: expected >= 0"),
+    ("method: newton\n", "method = 'newton'"),
+    ("fit: [mu_x]\n", "unknown coefficient 'mu_x'"),
+    ("colour: red\n", "unknown key(s) ['colour']"),
+    ("max_iter: ten\n", "max_iter = 'ten': expected int"),
+])
+def test_bad_config_names_the_file_and_key(tmp_path, text, words, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    assert main(["calibrate", TABLE, "--config", str(cfg), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert str(cfg) in err and words in err and "Traceback" not in err
+
+
+def test_dask_runner_gives_the_same_coefficients(store):
+    """A 2-worker LocalCluster (processes) against the default thread runner."""
+    cfg = {"fit": ["mu_k", "e_bw", "mu_w"]}
+    threads = pipeline.run(pipeline.calibrate, TABLE, cfg)
+    dask = pipeline.run(pipeline.calibrate, TABLE, dict(cfg, task_runner="dask", workers=2))
+    for n in cfg["fit"]:
+        assert dask["params"][n] == pytest.approx(threads["params"][n], rel=1e-12, abs=0)
+
+
+def test_tracking_settings_come_from_the_file_then_the_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("MLFLOW_TRACKING_URI", "CONTACTFIT_EXPERIMENT", "CONTACTFIT_MLFLOW_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    assert settings.tracking().tracking_uri == "sqlite:///mlflow.db"
+    (tmp_path / "mlflow.yml").write_text("experiment: mine\n")
+    assert settings.tracking().experiment == "mine"
+    monkeypatch.setenv("CONTACTFIT_EXPERIMENT", "env")
+    assert settings.tracking().experiment == "env"
+    (tmp_path / "mlflow.yml").write_text("experimnet: typo\n")
+    with pytest.raises(ValueError, match=r"mlflow.yml: unknown key\(s\) \['experimnet'\]"):
+        settings.tracking()
