@@ -27,6 +27,9 @@
     Fits from the champion's coefficients and moves the ``champion`` alias
     only when the challenger wins on the data's test split.
 
+``contactfit serve DATASET [--cron "0 3 * * *"] [--config C.yaml]``
+    Serves the scheduled ``recalibrate`` deployment (flows/deploy.py).
+
 ``contactfit ui [--port P]``
     Starts the MLflow UI on 127.0.0.1 for the configured store.
 
@@ -205,6 +208,16 @@ def cmd_ui(args):
         return 0
 
 
+def cmd_serve(args):
+    from flows import deploy, settings
+
+    config = settings.calibration(args.config).as_dict() if args.config else None
+    print(f"serving deployment contactfit-recalibrate/{deploy.NAME} on cron '{args.cron}' "
+          f"for {args.dataset} (needs `prefect server start`; Ctrl-C pauses it)")
+    deploy.serve(str(Path(args.dataset).resolve()), args.cron, config)
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="contactfit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +255,11 @@ def build_parser():
         cal.add_argument("--task-runner", choices=["threads", "dask"])
         cal.add_argument("--dask-address", help="scheduler address (default: a local cluster)")
         cal.set_defaults(func=func)
+    srv = sub.add_parser("serve", help="run the scheduled recalibration deployment")
+    srv.add_argument("dataset")
+    srv.add_argument("--cron", default="0 3 * * *", help="schedule (default: daily 03:00 UTC)")
+    srv.add_argument("--config", help="calibration options (YAML)")
+    srv.set_defaults(func=cmd_serve)
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.set_defaults(func=cmd_ui)

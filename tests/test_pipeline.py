@@ -205,3 +205,40 @@ def test_tracking_settings_come_from_the_file_then_the_environment(tmp_path, mon
     (tmp_path / "mlflow.yml").write_text("experimnet: typo\n")
     with pytest.raises(ValueError, match=r"mlflow.yml: unknown key\(s\) \['experimnet'\]"):
         settings.tracking()
+
+
+def test_the_scheduled_deployment_is_defined_and_a_triggered_run_completes(store):
+    import asyncio
+
+    import yaml
+    from prefect.deployments import run_deployment
+    from prefect.runner import Runner
+
+    from flows import deploy
+
+    dep = deploy.deployment(TABLE, cron="0 3 * * *")
+    (sched,) = dep.schedules
+    assert sched.schedule.cron == "0 3 * * *"
+    assert dep.parameters["dataset"] == TABLE and dep.entrypoint.endswith(
+        "flows/pipeline.py:recalibrate")
+    assert dep.concurrency_limit == 1
+    # prefect.yaml describes the same deployment for `prefect deploy`.
+    (spec,) = yaml.safe_load(Path(__file__).parents[1].joinpath("prefect.yaml").read_text())[
+        "deployments"]
+    assert spec["entrypoint"] == "flows/pipeline.py:recalibrate"
+    assert spec["name"] == deploy.NAME and spec["schedules"][0]["cron"] == "0 3 * * *"
+    assert spec["concurrency_limit"] == 1
+    # Trigger it now and let a runner execute it once.
+    runner = Runner(query_seconds=1)
+    runner.add_deployment(dep)
+    run = run_deployment(f"contactfit-recalibrate/{deploy.NAME}", timeout=0)
+    asyncio.run(runner.start(run_once=True))
+    from prefect.client.orchestration import get_client
+
+    async def state():
+        async with get_client() as client:
+            return (await client.read_flow_run(run.id)).state
+    final = asyncio.run(state())
+    assert final.is_completed(), final
+    track, c, exp = store
+    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "1"
