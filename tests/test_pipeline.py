@@ -242,3 +242,67 @@ def test_the_scheduled_deployment_is_defined_and_a_triggered_run_completes(store
     assert final.is_completed(), final
     track, c, exp = store
     assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "1"
+
+
+@pytest.fixture
+def mlflow_server(tmp_path, monkeypatch):
+    """A real ``mlflow server`` on 127.0.0.1 (one worker, no job runners)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+         "--artifacts-destination", str(tmp_path / "server-artifacts")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError("mlflow server exited") from None
+                time.sleep(0.25)
+        else:
+            raise RuntimeError("mlflow server did not start in 60 s")
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_calibrate_against_a_real_tracking_server(mlflow_server):
+    import urllib.parse
+    import urllib.request
+
+    doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k", "e_bw"]})
+
+    def get(path, **query):
+        url = f"{mlflow_server}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    run = get("runs/get", run_id=doc["mlflow_run_id"])["run"]
+    assert run["info"]["status"] == "FINISHED"
+    metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
+    assert metrics["fitted_mu_k"] == pytest.approx(doc["params"]["mu_k"])
+    hist = get("metrics/get-history", run_id=doc["mlflow_run_id"], metric_key="loss")["metrics"]
+    assert len(hist) == doc["iterations"]
+    arts = {f["path"] for f in get("artifacts/list", run_id=doc["mlflow_run_id"])["files"]}
+    assert {"fit.json", "report.html", "model"} <= arts
+    alias = get("registered-models/alias", name="contactfit-coefficients", alias="champion")
+    assert alias["model_version"]["version"] == "1"
