@@ -142,7 +142,11 @@ def _fit_config(args):
 
 
 def _print_fit(doc, out):
-    lines = [f"{doc['status']}: {doc['message']}",
+    held = [n for n in doc["free"] if not doc["identifiability"][n]["identifiable"]]
+    head = (f"converged on the informed coefficients; held at their start: "
+            + "; ".join(doc["identifiability"][n]["reason"] for n in held)
+            if held and doc["converged"] else f"{doc['status']}: {doc['message']}")
+    lines = [head,
              f"{'coefficient':12s} {'value':>10s} {'95 % interval':>24s}"]
     for n, v in doc["params"].items():
         if n in doc["free"] and doc["ci95"].get(n) and doc["ci95"][n][0] is not None \
@@ -167,7 +171,11 @@ def _print_fit(doc, out):
 def _run_flow(args, which):
     from flows import pipeline, report
 
+    import logging
+
     config = _fit_config(args)
+    # One line per shard evaluation would drown the progress lines.
+    logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate

@@ -442,8 +442,15 @@ def body_series(ds):
     code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
-    order = np.lexsort((t, body, code))
-    key, _ = _keys(code[order], body[order])
+    key0, _ = _keys(code, body)
+    # Files are usually written sorted: check in O(N) before sorting.
+    dk = np.diff(key0)
+    if np.all((dk > 0) | ((dk == 0) & (np.diff(t) > 0))):
+        order = np.arange(key0.size)
+    else:
+        by_t = np.argsort(t, kind="stable")
+        order = by_t[np.argsort(key0[by_t], kind="stable")]
+    key = key0[order]
     cut = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
     p = np.stack([tr[c].to_numpy()[order] for c in "xyz"], axis=1)
     ds.series = (order, key, np.diff(cut), t[order], p)

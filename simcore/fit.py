@@ -27,14 +27,16 @@ stages minimise a robust objective, ``sum_s a log(1 + l_s / a)`` over the
 scenarios' loss shares ``l_s`` with ``a = ROBUST x`` their median at the
 stage start (Cauchy, by IRLS), so that a scenario whose event sequence still
 differs (a missed collision: hundreds of times the noise level) cannot hold
-the others back; they end at a loose ``STAGE_FTOL``.  A last plain
+the others back; they end at a loose ``STAGE_FTOL`` (patience 1).  A last plain
 least-squares stage on the full span gives the estimate.  ``nit``, ``nfev``
 and ``history`` (each record tagged with its ``horizon``) cover all stages;
 the uncertainty and the report come from the full-span stage.
 
 Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
 ``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
-the relative loss change stays below ``ftol`` for ``patience`` iterations, or
+the relative loss change stays below ``ftol`` for ``patience`` iterations
+(``"lm"``: or its Gauss-Newton model predicts a relative decrease below
+``ftol`` for the next step, which is then not tried), or
 the scaled projected gradient ``|g * max(|theta|, 0.1)| / L`` falls below
 ``gtol``, or ``max_iter`` ends the run (not converged).
 
@@ -305,7 +307,7 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
         # A warm-up stage need only reach the basin: a loose ftol.
         r = _fit_one(problem.truncated(h), theta, free_idx, callback=callback,
                      fd_check=False, horizon=h, it0=nit, nuis0=nuis, robust=c2,
-                     ftol=max(ftol, STAGE_FTOL), **kw)
+                     ftol=max(ftol, STAGE_FTOL), **dict(kw, patience=1))
         nfev += r.nfev
         if not np.isfinite(r.loss):
             continue
@@ -393,6 +395,12 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             if over > 1.0:
                 d = d / over
                 dn = dn / over if dn is not None else None
+            if method == "lm" and _trial == 0 and \
+                    _predicted(ev.loss.gn, g_full, d, dn, nf) <= ftol * abs(loss):
+                # The Gauss-Newton model promises less than ftol: converged,
+                # without paying for trial steps that rounding decides.
+                status = STATUS_FTOL
+                break
             cand = theta.copy()
             cand[free_idx] += d
             cand = project(cand, free_idx)
@@ -413,6 +421,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 lam *= 4.0
             else:
                 eta *= 0.5
+        if status == STATUS_FTOL:
+            break
         if not accepted:
             status = STATUS_NOSTEP
             break
@@ -439,6 +449,18 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         status = STATUS_UNIDENTIFIABLE
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
                    fd_gap, k)
+
+
+def _predicted(H, g, d, dn, nf):
+    """Decrease of the loss that the Gauss-Newton model predicts for the step
+    ``(d, dn)``: ``-(g . delta + delta^T H delta / 2)`` summed over scenarios."""
+    delta = np.zeros_like(g)
+    delta[:, :nf] = d
+    if dn is not None:
+        delta[:, nf:] = dn
+    lin = float(np.einsum("sp,sp->", g, delta))
+    quad = float(np.einsum("sp,spq,sq->", delta, H, delta))
+    return -(lin + 0.5 * quad)
 
 
 def _cauchy(ev, a):

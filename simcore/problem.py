@@ -255,15 +255,14 @@ def dataset_targets(ds, model, times, ids):
     final_pos = np.full((nscen, nbmax, 3), np.nan)
     final_vel = np.full((nscen, nbmax, 3), np.nan)
     tr = ds.tables["trajectories"]
-    code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
     xyz = np.stack([tr[c].to_numpy() for c in "xyz"], axis=1)
     has_vel = all(c in tr.column_names for c in ("vx", "vy", "vz"))
-    code_of = {str(n): k for k, n in enumerate(ds.names)}
+    rows_of = D._groups(ds, "trajectories")
     fin = D.final_states(ds)
     for s, (sid, body_ids) in enumerate(ids):
-        rows = np.flatnonzero(code == code_of[sid])
+        rows = rows_of[sid]
         local = np.searchsorted(body_ids, body[rows])
         k = np.searchsorted(times[s], t[rows])
         inside = (k < len(times[s])) & (times[s][np.minimum(k, len(times[s]) - 1)] == t[rows])
