@@ -21,6 +21,7 @@ shard from the dataset path once and keeps it (``_PARTS``), so iterations
 send only the coefficients.
 """
 
+import io
 import platform
 import subprocess
 import time
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -137,12 +140,17 @@ def make_shards(loaded, n):
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate(loaded, params, n_overlay):
-    """Scores and per-scenario residuals of coefficients ``params``."""
+def evaluate(loaded, params, n_overlay, baseline=None):
+    """Scores and per-scenario residuals of coefficients ``params`` (and the
+    test loss of ``baseline`` coefficients, when given); the measured and
+    simulated paths of an overlay sample (test scenarios first, in a stable
+    order)."""
     vec = P.vector(params)
     scores = {"train_loss": loaded.train.loss_only(vec)}
     if loaded.test is not None:
         scores["test_loss"] = loaded.test.loss_only(vec)
+        if baseline is not None:
+            scores["baseline_test_loss"] = loaded.test.loss_only(P.vector(baseline))
     tables = replay.simulate_dataset(loaded.ds, params)
     res = replay.residuals(loaded.ds, tables["trajectories"])
     res["split"] = [loaded.split[s] for s in res["scenario_id"]]
@@ -150,10 +158,18 @@ def evaluate(loaded, params, n_overlay):
         rms = [r for r, s in zip(res["rms_m"], res["split"]) if s == part]
         if rms:
             scores[f"{part}_rms_m"] = float(np.sqrt(np.mean(np.square(rms))))
-    # The overlay sample: test scenarios first, then train, in a stable order.
-    order = sorted(res["scenario_id"], key=lambda s: (loaded.split[s] != "test",
-                                                     D.stable_hash(s)))
-    return scores, res, tables["trajectories"], order[:n_overlay]
+    pick = sorted(res["scenario_id"], key=lambda s: (loaded.split[s] != "test",
+                                                    D.stable_hash(s)))[:n_overlay]
+    overlay = None
+    if pick:
+        rows = np.sort(np.concatenate([D._groups(loaded.ds, "trajectories")[s] for s in pick]))
+        tr = loaded.ds.tables["trajectories"]
+        codes = loaded.ds.codes["trajectories"][rows]
+        measured = {k: tr[k].to_numpy()[rows] for k in ("body_id", "t", "x", "y")}
+        measured["scenario_id"] = np.asarray(loaded.ds.names, dtype=object)[codes]
+        simulated = replay.simulate_dataset(loaded.ds, params, scenarios=pick)["trajectories"]
+        overlay = (measured, simulated, pick)
+    return scores, res, overlay
 
 
 def task_runner(cfg):
@@ -213,14 +229,14 @@ def _progress(logger, history):
     return callback
 
 
-def run_fit(loaded, cfg, start, free, c, run_id, logger):
+def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
     """The fit over the shards through the flow's task runner."""
-    n = _shard_count(cfg, loaded.train.nscen)
-    shards = make_shards(loaded, n)
+    shards = make_shards(loaded, n_shards)
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
     for k, ix in enumerate(s for s in shards if s):
-        ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:{hash(weights)}", loaded.path,
+        ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
+                       f"{D.stable_hash(repr(weights))}", loaded.path,
                        weights, "train", cfg.test_fraction,
                        tuple(loaded.train.ids[i] for i in ix))
         _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix)
@@ -237,7 +253,29 @@ def run_fit(loaded, cfg, start, free, c, run_id, logger):
                        **cfg.fit_options())
     finally:
         history.flush()
-    return result, len(refs)
+        for key in [k for k in _PARTS if k[0] in {r.key for r in refs}]:
+            del _PARTS[key]
+    return result
+
+
+def _log_starts(c, exp_id, run_id, result, ok):
+    """A multi-start's starts as nested runs of the calibration's run (FAILED
+    with it when the fit failed)."""
+    for i, r in enumerate(result.starts):
+        child = tracking.start_run(c, exp_id, f"start {i}", {"mlflow.parentRunId": run_id,
+                                                            "start": i})
+        tracking.log_params(c, child, {f"theta0_{n}": h for n, h in
+                                       (r.history[0]["theta"].items() if r.history else [])})
+        hist = tracking.History(c, child)
+        for rec in r.history:
+            hist(rec)
+        hist.flush()
+        tracking.log_metrics(c, child, dict({"final_loss": r.loss},
+                                            **{f"fitted_{n}": r.params[n] for n in r.free}),
+                             step=r.nit)
+        tracking.set_tags(c, child, {"status": report.STATUS_WORDS[r.status],
+                                     "best": r is result or r.loss == result.loss})
+        c.set_terminated(child, "FINISHED" if ok else "FAILED")
 
 
 def _free_and_start(loaded, cfg, start):
@@ -251,15 +289,16 @@ def _free_and_start(loaded, cfg, start):
 
 @flow(name="contactfit-calibrate", task_runner=ThreadPoolTaskRunner(max_workers=2))
 def calibrate(dataset: str, config: dict | None = None, start: dict | None = None,
-              tags: dict | None = None,
-              hold_out: bool = False):
+              tags: dict | None = None, hold_out: bool = False,
+              baseline: dict | None = None):
     """Calibrate the coefficients on ``dataset``; returns the ``fit.json`` document.
 
     ``config``: :class:`flows.settings.CalibrationConfig` fields; ``start``:
     initial coefficients (the recalibration passes the champion's);
     ``hold_out``: keep a test split out of the fit even when the dataset
-    names none (a seeded ``test_fraction``).  The first registered version of
-    the model name becomes champion.
+    names none (a seeded ``test_fraction``); ``baseline``: coefficients
+    scored on the test split beside the fit (``baseline_test_loss``).  The
+    first registered version of the model name becomes champion.
     """
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
@@ -273,14 +312,17 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     try:
         tracking.log_dataset(c, run_id, dataset, loaded.ds.name, loaded.digest, "train",
                              loaded.rows)
-        t0 = time.perf_counter()
-        result, n_shards = run_fit(loaded, cfg, start, free, c, run_id, logger)
-        fit_s = time.perf_counter() - t0
+        n_shards = _shard_count(cfg, loaded.train.nscen)
         tracking.log_params(c, run_id, _run_params(loaded, cfg, start, free, n_shards))
-        scores, res, simulated, overlay_ids = evaluate(loaded, result.params, cfg.overlays)
+        t0 = time.perf_counter()
+        result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger)
+        fit_s = time.perf_counter() - t0
+        scores, res, overlay = evaluate(loaded, result.params, cfg.overlays, baseline)
         doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
         doc["fit_s"] = fit_s
-        _log_results(c, run_id, loaded, result, doc, res, simulated, overlay_ids)
+        _log_results(c, run_id, result, doc, res, overlay)
+        if result.starts:
+            _log_starts(c, exp_id, run_id, result, report.converged(result))
         if not report.converged(result):
             raise CalibrationFailed(f"fit did not converge: {result.message}", doc)
         version = registry.register(
@@ -324,7 +366,7 @@ def _lineage(loaded):
             "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source}
 
 
-def _log_results(c, run_id, loaded, result, doc, res, simulated, overlay_ids):
+def _log_results(c, run_id, result, doc, res, overlay):
     final = {"final_loss": result.loss, "iterations": result.nit,
              "evaluations": result.nfev}
     final.update({f"final_loss_{k}": v for k, v in result.components.items()})
@@ -342,17 +384,10 @@ def _log_results(c, run_id, loaded, result, doc, res, simulated, overlay_ids):
         "unidentified": ",".join(n for n in result.free
                                  if not result.identifiability[n]["identifiable"]),
     })
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    import io
-
     buf = io.BytesIO()
     pq.write_table(pa.table(res), buf)
-    meas = {k: (loaded.ds.tables["trajectories"][k].to_numpy() if k != "scenario_id" else
-                [str(loaded.ds.names[c]) for c in loaded.ds.codes["trajectories"]])
-            for k in ("scenario_id", "body_id", "t", "x", "y")} if overlay_ids else None
     conv = report.convergence_png(result)
-    over = report.overlays_png(meas, simulated, overlay_ids) if overlay_ids else b""
+    over = report.overlays_png(*overlay) if overlay else b""
     tracking.log_files(c, run_id, {
         "fit.json": report.dumps(doc), "convergence.png": conv, "overlays.png": over,
         "residuals.parquet": buf.getvalue(), "report.html": report.report_html(doc, conv, over),
@@ -378,15 +413,18 @@ def recalibrate(dataset: str, config: dict | None = None):
         return doc
     champ_version, champ_params = champ
     doc = calibrate.with_options(task_runner=task_runner(cfg))(
-        dataset, config, start=champ_params, hold_out=True,
-                    tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
-    loaded = load(dataset, cfg, need_test=True)
-    challenger = P.vector(doc["params"])
-    challenger_score = loaded.test.loss_only(challenger)
+        dataset, config, start=champ_params, hold_out=True, baseline=champ_params,
+        tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
+    challenger_score = doc["scores"]["test_loss"]
     with registry.champion_lock(track):
-        # Re-read under the lock: another recalibration may have moved it.
+        # Re-read under the lock: another recalibration may have moved it,
+        # and then the challenger must beat the new champion.
         current_version, current_params = registry.champion(c, track)
-        champion_score = loaded.test.loss_only(P.vector(current_params))
+        if current_version == champ_version:
+            champion_score = doc["scores"]["baseline_test_loss"]
+        else:
+            test = load.fn(dataset, cfg, need_test=True).test
+            champion_score = test.loss_only(P.vector(current_params))
         better = challenger_score < (1.0 - cfg.promote_margin) * champion_score
         if better:
             registry.set_champion(c, track, doc["model_version"])

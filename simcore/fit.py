@@ -371,7 +371,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         if gnorm < gtol:
             status = STATUS_GTOL
             break
-        accepted = False
+        accepted = saw_nan = False
         for _trial in range(40):
             if method == "lm":
                 try:
@@ -385,6 +385,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 d, dn = _adam(m1, m2, gg, gnuis, it, eta)
             if not np.all(np.isfinite(d)) or (k and not np.all(np.isfinite(dn))):
                 # A singular or overflowing step: damp harder, or shrink the rate.
+                saw_nan = True
                 lam *= 4.0
                 eta *= 0.5
                 continue
@@ -395,10 +396,11 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             if over > 1.0:
                 d = d / over
                 dn = dn / over if dn is not None else None
-            if method == "lm" and _trial == 0 and \
+            if method == "lm" and not saw_nan and \
                     _predicted(ev.loss.gn, g_full, d, dn, nf) <= ftol * abs(loss):
-                # The Gauss-Newton model promises less than ftol: converged,
-                # without paying for trial steps that rounding decides.
+                # The Gauss-Newton model promises less than ftol (at once, or
+                # once steps that raised the loss have raised the damping):
+                # converged, without paying for trials that rounding decides.
                 status = STATUS_FTOL
                 break
             cand = theta.copy()
@@ -413,6 +415,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 nfev += ev_new.nfev
             except RuntimeError:
                 new = np.nan
+            saw_nan = saw_nan or not np.isfinite(new)
             # Adam may climb a little (it is not a descent method), never diverge.
             if np.isfinite(new) and (new <= loss or (method == "adam" and new < 1.5 * loss)):
                 accepted = True

@@ -47,18 +47,23 @@ def _trajectories(ds, res, ids):
     t_t = traj["t"].to_numpy()
     rows_of = D._groups(ds, "trajectories")
     cols = {k: [] for k in TRAJECTORY_COLUMNS}
+    counts = []
     for s, (sid, body_ids) in enumerate(ids):
         ts, pos, vel = res.samples(s)
         rows = np.sort(rows_of[sid])
         k = np.searchsorted(ts, t_t[rows])
         slot = np.searchsorted(body_ids, t_bid[rows])
-        cols["scenario_id"] += [sid] * rows.size
+        counts.append(rows.size)
         cols["body_id"].append(t_bid[rows])
         cols["t"].append(t_t[rows])
         for d, c in enumerate("xyz"):
             cols[c].append(pos[k, slot, d])
             cols["v" + c].append(vel[k, slot, d])
-    return _stack(cols)
+    out = _stack({k: v for k, v in cols.items() if k != "scenario_id"})
+    # One string object per scenario, repeated in C (never a per-row Python loop).
+    sids = np.empty(len(ids), dtype=object)
+    sids[:] = [sid for sid, _ in ids]
+    return {"scenario_id": np.repeat(sids, counts), **out}
 
 
 def _events(res, ids):
@@ -119,19 +124,16 @@ def residuals(ds, simulated):
     meas = np.stack([traj[c].to_numpy() for c in "xyz"], axis=1)
     sim_pos = np.stack([np.asarray(simulated[c]) for c in "xyz"], axis=1)
     rows_of = D._groups(ds, "trajectories")
-    sim_sid = np.asarray(simulated["scenario_id"], dtype=object)
-    # The simulated table lists each scenario's rows in sorted measured order.
-    sid_order, start = [], {}
-    for i, sid in enumerate(sim_sid):
-        if sid not in start:
-            start[sid] = i
-            sid_order.append(sid)
+    sim_sid = simulated["scenario_id"]
     out = {"scenario_id": [], "samples": [], "rms_m": [], "max_m": [], "final_m": []}
     body = traj["body_id"].to_numpy()
     t = traj["t"].to_numpy()
-    for sid in sid_order:
+    # The simulated table holds each scenario's rows together, in sorted
+    # measured order: walk it one scenario at a time.
+    a = 0
+    while a < len(sim_sid):
+        sid = str(sim_sid[a])
         rows = np.sort(rows_of[sid])
-        a = start[sid]
         err = np.linalg.norm(sim_pos[a:a + rows.size] - meas[rows], axis=1)
         last = np.zeros(rows.size, bool)
         b, tt = body[rows], t[rows]
@@ -143,4 +145,5 @@ def residuals(ds, simulated):
         out["rms_m"].append(float(np.sqrt(np.mean(err ** 2))) if rows.size else np.nan)
         out["max_m"].append(float(err.max()) if rows.size else np.nan)
         out["final_m"].append(float(err[last].max()) if rows.size else np.nan)
+        a += rows.size
     return {k: (np.asarray(v) if k != "scenario_id" else v) for k, v in out.items()}

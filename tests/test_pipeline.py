@@ -306,3 +306,13 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
     assert {"fit.json", "report.html", "model"} <= arts
     alias = get("registered-models/alias", name="contactfit-coefficients", alias="champion")
     assert alias["model_version"]["version"] == "1"
+
+
+def test_multi_start_logs_nested_runs(store):
+    track, c, exp = store
+    doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k", "e_bw"], "starts": 2})
+    runs = _runs(c, exp)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == doc["mlflow_run_id"]]
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
+    assert min(r.data.metrics["final_loss"] for r in children) == pytest.approx(doc["loss"])
+    assert all(len(c.get_metric_history(r.info.run_id, "loss")) >= 1 for r in children)
