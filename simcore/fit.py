@@ -234,7 +234,7 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
     ``horizons``: increasing fractions of every scenario's time span for
     horizon continuation, and ``robust`` the Cauchy scale of its warm-up
     stages (see the module docstring; ``0``: no robust stage);
-    ``horizons=(1.0,), robust=0`` is one plain fit of the whole span.
+    ``horizons=(1.0,)`` is one plain fit of the whole span.
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (default) the gd step is ``-lr g / diag(2 J^T W J)``,
@@ -301,7 +301,7 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
     which gives the result."""
     theta, nuis = theta0, None
     history, nit, nfev = [], 0, 0
-    stages = [(h, robust) for h in horizons] if robust else [(h, 0.0) for h in horizons[:-1]]
+    stages = [(h, robust) for h in horizons[:-1]]  # horizons end with 1.0
     ftol = kw.pop("ftol")
     for h, c2 in stages:
         # A warm-up stage need only reach the basin: a loose ftol.
