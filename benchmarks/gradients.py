@@ -9,11 +9,11 @@ the 7 informed coefficients from the defaults.
 """
 
 import argparse
-import json
 import time
 
 import numpy as np
 
+from benchmarks import emit
 from simcore import params as P
 from simcore.engine import Directions, simulate
 from simcore.fit import fit
@@ -52,11 +52,7 @@ def main(argv=None):
         out[f"{method}_wall_s"] = time.perf_counter() - t
         out[f"{method}_iterations"] = r.nit
         out[f"{method}_converged"] = bool(r.success)
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:22s} {v:.4g}" if isinstance(v, float) else f"{k:22s} {v}")
+    emit(out, args.json)
 
 
 if __name__ == "__main__":

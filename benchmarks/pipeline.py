@@ -19,7 +19,6 @@ plots) is overhead.
 """
 
 import argparse
-import json
 import os
 import tempfile
 import threading
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from benchmarks import emit
 
 SETTINGS = dict(seed=11, rate=1000.0, duration=2.0)
 
@@ -123,11 +124,7 @@ def main(argv=None):
            "evaluations": doc["evaluations"], "scenarios": args.scenarios,
            "samples": doc["dataset"]["rows"]["trajectories"], "converged": doc["converged"],
            "status": doc["status"]}
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:18s} {v:.4g}" if isinstance(v, float) else f"{k:18s} {v}")
+    emit(out, args.json, width=18)
 
 
 if __name__ == "__main__":

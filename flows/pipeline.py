@@ -58,7 +58,6 @@ class Loaded:
 
     path: str
     ds: object
-    summary: dict
     digest: str
     rows: dict
     train: Problem
@@ -74,8 +73,6 @@ class ShardRef:
     key: str
     path: str
     weights: tuple
-    split: str
-    test_fraction: float
     ids: tuple = field(repr=False)
 
 
@@ -108,7 +105,7 @@ def simulate_shard(ref, horizon, method, kwargs):
 @task(cache_policy=NO_CACHE)
 def load(path, cfg, need_test=False):
     """Read and validate; the train and test problems; lineage facts."""
-    ds, rep, summary = D.validate(path, summary=False)  # no collision-detection pass
+    ds, rep, _ = D.validate(path, summary=False)  # no collision-detection pass
     if rep:
         raise D.DatasetError(f"{path}: invalid dataset\n{rep.text()}", rep)
     whole = Problem.from_dataset(ds, cfg.weights)
@@ -125,7 +122,7 @@ def load(path, cfg, need_test=False):
     if need_test and not test_ix:
         raise ValueError(f"{path}: no scenario in the test split ({source})")
     rows = {name: t.num_rows for name, t in ds.tables.items()}
-    return Loaded(str(path), ds, summary, tracking.content_hash(path), rows,
+    return Loaded(str(path), ds, tracking.content_hash(path), rows,
                   whole.subset(train_ix), whole.subset(test_ix) if test_ix else None, split,
                   source)
 
@@ -236,8 +233,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
     refs = []
     for k, ix in enumerate(s for s in shards if s):
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
-                       f"{D.stable_hash(repr(weights))}", loaded.path,
-                       weights, "train", cfg.test_fraction,
+                       f"{D.stable_hash(repr(weights))}", loaded.path, weights,
                        tuple(loaded.train.ids[i] for i in ix))
         _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix)
         refs.append(ref)

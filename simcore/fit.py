@@ -109,6 +109,8 @@ class FitResult:
     ``step``); ``identifiability``: name -> ``{"signal", "identifiable",
     "weak", "reason"}``; ``nuisance (nscen, k)`` when fitted; ``unmatched``
     measured events; ``nondiff`` scenarios (gradient by finite differences);
+    ``nuisance_held (nscen, k)``: nuisance values held at their start (no
+    data curvature: e.g. a push that never moves its body);
     ``starts``: the per-start results of a multi-start, and ``spread``.
     """
 
@@ -131,6 +133,7 @@ class FitResult:
     nuisance: np.ndarray = None
     unmatched: int = 0
     nondiff: int = 0
+    nuisance_held: np.ndarray = None
     fd_check: float = None
     starts: list = field(default_factory=list)
     spread: dict = field(default_factory=dict)
@@ -155,8 +158,9 @@ def _schur(H, g, nf, k, scen_hold, lam=0.0):
     the shared coefficients.  Returns ``(A, b, X)``: the reduced matrix and
     right side of the coefficients, and ``X (S, k, nf + 1) = Hnn^-1 [Hng, g_n]``
     for the back substitution (None without nuisance).  The nuisance damping
-    is ``lam diag(Hnn)``; nuisance values without curvature (no signal) or of
-    ``scen_hold`` scenarios are pinned (unit diagonal, no coupling).
+    is ``lam diag(Hnn)``; nuisance values without curvature, or held by
+    ``scen_hold`` (``(S,)``: whole scenarios; ``(S, k)``: single values), are
+    pinned (unit diagonal, no coupling).
     """
     A = H[:, :nf, :nf].sum(axis=0)
     b = g[:, :nf].sum(axis=0)
@@ -165,7 +169,8 @@ def _schur(H, g, nf, k, scen_hold, lam=0.0):
     Hnn = H[:, nf:, nf:].copy()
     gn = g[:, nf:].copy()
     diag = np.einsum("sii->si", H[:, nf:, nf:])
-    dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | scen_hold[:, None]
+    held = scen_hold if scen_hold.ndim == 2 else scen_hold[:, None]
+    dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | held
     idx = np.arange(k)
     Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + dead
     gn[dead] = 0.0
@@ -342,7 +347,6 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         return _result(problem, theta, nuis, ev, free_idx, method, 0, nfev, STATUS_NONFINITE,
                        [], None, k)
     hold = [c for c in range(nf) if ev.signal[c] == 0]
-    scen_hold = ev.nondiff != 0
     history = []
     fd_gap = _fd_check(problem, theta, free_idx, nuisance, nuis, ev) if fd_check else None
     status = STATUS_MAXITER
@@ -353,6 +357,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     quiet = 0
     nit = 0
     for it in range(1, max_iter + 1):
+        scen_hold = _nuisance_hold(ev, nf, k)
         g_full = ev.loss.grad
         gg = g_full[:, :nf].sum(axis=0)
         gg[hold] = 0.0
@@ -454,6 +459,19 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                    fd_gap, k)
 
 
+def _nuisance_hold(ev, nf, k):
+    """Nuisance values held at an evaluation, ``(S, k)``: all of a scenario
+    outside the exact tangents, and each value the measured data do not
+    depend on (no data curvature: a push window after the horizon, or one
+    that never moves its body), which the input regulariser alone would take
+    to zero."""
+    held = np.repeat((ev.nondiff != 0)[:, None], k, axis=1)
+    diag = ev.loss.data_diag
+    if k and diag is not None:
+        held |= diag[:, nf:] <= 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
+    return held
+
+
 def _predicted(H, g, d, dn, nf):
     """Decrease of the loss that the Gauss-Newton model predicts for the step
     ``(d, dn)``: ``-(g . delta + delta^T H delta / 2)`` summed over scenarios."""
@@ -516,7 +534,9 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     scen_hold = ev.nondiff != 0
     nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
     hold = [c for c in range(nf) if ev.signal[c] == 0]
-    cov = _covariance(lv.gn, nf, k, scen_hold, lv.total, 3 * lv.count, nuis_count, hold)
+    nuis_held = _nuisance_hold(ev, nf, k) if k else None
+    cov = _covariance(lv.gn, nf, k, nuis_held if k else scen_hold, lv.total,
+                      3 * lv.count, nuis_count, hold)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
     with np.errstate(all="ignore"):
         corr = cov / np.outer(std, std)
@@ -543,6 +563,9 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         message += "; not identifiable: " + ", ".join(ident[n]["reason"] for n in unident)
     if weak_names:
         message += "; weakly identified: " + ", ".join(weak_names)
+    if k and nuis_held.any():
+        message += (f"; {int(nuis_held.sum())} nuisance value(s) held at their start: "
+                    "the data do not depend on them there")
     if scen_hold.any():
         message += (f"; {int(scen_hold.sum())} scenario(s) outside the exact tangents "
                     "(gradient by finite differences)")
@@ -558,4 +581,4 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         nfev=nfev, status=status, message=message,
         success=status in (STATUS_FTOL, STATUS_GTOL), history=history,
         identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
-        nondiff=int(scen_hold.sum()), fd_check=fd_gap)
+        nondiff=int(scen_hold.sum()), fd_check=fd_gap, nuisance_held=nuis_held)

@@ -202,6 +202,10 @@ class LossValue:
     gn: np.ndarray
     count: int
     unmatched: int
+    #: ``(nscen, NT)``: the Gauss-Newton diagonal of the measured data alone
+    #: (every component but the ``input`` regulariser): zero where the data
+    #: say nothing about a direction.
+    data_diag: np.ndarray = None
 
 
 def check_weights(weights):
@@ -227,6 +231,7 @@ def combine(sim, tg, model, weights, want_gn):
     gn = np.zeros((nscen, nt, nt)) if want_gn else None
     comps, total, count, unmatched = {}, 0.0, 0, 0
     shares = np.zeros(nscen)
+    data_diag = np.zeros((nscen, nt))
     for name, w in weights.items():
         if w == 0.0:
             continue
@@ -239,6 +244,9 @@ def combine(sim, tg, model, weights, want_gn):
         grad += 2.0 * scale[:, None] * c.grad
         if want_gn:
             gn += 2.0 * scale[:, None, None] * c.gn
+            if name != "input":
+                data_diag += 2.0 * scale[:, None] * np.einsum("sii->si", c.gn)
         count += int(c.count.sum())
         unmatched += c.unmatched
-    return LossValue(total, comps, shares, grad, gn, count, unmatched)
+    return LossValue(total, comps, shares, grad, gn, count, unmatched,
+                     data_diag if want_gn else None)

@@ -402,5 +402,10 @@ def merge_evaluations(evs, shards, nscen):
         unmatched += lv.unmatched
         signal = signal + ev.signal
     total = sum(ix.size / nscen * ev.loss.total for ix, ev in zip(shards, evs))
-    lv = L.LossValue(float(total), comps, per, grad, gn, count, unmatched)
+    diag = None
+    if want_gn and evs[0].loss.data_diag is not None:
+        diag = np.zeros((nscen, nt))
+        for ix, ev in zip(shards, evs):
+            diag[ix] = ix.size / nscen * ev.loss.data_diag
+    lv = L.LossValue(float(total), comps, per, grad, gn, count, unmatched, diag)
     return Evaluation(lv, None, signal, nondiff, max(ev.nfev for ev in evs))

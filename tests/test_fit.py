@@ -175,12 +175,13 @@ def test_a_loss_that_is_nan_everywhere_stops_without_nan(table):
     assert r.params["mu_k"] == 0.17
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 3): the fit ends in a local minimum (loss "
-                   "4.1e-5 against 3.0e-6 at truth): windows started 15 % low fall under the "
-                   "static threshold mu_s m g, where the static branch carries no signal, and "
-                   "the input regulariser takes them to zero")
 def test_unknown_pushes_recovered_with_mu_k(table):
-    """Pushes 15 % off and mu_k 10 % off: both come back (input loss as regulariser)."""
+    """Pushes 15 % off and mu_k 10 % off, fitted jointly (input loss as the
+    regulariser).  A push that starts under the static threshold mu_s m g
+    never moves its body: the data do not depend on it, so it is held at its
+    start and reported (a local method cannot leave that plateau).  The
+    bulk of the others come back within 1 %.  The exceptions are pushes pressed
+    into a wall, whose normal part the wall takes."""
     truth = table.model.ctrl_force.copy()
     wrong = replace(table.model, ctrl_force=truth * 0.85)
     prob = Problem(wrong, table.state, table.targets,
@@ -189,11 +190,24 @@ def test_unknown_pushes_recovered_with_mu_k(table):
         truth_params = yaml.safe_load(f)["truth"]
     r = F.fit(prob, params0=dict(truth_params, mu_k=0.171), free=["mu_k"], nuisance="push",
               max_iter=60)
-    assert r.params["mu_k"] == pytest.approx(0.19, rel=1e-2)
+    assert r.params["mu_k"] == pytest.approx(0.19, rel=1e-3)
     got = prob.apply(F.P.vector(r.params), "push", r.nuisance)[0].ctrl_force
     size = np.linalg.norm(truth[:, :2], axis=1)
     err = np.linalg.norm(got[:, :2] - truth[:, :2], axis=1) / size
-    assert np.median(err) < 1e-2 and np.mean(err < 1e-2) >= 0.8, np.sort(err)
+    # Held values, window by window (two per window: fx, fy).
+    m = table.model
+    owner = np.repeat(np.arange(m.nscen), np.diff(m.ctrl_ptr))
+    local = np.arange(owner.size) - m.ctrl_ptr[owner]
+    held = r.nuisance_held[owner, 2 * local] & r.nuisance_held[owner, 2 * local + 1]
+    mass = m.body_mass[owner, m.ctrl_body]
+    start_below = 0.85 * size < truth_params["mu_s"] * mass * 9.81
+    assert held.any() and np.all(start_below[held])  # only pushes under the threshold
+    assert f"{int(r.nuisance_held.sum())} nuisance value(s) held" in r.message
+    assert np.allclose(got[held, :2], 0.85 * truth[held, :2])  # untouched, not zeroed
+    free_err = err[~held]
+    # Measured: 47 of 53 within 1 %, median 8e-4; the rest are pressed into
+    # walls or stuck where a start below the threshold held the body for a while.
+    assert np.median(free_err) < 1e-3 and np.mean(free_err < 1e-2) >= 0.85, np.sort(free_err)
 
 
 def test_unknown_initial_velocities_recovered_with_mu_k(table):

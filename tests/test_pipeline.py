@@ -316,3 +316,16 @@ def test_multi_start_logs_nested_runs(store):
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
     assert min(r.data.metrics["final_loss"] for r in children) == pytest.approx(doc["loss"])
     assert all(len(c.get_metric_history(r.info.run_id, "loss")) >= 1 for r in children)
+
+
+def test_ui_starts_mlflow_on_localhost_for_the_configured_store(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    seen = {}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/ui.db")
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
+    assert main(["ui", "--port", "5055"]) == 0
+    cmd = seen["cmd"]
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5055"
+    assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path}/ui.db"
+    assert "http://127.0.0.1:5055" in capsys.readouterr().out
