@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from benchmarks import emit
+from benchmarks._emit import emit
 from simcore import params as P
 from simcore.engine import Directions, simulate
 from simcore.fit import fit

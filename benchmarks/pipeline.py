@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks import emit
+from benchmarks._emit import emit
 
 SETTINGS = dict(seed=11, rate=1000.0, duration=2.0)
 

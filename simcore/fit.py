@@ -345,7 +345,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     loss = ev.loss.total
     if not np.isfinite(loss):
         return _result(problem, theta, nuis, ev, free_idx, method, 0, nfev, STATUS_NONFINITE,
-                       [], None, k)
+                       [], None, k, nuisance)
     hold = [c for c in range(nf) if ev.signal[c] == 0]
     history = []
     fd_gap = _fd_check(problem, theta, free_idx, nuisance, nuis, ev) if fd_check else None
@@ -456,7 +456,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     if hold and status in (STATUS_FTOL, STATUS_GTOL):
         status = STATUS_UNIDENTIFIABLE
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
-                   fd_gap, k)
+                   fd_gap, k, nuisance)
 
 
 def _nuisance_hold(ev, nf, k):
@@ -527,7 +527,8 @@ def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
     return worst
 
 
-def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k):
+def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k,
+            nuisance="none"):
     nf = len(free_idx)
     names = tuple(P.NAMES[q] for q in free_idx)
     lv = ev.loss
@@ -535,6 +536,8 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
     hold = [c for c in range(nf) if ev.signal[c] == 0]
     nuis_held = _nuisance_hold(ev, nf, k) if k else None
+    if k:
+        real_held = nuis_held & problem.nuisance_mask(nuisance)
     cov = _covariance(lv.gn, nf, k, nuis_held if k else scen_hold, lv.total,
                       3 * lv.count, nuis_count, hold)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -563,8 +566,8 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         message += "; not identifiable: " + ", ".join(ident[n]["reason"] for n in unident)
     if weak_names:
         message += "; weakly identified: " + ", ".join(weak_names)
-    if k and nuis_held.any():
-        message += (f"; {int(nuis_held.sum())} nuisance value(s) held at their start: "
+    if k and real_held.any():
+        message += (f"; {int(real_held.sum())} nuisance value(s) held at their start: "
                     "the data do not depend on them there")
     if scen_hold.any():
         message += (f"; {int(scen_hold.sum())} scenario(s) outside the exact tangents "
@@ -581,4 +584,5 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         nfev=nfev, status=status, message=message,
         success=status in (STATUS_FTOL, STATUS_GTOL), history=history,
         identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
-        nondiff=int(scen_hold.sum()), fd_check=fd_gap, nuisance_held=nuis_held)
+        nondiff=int(scen_hold.sum()), fd_check=fd_gap,
+        nuisance_held=real_held if k else None)

@@ -69,6 +69,19 @@ class Problem:
             return 2 * int(np.diff(self.model.ctrl_ptr).max(initial=0))
         return 0
 
+    def nuisance_mask(self, kind):
+        """``(nscen, k)``: True for the real nuisance values (not the padding of
+        scenarios with fewer bodies or control windows than the widest)."""
+        k = self.nuisance_size(kind)
+        slots = np.arange(k) // 2
+        if kind == "velocity":
+            n = self.model.body_count
+        elif kind == "push":
+            n = np.diff(self.model.ctrl_ptr)
+        else:
+            n = np.zeros(self.nscen, np.int64)
+        return slots[None, :] < n[:, None]
+
     def nuisance_start(self, kind):
         """The nuisance values the data starts from: ``(nscen, k)``."""
         k = self.nuisance_size(kind)
@@ -340,6 +353,9 @@ class ShardedProblem:
 
     def nuisance_start(self, kind):
         return self.problem.nuisance_start(kind)
+
+    def nuisance_mask(self, kind):
+        return self.problem.nuisance_mask(kind)
 
     def part(self, k, horizon=1.0):
         """Shard ``k``'s problem, truncated to ``horizon`` (cached)."""
