@@ -179,6 +179,7 @@ def _run_flow(args, which):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
+    pipeline.preload(args.dataset)  # a bad dataset is reported before any flow starts
     try:
         doc = pipeline.run(flow_fn, args.dataset, config)
     except pipeline.CalibrationFailed as exc:

@@ -102,12 +102,28 @@ def simulate_shard(ref, horizon, method, kwargs):
     return out
 
 
-@task(cache_policy=NO_CACHE)
-def load(path, cfg, need_test=False):
-    """Read and validate; the train and test problems; lineage facts."""
+#: Datasets validated in this process before a flow starts (:func:`preload`).
+_VALIDATED = {}
+
+
+def _validated(path):
     ds, rep, _ = D.validate(path, summary=False)  # no collision-detection pass
     if rep:
         raise D.DatasetError(f"{path}: invalid dataset\n{rep.text()}", rep)
+    return ds
+
+
+def preload(path):
+    """Read and validate ``path`` now (a bad dataset raises
+    :class:`~simcore.dataset.DatasetError` before any flow or run exists);
+    the next ``load`` of the same path in this process reuses it."""
+    _VALIDATED[str(path)] = _validated(path)
+
+
+@task(cache_policy=NO_CACHE)
+def load(path, cfg, need_test=False):
+    """Read and validate; the train and test problems; lineage facts."""
+    ds = _VALIDATED.pop(str(path), None) or _validated(path)
     whole = Problem.from_dataset(ds, cfg.weights)
     has_split = "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names
     split = D.split(ds, test_fraction=cfg.test_fraction, seed=cfg.seed)

@@ -329,3 +329,24 @@ def test_ui_starts_mlflow_on_localhost_for_the_configured_store(tmp_path, monkey
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5055"
     assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path}/ui.db"
     assert "http://127.0.0.1:5055" in capsys.readouterr().out
+
+
+def test_cli_calibrate_on_a_bad_dataset_names_the_row_and_starts_nothing(store, tmp_path,
+                                                                         capsys):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    track, c, exp = store
+    bad = tmp_path / "bad"
+    shutil.copytree(TABLE, bad)
+    t = pq.read_table(bad / "bodies.parquet")
+    mass = t["mass"].to_numpy().copy()
+    mass[3] = -1.0
+    pq.write_table(t.set_column(t.schema.get_field_index("mass"), "mass", pa.array(mass)),
+                   bad / "bodies.parquet")
+    assert main(["calibrate", str(bad), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "table bodies, column mass, row 3" in err and "Traceback" not in err
+    assert _runs(c, exp) == []
