@@ -37,6 +37,11 @@ from .collision import (
 from .config import GAP_TOL, JIT_PARALLEL, MAX_LOOP, V_CONTACT, V_STOP, jit
 from .integrate import INTEGRATOR_SYMPLECTIC, drift, sample, stop_time, vth_crossing
 
+#: A segment between events with more samples than this accumulates its
+#: trajectory residuals by moments (``tangent.accumulate_segment``), fewer
+#: one sample at a time; both give the same sums.
+SEGMENT_MOMENTS = 3
+
 # Event kinds of the log.
 EV_BODY_BODY = 0
 EV_BODY_WALL = 1
@@ -454,12 +459,18 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
             nd |= _event_time_tangent(ev_code, ev_i, ev_j, s_seg, mat, pos, vel, dacc,
                                       plane_n, g_vth, bg_idx, pdir, tpos, tvel, tacc,
                                       ttau, ds, signal)
+        k0 = ks
         while ks < ns and samp_t[ks] <= t_new:
             sample(nb, pos, vel, dacc, samp_t[ks] - t, out_pos[ks], out_vel[ks])
-            if has_meas:
-                _measure(nb, vel, dacc, samp_t[ks] - t, tpos, tvel, tacc, ttau, tsamp,
-                         out_pos[ks], meas[ks], tr_sse, tr_grad, tr_gn)
             ks += 1
+        if has_meas and ks > k0:
+            if ks - k0 > SEGMENT_MOMENTS:
+                tangent.accumulate_segment(nb, vel, dacc, t, samp_t, k0, ks, tpos, tvel, tacc,
+                                           ttau, out_pos, meas, tr_sse, tr_grad, tr_gn)
+            else:
+                for k in range(k0, ks):
+                    _measure(nb, vel, dacc, samp_t[k] - t, tpos, tvel, tacc, ttau, tsamp,
+                             out_pos[k], meas[k], tr_sse, tr_grad, tr_gn)
         drift(nb, pos, vel, dacc, s_seg)
         if nt > 0:
             tangent.drift(nb, vel, dacc, s_seg, ds, tpos, tvel, tacc, ttau)
@@ -854,13 +865,20 @@ def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
     c1 = ctrl_ptr[s + 1]
     k0 = samp_ptr[s]
     k1 = samp_ptr[s + 1]
+    if out_pos.shape[0] == 0:
+        # Samples not kept: this scenario's own scratch, not one batch-wide array.
+        o_pos = np.empty((k1 - k0, nb, 3))
+        o_vel = np.empty((k1 - k0, nb, 3))
+    else:
+        o_pos = out_pos[k0:k1]
+        o_vel = out_vel[k0:k1]
     st, ne, tf = _scenario(
         nb, nw, body_shape[s, :nb], body_radius[s, :nb], body_mass[s, :nb],
         body_mat[s, :nb], wall_normal[s, :nw], wall_offset[s, :nw], wall_mat[s, :nw],
         ctrl_body[c0:c1], ctrl_t0[c0:c1], ctrl_t1[c0:c1], ctrl_force[c0:c1],
         scen_t_start[s], scen_t_end[s], scen_dt[s], gravity, ground_z,
         params, bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
-        pos[s, :nb], vel[s, :nb], out_pos[k0:k1], out_vel[k0:k1],
+        pos[s, :nb], vel[s, :nb], o_pos, o_vel,
         ev_t[s], ev_kind[s], ev_a[s], ev_b[s], ev_n[s], ev_jn[s], ev_jt[s],
         ev_dva[s], ev_dvb[s], ev_slip[s],
         (t_param, t_vel, t_ctrl, meas[k0:k1], tr_sse[s:s + 1], tr_grad[s], tr_gn[s],
@@ -1061,7 +1079,7 @@ def _event_buffers(nscen, cap):
             np.empty((nscen, cap), np.int64))
 
 
-def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan):
+def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` (indices into ``model``) with event capacity ``cap``.
 
     ``pos``, ``vel``, ``time`` are that subset's state, advanced in place;
@@ -1071,8 +1089,9 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan):
     m = model
     nscen = scen.shape[0]
     nbmax = m.body_radius.shape[1]
-    out_pos = np.zeros((samp_t.shape[0], nbmax, 3))
-    out_vel = np.zeros((samp_t.shape[0], nbmax, 3))
+    rows = samp_t.shape[0] if keep else 0
+    out_pos = np.zeros((rows, nbmax, 3))
+    out_vel = np.zeros((rows, nbmax, 3))
     ev = _event_buffers(nscen, cap)
     status = np.zeros(nscen, np.int64)
     ev_count = np.zeros(nscen, np.int64)
@@ -1096,7 +1115,7 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan):
 
 
 def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
-             directions=None, measured=None, gauss_newton=False):
+             directions=None, measured=None, gauss_newton=False, keep_samples=True):
     """Simulate every scenario of ``model`` from ``state``.
 
     ``sample_times`` is one ascending array of absolute times per scenario
@@ -1112,7 +1131,10 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     for forward-mode tangents along them; ``measured (M, nbmax, 3)``, rows
     aligned with the sample times (NaN: not measured), adds the trajectory
     residuals ``sum |p(t_k) - p*(t_k)|^2`` per scenario with ``J^T r`` (and
-    ``J^T J`` when ``gauss_newton``).
+    ``J^T J`` when ``gauss_newton``).  ``keep_samples=False`` drops the
+    sampled states (``samp_pos``, ``samp_vel`` are empty) where only the
+    residual sums are wanted: each scenario then samples into scratch of its
+    own, and the batch never holds two ``(M, nbmax, 3)`` arrays.
     """
     from . import params as P
 
@@ -1133,7 +1155,7 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
     out_pos, out_vel, ev, status, ev_count = _run(
         model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
-        parallel, tan)
+        parallel, tan, keep_samples)
     bad = np.flatnonzero(status != STATUS_OK)
     if bad.size:
         s = int(bad[0])

@@ -123,7 +123,8 @@ class Problem:
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
         sim = simulate(model, state, self.targets.sample_times, directions=dirs,
-                       measured=self.targets.measured, gauss_newton=want_gn)
+                       measured=self.targets.measured, gauss_newton=want_gn,
+                       keep_samples=False)
         lv = L.combine(sim, self.targets, model, self.weights, want_gn)
         nd = sim.sens.nondiff
         nfev = 1
@@ -146,7 +147,7 @@ class Problem:
         """The total loss (or each scenario's share of it), without derivatives."""
         model, state = self.apply(theta, kind, nuis)
         sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
-                       measured=self.targets.measured)
+                       measured=self.targets.measured, keep_samples=False)
         lv = L.combine(sim, self.targets, model, self.weights, False)
         return lv.per_scenario if per_scenario else lv.total
 
