@@ -184,3 +184,22 @@ def test_loss_gradient_and_gauss_newton_match_differences(table):
         ok = sq & sr & (ev.nondiff == 0)
         assert ok.sum() >= 30
         assert np.allclose(got[ok], want[ok], rtol=1e-4, atol=1e-7 * np.abs(want).max()), (q, r)
+
+
+def test_in_kernel_residual_sums_equal_the_sampled_residuals(table):
+    """The kernel's trajectory sums (by moments over each segment between
+    events) equal the residuals of the kept samples, and dropping the samples
+    (``keep_samples=False``) changes no sum."""
+    m, st, times, meas = table.model, table.state, table.targets.sample_times, \
+        table.targets.measured
+    dirs = Directions.build(params=range(P.NPARAM))
+    kept = simulate(m, st, times, directions=dirs, measured=meas, gauss_newton=True)
+    r = np.where(np.isfinite(meas), kept.samp_pos - meas, 0.0)
+    owner = np.repeat(np.arange(m.nscen), np.diff(kept.samp_ptr))
+    sse = np.bincount(owner, weights=(r ** 2).sum(axis=(1, 2)), minlength=m.nscen)
+    assert np.allclose(kept.sens.traj_sse, sse, rtol=1e-12, atol=0)
+    lean = simulate(m, st, times, directions=dirs, measured=meas, gauss_newton=True,
+                    keep_samples=False)
+    assert lean.samp_pos.shape[0] == 0
+    for f in ("traj_sse", "traj_grad", "traj_gn"):
+        assert np.array_equal(getattr(lean.sens, f), getattr(kept.sens, f)), f
