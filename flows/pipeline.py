@@ -153,13 +153,13 @@ def make_shards(loaded, n):
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate(loaded, params, n_overlay, baseline=None):
-    """Scores and per-scenario residuals of coefficients ``params`` (and the
-    test loss of ``baseline`` coefficients, when given); the measured and
-    simulated paths of an overlay sample (test scenarios first, in a stable
-    order)."""
+def evaluate(loaded, params, train_loss, n_overlay, baseline=None):
+    """Scores and per-scenario residuals of coefficients ``params`` (the fit
+    already knows their ``train_loss``), and the test loss of ``baseline``
+    coefficients when given; the measured and simulated paths of an overlay
+    sample (test scenarios first, in a stable order)."""
     vec = P.vector(params)
-    scores = {"train_loss": loaded.train.loss_only(vec)}
+    scores = {"train_loss": train_loss}
     if loaded.test is not None:
         scores["test_loss"] = loaded.test.loss_only(vec)
         if baseline is not None:
@@ -329,7 +329,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         t0 = time.perf_counter()
         result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger)
         fit_s = time.perf_counter() - t0
-        scores, res, overlay = evaluate(loaded, result.params, cfg.overlays, baseline)
+        scores, res, overlay = evaluate(loaded, result.params, result.loss, cfg.overlays,
+                                        baseline)
         doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
         doc["fit_s"] = fit_s
         _log_results(c, run_id, result, doc, res, overlay)

@@ -56,16 +56,23 @@ def register(c, settings, run_id, params, tags):
     mv = c.create_model_version(name, source=source, run_id=run_id,
                                 tags={k: str(v) for k, v in tags.items()})
     with champion_lock(settings):
-        if champion(c, settings) is None:
+        if _champion_version(c, settings) is None:
             c.set_registered_model_alias(name, settings.champion_alias, mv.version)
     return str(mv.version)
 
 
+def _champion_version(c, settings):
+    try:
+        return c.get_model_version_by_alias(settings.registered_model,
+                                            settings.champion_alias)
+    except mlflow.exceptions.MlflowException:
+        return None
+
+
 def champion(c, settings):
     """``(version, params)`` of the current champion, or None."""
-    try:
-        mv = c.get_model_version_by_alias(settings.registered_model, settings.champion_alias)
-    except mlflow.exceptions.MlflowException:
+    mv = _champion_version(c, settings)
+    if mv is None:
         return None
     model = mlflow.pyfunc.load_model(f"models:/{settings.registered_model}/{mv.version}")
     return str(mv.version), dict(model.model_config["params"])
