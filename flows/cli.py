@@ -39,6 +39,7 @@ it never shows a traceback.
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -170,8 +171,6 @@ def _print_fit(doc, out):
 
 def _run_flow(args, which):
     from flows import pipeline, report
-
-    import logging
 
     config = _fit_config(args)
     # One line per shard evaluation would drown the progress lines.

@@ -21,6 +21,7 @@ intervals err wide); their tangents are not used at all, since in sustained
 contact they can blow up.  Their nuisance is held.
 """
 
+import copy
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -371,8 +372,7 @@ class ShardedProblem:
         return [getattr(self.part(k, h), method)(**kw) for k, h, method, kw in calls]
 
     def truncated(self, fraction):
-        out = ShardedProblem.__new__(ShardedProblem)
-        out.__dict__.update(self.__dict__)
+        out = copy.copy(self)  # shares the shards, the runner and the part cache
         out.horizon = 1.0 if fraction >= 1.0 else fraction
         return out
 

@@ -18,24 +18,15 @@ from .engine import EVENT_KINDS, simulate
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
 
 
-def simulate_dataset(ds, params=None, integrator="exact", scenarios=None):
+def simulate_dataset(ds, params=None, integrator="exact"):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
-    fixed values, then the defaults).  ``scenarios``: an optional subset of
-    scenario ids.  Returns ``{"trajectories", "events", "final"}`` tables."""
+    fixed values, then the defaults).  Returns ``{"trajectories", "events",
+    "final"}`` tables."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
     vec = P.vector(dict(ds.fixed_params, **(params or {})))
     model, state, times, ids = D.scenarios(ds, integrator=integrator)
-    if scenarios is not None:
-        want = set(scenarios)
-        missing = want - {sid for sid, _ in ids}
-        if missing:
-            raise ValueError(f"{ds.path}: no scenario(s) {sorted(missing)[:5]}")
-        keep = np.array([k for k, (sid, _) in enumerate(ids) if sid in want], np.int64)
-        model, state = model.subset(keep), state.subset(keep)
-        times = [times[k] for k in keep]
-        ids = [ids[k] for k in keep]
     res = simulate(model.with_params(vec), state, times)
     return {"trajectories": _trajectories(ds, res, ids), "events": _events(res, ids),
             "final": _final(res, ids)}
