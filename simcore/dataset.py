@@ -26,6 +26,7 @@ import yaml
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
+from .config import jit
 from .model import Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -137,9 +138,11 @@ class Dataset:
     #: never become per-row Python strings.
     names: np.ndarray = None
     codes: dict = field(default_factory=dict)
-    #: Caches of :func:`body_series` and :func:`fitted_initial_states`.
+    #: Caches of :func:`body_series`, :func:`fitted_initial_states` and
+    #: ``_groups`` (per table).
     series: tuple = None
     initial: dict = None
+    groups: dict = field(default_factory=dict)
 
     @property
     def name(self):
@@ -211,7 +214,11 @@ def _read_table(path, name, report):
     try:
         if path.suffix == ".parquet":
             present = set(pq.read_schema(path).names)
-            table = pq.read_table(path, columns=[c for c in spec if c in present])
+            # scenario_id stays dictionary-encoded (as Parquet stores it): one
+            # string per scenario, never one per row.
+            table = pq.read_table(path, columns=[c for c in spec if c in present],
+                                  read_dictionary=["scenario_id"] if "scenario_id" in present
+                                  else None)
         else:
             table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
                 column_types={c: pa.string() for c, (k, _) in spec.items() if k == "str"}))
@@ -236,7 +243,10 @@ def _read_table(path, name, report):
             continue
         try:
             if kind == "str":
-                col = col.cast(pa.string())
+                if pa.types.is_dictionary(col.type):
+                    col = col.cast(pa.dictionary(pa.int32(), pa.string()))
+                else:
+                    col = col.cast(pa.string())
             elif kind == "int":
                 if pa.types.is_floating(col.type):
                     vals = col.to_numpy(zero_copy_only=False)
@@ -257,6 +267,10 @@ def _read_table(path, name, report):
             bad = np.flatnonzero(~np.isfinite(vals))
             if bad.size:
                 report.add_rows("NaN or inf", path, name, c, bad, "not a finite number", sids)
+        if kind != "str" and col.num_chunks > 1:
+            # One contiguous buffer, so every later ``to_numpy`` is zero-copy
+            # (a chunked column is copied again at each conversion).
+            col = pa.chunked_array([col.combine_chunks()])
         cols[c] = col
     if missing or len(cols) < len(table.column_names):
         return None
@@ -267,15 +281,16 @@ def _convert_units(table, length, time):
     cols = {}
     for c in table.column_names:
         col = table[c]
+        factor = 1.0
         if c in _LENGTH_COLS:
-            col = pc.multiply(col, length)
+            factor = length
         elif c in _SPEED_COLS:
-            col = pc.multiply(col, length / time)
+            factor = length / time
         elif c in _TIME_COLS:
-            col = pc.multiply(col, time)
+            factor = time
         elif c in ("fx", "fy", "fz"):
-            col = pc.multiply(col, length / time**2)  # force unit: kg * length / time^2
-        cols[c] = col
+            factor = length / time**2  # force unit: kg * length / time^2
+        cols[c] = col if factor == 1.0 else pc.multiply(col, factor)
     return pa.table(cols)
 
 
@@ -329,12 +344,20 @@ def _read(root, report):
 
 
 def _groups(ds, table):
-    """``{scenario_id: row indices}`` of a table, from its codes (no per-row loop)."""
+    """``{scenario_id: row indices}`` of a table, from its codes (no per-row
+    loop; computed once per table).  Rows keep their file order inside a group."""
+    if table in ds.groups:
+        return ds.groups[table]
     codes = ds.codes[table]
-    order = np.argsort(codes, kind="stable")
-    uniq, start = np.unique(codes[order], return_index=True)
+    # Files are usually written grouped by scenario: check in O(N) before sorting.
+    order = np.arange(codes.size) if np.all(codes[1:] >= codes[:-1]) \
+        else np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    start = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
     bounds = np.append(start, len(codes))
-    return {str(ds.names[u]): order[bounds[k]:bounds[k + 1]] for k, u in enumerate(uniq)}
+    ds.groups[table] = {str(ds.names[sorted_codes[b]]): order[b:e]
+                        for b, e in zip(bounds[:-1], bounds[1:])}
+    return ds.groups[table]
 
 
 def scenarios(ds, integrator="exact"):
@@ -347,9 +370,8 @@ def scenarios(ds, integrator="exact"):
     (or for ``scenarios.duration``).  Sample times are the union of its
     bodies' trajectory times.
     """
-    bodies, traj = ds.tables["bodies"], ds.tables["trajectories"]
+    bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
-    t_np = {c: traj[c].to_numpy() for c in traj.column_names if c != "scenario_id"}
     bgroups, tgroups = _groups(ds, "bodies"), _groups(ds, "trajectories")
     wgroups = _groups(ds, "walls") if "walls" in ds.tables else {}
     cgroups = _groups(ds, "controls") if "controls" in ds.tables else {}
@@ -366,6 +388,8 @@ def scenarios(ds, integrator="exact"):
     has_p0 = all(c in b_np for c in ("x0", "y0", "z0"))
     has_v0 = all(c in b_np for c in ("vx0", "vy0", "vz0"))
     fitted = {} if (has_p0 and has_v0) else fitted_initial_states(ds)
+    ser = _series_index(ds)
+    t_sorted = ser["t"]
     out, times, ids = [], [], []
     for sid, rows in bgroups.items():
         rows = rows[np.argsort(b_np["body_id"][rows], kind="stable")]
@@ -374,22 +398,21 @@ def scenarios(ds, integrator="exact"):
             raise DatasetError(f"bodies: scenario {sid!r}: duplicate body_id")
         if sid not in tgroups:
             raise DatasetError(f"bodies: scenario {sid!r} has no trajectories")
-        trows = tgroups[sid]
-        trows = trows[np.lexsort((t_np["t"][trows], t_np["body_id"][trows]))]
-        tb, tt = t_np["body_id"][trows], t_np["t"][trows]
+        # This scenario's body series (sorted by body id, each sorted by t).
+        lo, hi = ser["range"][ds.codes["bodies"][rows[0]]]
+        s_body, s_start, s_count = ser["body"][lo:hi], ser["start"][lo:hi], ser["count"][lo:hi]
+        if s_body.size != body_ids.size or np.any(s_body != body_ids):
+            extra = sorted(set(s_body.tolist()) - set(body_ids.tolist()))
+            if extra:
+                raise DatasetError(f"trajectories: scenario {sid!r}: body {extra[0]} is not in bodies")
+            lack = sorted(set(body_ids.tolist()) - set(s_body.tolist()))
+            raise DatasetError(f"bodies: scenario {sid!r} body {lack[0]} has no trajectory")
         index = {int(b): k for k, b in enumerate(body_ids)}
-        extra = set(np.unique(tb).tolist()) - set(index)
-        if extra:
-            raise DatasetError(f"trajectories: scenario {sid!r}: body {sorted(extra)[0]} is not in bodies")
         nb = len(rows)
         pos = np.zeros((nb, 3))
         vel = np.zeros((nb, 3))
-        t0 = np.inf
-        for k, b in enumerate(body_ids):
-            sel = trows[tb == b]
-            if sel.size == 0:
-                raise DatasetError(f"bodies: scenario {sid!r} body {int(b)} has no trajectory")
-            t0 = min(t0, t_np["t"][sel[0]])
+        t0 = float(t_sorted[s_start].min())
+        for k in range(nb):
             if has_p0:
                 pos[k] = [b_np[c][rows[k]] for c in ("x0", "y0", "z0")]
             else:
@@ -398,7 +421,13 @@ def scenarios(ds, integrator="exact"):
                 vel[k] = [b_np[c][rows[k]] for c in ("vx0", "vy0", "vz0")]
             else:
                 vel[k] = fitted[rows[k]][1]
-        ts = np.unique(tt)
+        # The union of the bodies' sample times; usually they share one clock.
+        first = t_sorted[s_start[0]:s_start[0] + s_count[0]]
+        if np.all(s_count == s_count[0]) and all(
+                np.array_equal(first, t_sorted[a:a + s_count[0]]) for a in s_start[1:]):
+            ts = first
+        else:
+            ts = np.unique(np.concatenate([t_sorted[a:a + n] for a, n in zip(s_start, s_count)]))
         t_end = ts[-1]
         dt = DEFAULT_DT
         if sid in sgroups:
@@ -445,16 +474,53 @@ def body_series(ds):
     key0, _ = _keys(code, body)
     # Files are usually written sorted: check in O(N) before sorting.
     dk = np.diff(key0)
-    if np.all((dk > 0) | ((dk == 0) & (np.diff(t) > 0))):
+    identity = bool(np.all((dk > 0) | ((dk == 0) & (np.diff(t) > 0))))
+    if identity:
         order = np.arange(key0.size)
     else:
         by_t = np.argsort(t, kind="stable")
         order = by_t[np.argsort(key0[by_t], kind="stable")]
-    key = key0[order]
+    key = key0 if identity else key0[order]
     cut = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
-    p = np.stack([tr[c].to_numpy()[order] for c in "xyz"], axis=1)
-    ds.series = (order, key, np.diff(cut), t[order], p)
+    p = np.empty((key.size, 3))
+    for d, c in enumerate("xyz"):
+        p[:, d] = tr[c].to_numpy() if identity else tr[c].to_numpy()[order]
+    ds.series = (order, key, np.diff(cut), t if identity else t[order], p)
     return ds.series
+
+
+def _series_index(ds):
+    """The body series of :func:`body_series` indexed: per series its
+    ``start``, ``count``, scenario ``code`` and ``body`` id; ``range[code]``
+    the ``(lo, hi)`` series of each scenario code; ``t`` the sorted times."""
+    order, key, counts, t, _ = body_series(ds)
+    start = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
+    first = order[start]
+    code = ds.codes["trajectories"][first]
+    body = ds.tables["trajectories"]["body_id"].to_numpy()[first]
+    ncode = len(ds.names)
+    lo = np.searchsorted(code, np.arange(ncode), "left")
+    hi = np.searchsorted(code, np.arange(ncode), "right")
+    return {"start": start, "count": np.asarray(counts, np.int64), "code": code, "body": body,
+            "range": np.stack([lo, hi], axis=1), "t": t}
+
+
+@jit
+def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, p, samp_t, out):
+    """Write each body series' positions into the rows of its scenario's
+    sample times: series ``q`` (times ``t[start:start + count]``, ascending)
+    goes to ``out[j, slot]`` for the row ``j`` in ``[row0, row1)`` where
+    ``samp_t[j]`` equals its time (a merge walk: both are ascending)."""
+    for q in range(ser_start.shape[0]):
+        j = ser_row0[q]
+        j_end = ser_row1[q]
+        slot = ser_slot[q]
+        for r in range(ser_start[q], ser_start[q] + ser_count[q]):
+            while j < j_end and samp_t[j] < t[r]:
+                j += 1
+            if j < j_end and samp_t[j] == t[r]:
+                for d in range(3):
+                    out[j, slot, d] = p[r, d]
 
 
 def final_states(ds):

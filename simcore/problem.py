@@ -55,6 +55,8 @@ class Problem:
     weights: dict = field(default_factory=lambda: dict(L.DEFAULT_WEIGHTS))
     ids: list = None
     name: str = ""
+    #: Each scenario's body ids by slot (the dataset's ids), when known.
+    body_ids: list = None
 
     def __post_init__(self):
         self.weights = L.check_weights(self.weights)
@@ -171,29 +173,42 @@ class Problem:
         return out
 
     @classmethod
-    def from_dataset(cls, ds, weights=None, split=None):
-        """A problem on a dataset's scenarios (``split``: "train", "test" or None: all)."""
+    def from_dataset(cls, ds, weights=None, split=None, order=None):
+        """A problem on a dataset's scenarios (``split``: "train", "test" or
+        None: all).  ``order``: the scenario ids to build, in that order (a
+        subset in its own order; the targets are built for those alone)."""
         if isinstance(ds, (str,)) or hasattr(ds, "__fspath__"):
             ds = D.read(ds)
         model, state, times, ids = D.scenarios(ds)
-        tg = dataset_targets(ds, model, times, ids)
-        prob = cls(model, state, tg, dict(L.DEFAULT_WEIGHTS, **(weights or {})),
-                   ids=[sid for sid, _ in ids], name=ds.name)
         if split is not None:
             if split not in ("train", "test"):
                 raise ValueError(f"split {split!r}: expected 'train', 'test' or None")
             of = D.split(ds)
-            prob = prob.subset([k for k, sid in enumerate(prob.ids) if of[sid] == split])
-        return prob
+            order = [sid for sid in (order or [i for i, _ in ids]) if of[sid] == split]
+        if order is not None:
+            pos = {sid: k for k, (sid, _) in enumerate(ids)}
+            unknown = [sid for sid in order if sid not in pos]
+            if unknown:
+                raise ValueError(f"scenario {unknown[0]!r} is not in the dataset")
+            pick = np.array([pos[sid] for sid in order], np.int64)
+            model, state = model.subset(pick), state.subset(pick)
+            times, ids = [times[k] for k in pick], [ids[k] for k in pick]
+        tg = dataset_targets(ds, model, times, ids)
+        return cls(model, state, tg, dict(L.DEFAULT_WEIGHTS, **(weights or {})),
+                   ids=[sid for sid, _ in ids], name=ds.name, body_ids=[b for _, b in ids])
 
     def subset(self, scen):
-        """The problem restricted to the scenarios ``scen`` (indices)."""
+        """The problem restricted to the scenarios ``scen`` (indices).  A
+        contiguous ascending range shares the measured rows (a view, no copy)."""
         scen = np.asarray(scen, np.int64)
         model = self.model.subset(scen)
         state = self.state.subset(scen)
         ptr = np.r_[0, np.cumsum([len(t) for t in self.targets.sample_times])]
-        rows = np.concatenate([np.arange(ptr[s], ptr[s + 1]) for s in scen]) if scen.size \
-            else np.zeros(0, np.int64)
+        if scen.size and np.array_equal(scen, np.arange(scen[0], scen[0] + scen.size)):
+            rows = slice(ptr[scen[0]], ptr[scen[-1] + 1])
+        else:
+            rows = np.concatenate([np.arange(ptr[s], ptr[s + 1]) for s in scen]) if scen.size \
+                else np.zeros(0, np.int64)
         ev = self.targets.events
         if ev:
             sel = np.isin(ev["scen"], scen)
@@ -208,7 +223,8 @@ class Problem:
                        self.targets.final_vel[scen][:, :nbmax], ev,
                        self.targets.measured_velocity)
         return Problem(model, state, tg, self.weights,
-                       ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name)
+                       ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name,
+                       body_ids=[self.body_ids[s] for s in scen] if self.body_ids else None)
 
     def truncated(self, fraction):
         """The problem on the first ``fraction`` of every scenario's time span.
@@ -270,24 +286,29 @@ def dataset_targets(ds, model, times, ids):
     final_pos = np.full((nscen, nbmax, 3), np.nan)
     final_vel = np.full((nscen, nbmax, 3), np.nan)
     tr = ds.tables["trajectories"]
-    body = tr["body_id"].to_numpy()
-    t = tr["t"].to_numpy()
-    xyz = np.stack([tr[c].to_numpy() for c in "xyz"], axis=1)
     has_vel = all(c in tr.column_names for c in ("vx", "vy", "vz"))
-    rows_of = D._groups(ds, "trajectories")
+    # Every body series lands in its scenario's rows, in one merge pass.
+    ser = D._series_index(ds)
+    _, _, _, _, p = D.body_series(ds)
+    scen_of = np.full(len(ds.names), -1, np.int64)
+    code_of = {str(n): c for c, n in enumerate(ds.names)}
+    scen_of[[code_of[sid] for sid, _ in ids]] = np.arange(nscen)
+    q_scen = scen_of[ser["code"]]
+    lo = ser["range"][ser["code"], 0]
+    q_slot = np.arange(q_scen.size) - lo  # bodies and series correspond (checked by scenarios)
+    built = q_scen >= 0  # the other series belong to scenarios not in ``ids``
+    row0 = np.where(built, ptr[np.maximum(q_scen, 0)], 0)
+    row1 = np.where(built, ptr[np.maximum(q_scen, 0) + 1], 0)
+    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], p,
+                      np.concatenate(times) if times else np.zeros(0), measured)
     fin = D.final_states(ds)
     for s, (sid, body_ids) in enumerate(ids):
-        rows = rows_of[sid]
-        local = np.searchsorted(body_ids, body[rows])
-        k = np.searchsorted(times[s], t[rows])
-        inside = (k < len(times[s])) & (times[s][np.minimum(k, len(times[s]) - 1)] == t[rows])
-        measured[ptr[s] + k[inside], local[inside]] = xyz[rows[inside]]
         t_end = times[s][-1]
         for i, b in enumerate(body_ids):
-            tb, p, v = fin[(sid, int(b))]
+            tb, pf, vf = fin[(sid, int(b))]
             if tb == t_end:
-                final_pos[s, i] = p
-                final_vel[s, i] = v if has_vel else 0.0
+                final_pos[s, i] = pf
+                final_vel[s, i] = vf if has_vel else 0.0
     return L.Targets(list(times), measured, final_pos, final_vel,
                      _measured_events(ds, ids, nbmax), has_vel)
 
@@ -299,21 +320,28 @@ def _measured_events(ds, ids, nbmax):
         ev = ds.tables["events"]
         names = ds.names[ds.codes["events"]]
         scen, body, other = [], [], []
-        for sid, b, o in zip(names, ev["body_id"].to_numpy(), ev["other"].to_pylist()):
+        keep = []
+        for r, (sid, b, o) in enumerate(zip(names, ev["body_id"].to_numpy(),
+                                            ev["other"].to_pylist())):
+            if str(sid) not in index:
+                continue  # a scenario this problem does not hold
             s, loc = index[str(sid)]
+            keep.append(r)
             scen.append(s)
             body.append(loc[int(b)])
             kind, _, ref = str(o).partition(":")
             other.append(loc.get(int(ref), -2) if kind == "body" else -1)
-        dv = np.stack([ev[c].to_numpy() for c in ("dvx", "dvy", "dvz")], axis=1)
+        dv = np.stack([ev[c].to_numpy() for c in ("dvx", "dvy", "dvz")], axis=1)[keep]
         return {"scen": np.array(scen, np.int64), "body": np.array(body, np.int64),
-                "other": np.array(other, np.int64), "t": ev["t"].to_numpy(), "dv": dv}
+                "other": np.array(other, np.int64), "t": ev["t"].to_numpy()[keep], "dv": dv}
     order, key, counts, t, p = D.body_series(ds)
     det_b, det_t, det_dv = D.targets.detect_events(t, p, counts)
     tr = ds.tables["trajectories"]
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     code = ds.codes["trajectories"][order][starts]
     bid = tr["body_id"].to_numpy()[order][starts]
+    mine = np.array([str(ds.names[c]) in index for c in code[det_b]], bool)
+    det_b, det_t, det_dv = det_b[mine], det_t[mine], det_dv[mine]
     scen = np.array([index[str(ds.names[c])][0] for c in code[det_b]], np.int64)
     body = np.array([index[str(ds.names[c])][1][int(b)] for c, b in zip(code[det_b], bid[det_b])],
                     np.int64)

@@ -7,6 +7,11 @@ simulated ``trajectories`` (at each body's own measured sample times),
 :func:`simcore.dataset.write_table` or ``pandas.DataFrame``.
 :func:`residuals` compares the simulated positions with the measured ones,
 per scenario.
+
+On a :class:`~simcore.problem.Problem` (the arrays a fit already holds),
+:func:`residual_table` gives the same per-scenario figures chunk by chunk
+(memory bounded by the chunk, not the dataset), and :func:`paths` the
+measured and simulated paths of a few scenarios, for plots.
 """
 
 import numpy as np
@@ -138,3 +143,71 @@ def residuals(ds, simulated):
         out["final_m"].append(float(err[last].max()) if rows.size else np.nan)
         a += rows.size
     return {k: (np.asarray(v) if k != "scenario_id" else v) for k, v in out.items()}
+
+
+#: Scenarios simulated at a time by :func:`residual_table` (bounds its memory).
+RESIDUAL_CHUNK = 256
+
+
+def residual_table(problem, params, chunk=RESIDUAL_CHUNK):
+    """Per-scenario position residuals of ``problem``'s scenarios simulated
+    with ``params`` (a full coefficient vector): ``{"scenario_id", "samples",
+    "rms_m", "max_m", "final_m"}`` as :func:`residuals` gives them (samples
+    counted per body; ``final_m`` the largest error over the bodies at their
+    last measured sample).  Runs ``chunk`` scenarios at a time."""
+    out = {"scenario_id": list(problem.ids), "samples": [], "rms_m": [], "max_m": [],
+           "final_m": []}
+    for lo in range(0, problem.nscen, chunk):
+        sub = problem.subset(np.arange(lo, min(lo + chunk, problem.nscen)))
+        sim = simulate(sub.model.with_params(params), sub.state, sub.targets.sample_times)
+        meas = sub.targets.measured
+        seen = ~np.isnan(meas[:, :, 0])                                  # (M, nbmax)
+        err = np.where(seen, np.linalg.norm(sim.samp_pos - np.where(seen[..., None], meas, 0.0),
+                                            axis=2), 0.0)
+        # Each scenario's rows are one block: reduce block by block.
+        ptr = sim.samp_ptr
+        n = np.add.reduceat(seen.sum(axis=1), _block_starts(ptr)) * (np.diff(ptr) > 0)
+        sse = np.add.reduceat((err ** 2).sum(axis=1), _block_starts(ptr))
+        top = np.maximum.reduceat(err.max(axis=1), _block_starts(ptr))
+        # The last measured row of each (scenario, body slot).
+        row = np.where(seen, np.arange(seen.shape[0])[:, None], -1)
+        last = np.maximum.reduceat(row, _block_starts(ptr), axis=0)
+        last[np.diff(ptr) == 0] = -1
+        has = last >= 0
+        fin = np.where(has, err[np.maximum(last, 0), np.arange(seen.shape[1])[None, :]], -np.inf)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["samples"].append(n.astype(np.int64))
+            out["rms_m"].append(np.where(n > 0, np.sqrt(sse / np.maximum(n, 1)), np.nan))
+            out["max_m"].append(np.where(n > 0, top, np.nan))
+            out["final_m"].append(np.where(has.any(axis=1), fin.max(axis=1), np.nan))
+    for k in ("samples", "rms_m", "max_m", "final_m"):
+        out[k] = np.concatenate(out[k]) if out[k] else np.zeros(0)
+    return out
+
+
+def _block_starts(ptr):
+    """``reduceat`` indices of the CSR blocks ``ptr`` (an empty block, whose
+    result the caller discards, is given a valid index)."""
+    return np.minimum(ptr[:-1], max(int(ptr[-1]) - 1, 0))
+
+
+def paths(problem, params, scen):
+    """Measured and simulated x-y paths of the scenarios ``scen`` (indices of
+    ``problem``): two column dicts with ``scenario_id``, ``body_id``, ``t``,
+    ``x``, ``y``, at the measured samples."""
+    sub = problem.subset(scen)
+    body_ids = sub.body_ids or [np.arange(n) for n in sub.model.body_count]
+    sim = simulate(sub.model.with_params(params), sub.state, sub.targets.sample_times)
+    meas = sub.targets.measured
+    cols = [{k: [] for k in ("scenario_id", "body_id", "t", "x", "y")} for _ in range(2)]
+    for s in range(sub.nscen):
+        a, b = sim.samp_ptr[s], sim.samp_ptr[s + 1]
+        for slot, bid in enumerate(body_ids[s]):
+            seen = ~np.isnan(meas[a:b, slot, 0])
+            for tab, src in zip(cols, (meas, sim.samp_pos)):
+                tab["scenario_id"] += [sub.ids[s]] * int(seen.sum())
+                tab["body_id"].append(np.full(int(seen.sum()), bid))
+                tab["t"].append(sim.samp_t[a:b][seen])
+                tab["x"].append(src[a:b, slot, 0][seen])
+                tab["y"].append(src[a:b, slot, 1][seen])
+    return tuple(_stack(c) for c in cols)

@@ -1,0 +1,117 @@
+"""Measured targets and residual tables on files whose bodies keep their own
+clocks and whose rows are not grouped by scenario: the fast paths must agree
+with the obvious per-scenario computation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simcore import dataset, params, replay, synth
+from simcore.problem import Problem
+
+
+@pytest.fixture(scope="module")
+def ragged(tmp_path_factory):
+    """A generated set rewritten so that every body 1 drops every third sample,
+    body 2 is sampled 2 ms late, and the rows are time-major (all scenarios'
+    bodies interleaved, t ascending per body as the contract asks)."""
+    out = tmp_path_factory.mktemp("ragged") / "ds"
+    synth.generate(out, synth.GeneratorSettings(scenarios=8, seed=4, duration=1.0))
+    tr = pd.read_parquet(out / "trajectories.parquet")
+    k = tr.groupby(["scenario_id", "body_id"]).cumcount()
+    tr = tr[~((tr.body_id == 1) & (k % 3 == 1))].copy()
+    late = tr.body_id == 2
+    tr.loc[late, "t"] = np.minimum(tr.loc[late, "t"] + 0.002, 1.0)
+    tr = tr.drop_duplicates(["scenario_id", "body_id", "t"])
+    tr = tr.sort_values(["t", "body_id", "scenario_id"], ascending=[True, False, False])
+    tr.to_parquet(out / "trajectories.parquet", index=False)
+    return out
+
+
+def _reference(ds, ids):
+    """Sample times (the union over the bodies) and the measured positions,
+    one scenario at a time, straight from the table."""
+    tr = ds.tables["trajectories"].to_pandas()
+    times, rows = [], []
+    for sid, body_ids in ids:
+        mine = tr[tr.scenario_id == sid]
+        ts = np.unique(mine.t.to_numpy())
+        m = np.full((ts.size, 4, 3), np.nan)
+        for slot, b in enumerate(body_ids):
+            sel = mine[mine.body_id == b]
+            m[np.searchsorted(ts, sel.t.to_numpy()), slot] = sel[["x", "y", "z"]].to_numpy()
+        times.append(ts)
+        rows.append(m)
+    return times, np.concatenate(rows)
+
+
+def test_targets_of_ragged_interleaved_files(ragged):
+    ds = dataset.read(ragged)
+    _, _, times, ids = dataset.scenarios(ds)
+    prob = Problem.from_dataset(ds)
+    ref_times, ref_meas = _reference(ds, ids)
+    assert [len(t) for t in prob.targets.sample_times] == [len(t) for t in ref_times]
+    for got, want in zip(prob.targets.sample_times, ref_times):
+        assert np.array_equal(got, want)
+    nb = prob.targets.measured.shape[1]
+    assert np.array_equal(prob.targets.measured, ref_meas[:, :nb], equal_nan=True)
+    assert [list(b) for b in prob.body_ids] == [list(b) for _, b in ids]
+
+
+def test_residual_table_equals_the_table_replay(ragged):
+    """``residual_table`` (chunked, from the problem's arrays) gives the figures
+    of ``residuals`` on the full simulated tables, for every chunk size."""
+    ds = dataset.read(ragged)
+    prob = Problem.from_dataset(ds)
+    coef = dict(ds.truth, mu_k=0.21)
+    old = replay.residuals(ds, replay.simulate_dataset(ds, coef)["trajectories"])
+    for chunk in (1, 3, 256):
+        new = replay.residual_table(prob, params.vector(coef), chunk=chunk)
+        assert new["scenario_id"] == old["scenario_id"]
+        assert np.array_equal(new["samples"], old["samples"])
+        for k in ("rms_m", "max_m", "final_m"):
+            np.testing.assert_allclose(new[k], old[k], rtol=1e-12, atol=1e-15)
+    assert np.all(old["rms_m"] > 1e-4)  # mu_k off by 10 %: real residuals, not noise
+
+
+def test_paths_are_the_measured_and_simulated_samples(ragged):
+    ds = dataset.read(ragged)
+    prob = Problem.from_dataset(ds)
+    coef = dict(ds.truth)
+    measured, simulated = replay.paths(prob, params.vector(coef), [2, 5])
+    full = replay.simulate_dataset(ds, coef)["trajectories"]
+    tr = ds.tables["trajectories"].to_pandas()
+    for sid in (prob.ids[2], prob.ids[5]):
+        mine = tr[tr.scenario_id == sid].sort_values(["body_id", "t"])
+        sel = np.asarray(measured["scenario_id"]) == sid
+        assert np.array_equal(measured["t"][sel], mine.t.to_numpy())
+        assert np.array_equal(measured["x"][sel], mine.x.to_numpy())
+        rows = np.flatnonzero(np.asarray(full["scenario_id"]) == sid)
+        rows = rows[np.lexsort((full["t"][rows], full["body_id"][rows]))]  # body-major
+        np.testing.assert_allclose(simulated["x"][sel], full["x"][rows], rtol=0, atol=1e-15)
+        np.testing.assert_allclose(simulated["y"][sel], full["y"][rows], rtol=0, atol=1e-15)
+
+
+def test_ordered_builds_and_contiguous_views(ragged):
+    """``from_dataset(order=...)`` builds just those scenarios, in that order, with
+    the targets of the whole build; a contiguous subset is a view with the
+    same losses."""
+    ds = dataset.read(ragged)
+    whole = Problem.from_dataset(ds)
+    pick = [whole.ids[k] for k in (5, 1, 6)]
+    part = Problem.from_dataset(ds, order=pick)
+    assert part.ids == pick
+    same = whole.subset([5, 1, 6])
+    assert np.array_equal(part.targets.measured, same.targets.measured, equal_nan=True)
+    for k in ("scen", "body", "other", "t", "dv"):
+        assert np.array_equal(part.targets.events[k], same.targets.events[k])
+    theta = params.vector(dict(ds.truth, e_bb=0.8))
+    np.testing.assert_allclose(part.loss_only(theta, per_scenario=True),
+                               same.loss_only(theta, per_scenario=True), rtol=1e-14)
+    view = whole.subset(np.arange(2, 6))
+    assert np.shares_memory(view.targets.measured, whole.targets.measured)
+    copy = Problem.from_dataset(ds, order=whole.ids[2:6])
+    np.testing.assert_allclose(view.loss_only(theta, per_scenario=True),
+                               copy.loss_only(theta, per_scenario=True), rtol=1e-14)
+    with pytest.raises(ValueError, match="'nope' is not in the dataset"):
+        Problem.from_dataset(ds, order=["nope"])
