@@ -12,8 +12,9 @@ Figures: ``wall_s`` is the flow's wall time, after the temporary server is
 up (its start-up, paid once per process, is ``server_start_s``).
 ``overhead_fraction`` is the share of ``wall_s`` during which no simcore
 computation ran: the union over threads of the busy intervals of
-``Problem.from_dataset``, ``Problem.evaluate``, ``Problem.loss_only``,
-``replay.simulate_dataset`` and ``replay.residuals`` is simcore time;
+``Problem.from_dataset``, ``Problem.evaluate``, ``Problem.loss_only`` and
+``replay``'s ``simulate_dataset``, ``residuals``, ``residual_table`` and
+``paths`` is simcore time;
 everything else (Prefect, MLflow, reading and validating the files, hashing,
 plots) is overhead.
 """
@@ -101,8 +102,8 @@ def main(argv=None):
             setattr(Problem, name, classmethod(busy.wrap(raw.__func__)))
         else:
             setattr(Problem, name, busy.wrap(raw))
-    replay.simulate_dataset = busy.wrap(replay.simulate_dataset)
-    replay.residuals = busy.wrap(replay.residuals)
+    for name in ("simulate_dataset", "residuals", "residual_table", "paths"):
+        setattr(replay, name, busy.wrap(getattr(replay, name)))
 
     @flow
     def warm_up():

@@ -25,7 +25,8 @@ import io
 import platform
 import subprocess
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,9 @@ class Loaded:
     test: Problem
     split: dict
     split_source: str
+    #: ``(n, shards)``: the ``n`` default shards as index ranges of ``train``
+    #: (see ``make_shards``).
+    shards: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,8 @@ def _part(ref, horizon):
     if key not in _PARTS:
         base = _PARTS.get((ref.key, 1.0))
         if base is None:
-            whole = Problem.from_dataset(D.read(ref.path), dict(ref.weights))
-            pos = {sid: k for k, sid in enumerate(whole.ids)}
-            base = whole.subset([pos[s] for s in ref.ids])
+            # A worker of another process: build this shard's scenarios alone.
+            base = Problem.from_dataset(D.read(ref.path), dict(ref.weights), order=list(ref.ids))
             _PARTS[(ref.key, 1.0)] = base
         _PARTS[key] = base.truncated(horizon)
     return _PARTS[key]
@@ -123,33 +126,50 @@ def preload(path):
 @task(cache_policy=NO_CACHE)
 def load(path, cfg, need_test=False):
     """Read and validate; the train and test problems; lineage facts."""
+    # The content hash reads the files again: overlap it with the parsing
+    # (hashlib releases the GIL on large buffers).
+    with ThreadPoolExecutor(1) as pool:
+        digest = pool.submit(tracking.content_hash, path)
+        loaded = _load(path, cfg, need_test)
+        return replace(loaded, digest=digest.result())
+
+
+def _load(path, cfg, need_test):
     ds = _VALIDATED.pop(str(path), None) or _validated(path)
-    whole = Problem.from_dataset(ds, cfg.weights)
     has_split = "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names
     split = D.split(ds, test_fraction=cfg.test_fraction, seed=cfg.seed)
     source = "dataset" if has_split else f"seeded fraction {cfg.test_fraction}"
     if not has_split and not need_test:
         split = {sid: "train" for sid in split}
         source = "none (all scenarios fit and scored)"
-    train_ix = [k for k, sid in enumerate(whole.ids) if split[sid] == "train"]
-    test_ix = [k for k, sid in enumerate(whole.ids) if split[sid] == "test"]
-    if not train_ix:
+    train = [sid for sid in sorted(split) if split[sid] == "train"]
+    test = [sid for sid in sorted(split) if split[sid] == "test"]
+    if not train:
         raise ValueError(f"{path}: no scenario in the train split")
-    if need_test and not test_ix:
+    if need_test and not test:
         raise ValueError(f"{path}: no scenario in the test split ({source})")
+    # One problem, ordered shard by shard and then the test split, so that
+    # every shard and both splits are contiguous: views of its arrays.
+    n = _shard_count(cfg, len(train))
+    groups = [[sid for sid in g if split[sid] == "train"] for g in D.shards(ds, n)]
+    whole = Problem.from_dataset(ds, cfg.weights, order=sum(groups, []) + test)
+    ntrain = len(train)
+    bounds = np.cumsum([0] + [len(g) for g in groups])
     rows = {name: t.num_rows for name, t in ds.tables.items()}
-    return Loaded(str(path), ds, tracking.content_hash(path), rows,
-                  whole.subset(train_ix), whole.subset(test_ix) if test_ix else None, split,
-                  source)
+    return Loaded(str(path), ds, None, rows, whole.subset(np.arange(ntrain)),
+                  whole.subset(np.arange(ntrain, whole.nscen)) if test else None, split, source,
+                  (n, [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]))
 
 
 @task(cache_policy=NO_CACHE)
 def make_shards(loaded, n):
-    """``n`` deterministic shards of the train scenarios, balanced by samples."""
-    train_ids = set(loaded.train.ids)
+    """``n`` deterministic shards of the train scenarios, balanced by samples
+    (:func:`simcore.dataset.shards`); the load has put each one's scenarios
+    side by side, so a shard's problem is a view."""
+    if loaded.shards and loaded.shards[0] == n:
+        return loaded.shards[1]
     pos = {sid: k for k, sid in enumerate(loaded.train.ids)}
-    groups = D.shards(loaded.ds, n)
-    return [[pos[s] for s in g if s in train_ids] for g in groups]
+    return [sorted(pos[s] for s in g if s in pos) for g in D.shards(loaded.ds, n)]
 
 
 @task(cache_policy=NO_CACHE)
@@ -164,31 +184,30 @@ def evaluate(loaded, params, train_loss, n_overlay, baseline=None):
         scores["test_loss"] = loaded.test.loss_only(vec)
         if baseline is not None:
             scores["baseline_test_loss"] = loaded.test.loss_only(P.vector(baseline))
-    tables = replay.simulate_dataset(loaded.ds, params)
-    res = replay.residuals(loaded.ds, tables["trajectories"])
-    res["split"] = [loaded.split[s] for s in res["scenario_id"]]
-    for part in ("train", "test"):
-        rms = [r for r, s in zip(res["rms_m"], res["split"]) if s == part]
-        if rms:
-            scores[f"{part}_rms_m"] = float(np.sqrt(np.mean(np.square(rms))))
-    pick = sorted(res["scenario_id"], key=lambda s: (loaded.split[s] != "test",
-                                                    D.stable_hash(s)))[:n_overlay]
+    parts = [(loaded.train, "train")] + ([(loaded.test, "test")] if loaded.test is not None else [])
+    tabs = [replay.residual_table(prob, vec) for prob, _ in parts]
+    res = _concat(tabs)
+    res["split"] = [name for prob, name in parts for _ in range(prob.nscen)]
+    for (prob, name), tab in zip(parts, tabs):
+        if prob.nscen:
+            scores[f"{name}_rms_m"] = float(np.sqrt(np.nanmean(np.square(tab["rms_m"]))))
+    # The overlay sample: test scenarios first, in a stable order.
+    pick = sorted((name != "test", D.stable_hash(sid), sid, part, k)
+                  for part, (prob, name) in enumerate(parts) for k, sid in enumerate(prob.ids))
+    pick = pick[:n_overlay]
     overlay = None
     if pick:
-        groups = D._groups(loaded.ds, "trajectories")
-        rows = np.sort(np.concatenate([groups[s] for s in pick]))
-        tr = loaded.ds.tables["trajectories"]
-        codes = loaded.ds.codes["trajectories"][rows]
-        measured = {k: tr[k].to_numpy()[rows] for k in ("body_id", "t", "x", "y")}
-        measured["scenario_id"] = np.asarray(loaded.ds.names, dtype=object)[codes]
-        # The replay above holds each scenario's rows together, in the order
-        # (and with the counts) of the residual table: slice it, no second run.
-        start = dict(zip(res["scenario_id"], np.r_[0, np.cumsum(res["samples"])[:-1]]))
-        span = np.concatenate([np.arange(start[s], start[s] + groups[s].size) for s in pick])
-        full = tables["trajectories"]
-        simulated = {k: np.asarray(full[k])[span] for k in full}
-        overlay = (measured, simulated, pick)
+        runs = [replay.paths(prob, vec, [r[4] for r in pick if r[3] == part])
+                for part, (prob, _) in enumerate(parts) if any(r[3] == part for r in pick)]
+        overlay = (_concat([m for m, _ in runs]), _concat([s for _, s in runs]),
+                   [r[2] for r in pick])
     return scores, res, overlay
+
+
+def _concat(tables):
+    """Column dicts of the same keys, concatenated (string columns are lists)."""
+    return {k: (sum((list(t[k]) for t in tables), []) if isinstance(tables[0][k], list)
+                else np.concatenate([t[k] for t in tables])) for k in tables[0]}
 
 
 def task_runner(cfg):
