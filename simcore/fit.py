@@ -227,7 +227,10 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
     coefficients not in ``free``); ``free``: names to fit (None: all);
-    ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`);
+    ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`;
+    the start is :meth:`~simcore.problem.Problem.nuisance_start` at
+    ``params0``, where a push stuck on the static plateau restarts from its
+    window's measured motion);
     ``starts > 1``: multi-start, the extra starts drawn uniformly within
     ``[0.5, 2] x`` the start values (restitutions within [0.05, 1]) from
     ``seed``; the best is returned with the others in ``starts``.
@@ -304,7 +307,11 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
     """Horizon continuation: fit the first part of every scenario, then warm-start
     on longer spans (robust stages), then the plain loss on the whole span,
     which gives the result."""
-    theta, nuis = theta0, None
+    theta = theta0
+    # The nuisance start comes from the whole span: a truncated stage has no
+    # data on the later push windows.
+    nuis = problem.nuisance_start(kw["nuisance"], theta0) if problem.nuisance_size(
+        kw["nuisance"]) else None
     history, nit, nfev = [], 0, 0
     stages = [(h, robust) for h in horizons[:-1]]  # horizons end with 1.0
     ftol = kw.pop("ftol")
@@ -334,7 +341,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     k = problem.nuisance_size(nuisance)
     names = tuple(P.NAMES[q] for q in free_idx)
     theta = project(theta0, free_idx)
-    nuis = (problem.nuisance_start(nuisance) if nuis0 is None else nuis0.copy()) if k else None
+    nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
+        if k else None
     ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True)
     cauchy_a = None
     if robust:

@@ -32,6 +32,15 @@ from . import params as P
 from .engine import NO_DIRECTIONS, Directions, simulate
 
 NUISANCE = ("none", "velocity", "push")
+#: A body whose fitted speed somewhere in a push window exceeds this [m/s]
+#: moves (:meth:`Problem.push_from_data`); over 10 or more samples the fit's
+#: speed error from 1 mm noise is a few mm/s.
+PUSH_MOVING = 0.05
+#: A stuck push's data-driven start clears the static threshold by this share.
+PUSH_MARGIN = 0.05
+#: A body within this [m] of resting on the ground in every sample of a
+#: window slides on it.
+GROUND_TOL = 5e-3
 
 
 @dataclass
@@ -85,18 +94,101 @@ class Problem:
             n = np.zeros(self.nscen, np.int64)
         return slots[None, :] < n[:, None]
 
-    def nuisance_start(self, kind):
-        """The nuisance values the data starts from: ``(nscen, k)``."""
+    def nuisance_start(self, kind, theta=None):
+        """The nuisance values a fit starts from: ``(nscen, k)``.
+
+        The given values (initial velocities, control forces), except, when
+        ``theta`` is given, for pushes that cannot move their body although
+        the data show it moving: see :meth:`push_from_data`.
+        """
         k = self.nuisance_size(kind)
         out = np.zeros((self.nscen, k))
         if kind == "velocity":
             out[:] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
         elif kind == "push":
             m = self.model
+            force = m.ctrl_force[:, :2].copy()
+            if theta is not None and force.shape[0]:
+                est, stuck = self.push_from_data(theta)
+                force[stuck] = est[stuck]
             for s in range(self.nscen):
                 rows = np.arange(m.ctrl_ptr[s], m.ctrl_ptr[s + 1])
-                out[s, :2 * rows.size] = m.ctrl_force[rows, :2].ravel()
+                out[s, :2 * rows.size] = force[rows].ravel()
         return out
+
+    def push_from_data(self, theta, min_samples=6, moving=PUSH_MOVING):
+        """Horizontal control forces estimated from the measured motion in
+        their windows, and which given forces are stuck.
+
+        Over a window ``[t0, t1)`` a body sliding on the ground obeys
+        ``m a = F - mu m g v / |v|`` (the push is the only other horizontal
+        force).  A least-squares quadratic over the body's measured samples in
+        the window gives ``a`` and, at its middle, ``v``; then ``F = m (a + mu
+        g v / |v|)`` with ``mu`` of the speed regime (``mu_k`` at or above
+        ``v_th``, else ``mu_s``) from ``theta``.  Exact for a push along the
+        motion; where the push turns the motion, ``v`` at the middle stands
+        for the turning direction (a start, which the fit then refines).
+
+        A given force is *stuck* when, simulated with ``theta``, it leaves its
+        body still through the whole window while the measured motion there
+        is faster than ``moving`` [m/s]: the data then do not depend on the
+        force, and no local method leaves that plateau.  The body did move,
+        so the push beat static friction: a stuck window's estimate is
+        raised to at least ``(1 + PUSH_MARGIN) mu_s m g`` (the fit over the
+        window mixes the static regime below ``v_th`` with the kinetic one
+        and can come out under it).  Windows with fewer than ``min_samples`` samples, off the
+        ground or with a measured or detected event inside are never stuck.
+        Returns ``(estimate (nctrl, 2), stuck (nctrl,))``; the estimate is
+        NaN where it is not made.
+        """
+        m = self.model
+        theta = np.asarray(theta, np.float64)
+        nc = m.ctrl_body.shape[0]
+        est = np.full((nc, 2), np.nan)
+        stuck = np.zeros(nc, bool)
+        owner = np.repeat(np.arange(self.nscen), np.diff(m.ctrl_ptr))
+        ptr = np.r_[0, np.cumsum([len(t) for t in self.targets.sample_times])]
+        ev = self.targets.events or {}
+        g = m.gravity
+        # Where the given forces leave each body still (exactly zero speed).
+        sim = simulate(m.with_params(theta), self.state, self.targets.sample_times)
+        still = np.all(sim.samp_vel[:, :, :2] == 0.0, axis=2)
+        for q in range(nc):
+            s, i = int(owner[q]), int(m.ctrl_body[q])
+            t0, t1 = m.ctrl_t0[q], m.ctrl_t1[q]
+            ts = self.targets.sample_times[s]
+            win = np.flatnonzero((ts >= t0) & (ts < t1))
+            p = self.targets.measured[ptr[s] + win, i]
+            ok = ~np.isnan(p[:, 0])
+            win, p = win[ok], p[ok]
+            if win.size < min_samples:
+                continue
+            radius = m.body_radius[s, i]
+            if np.max(np.abs(p[:, 2] - (m.ground_z + radius))) > GROUND_TOL:
+                continue  # not sliding on the ground throughout
+            if ev and np.any((ev["scen"] == s) & (ev["body"] == i) & (ev["t"] >= t0)
+                             & (ev["t"] < t1)):
+                continue  # an impact inside: the window's motion is not the push's
+            tau = ts[win] - 0.5 * (ts[win[0]] + ts[win[-1]])
+            vand = np.stack([np.ones_like(tau), tau, 0.5 * tau * tau], axis=1)
+            coef, *_ = np.linalg.lstsq(vand, p[:, :2], rcond=None)
+            v, a = coef[1], coef[2]
+            speed = float(np.hypot(*v))
+            if speed <= 0.0:
+                continue
+            mat = m.body_material[s, i]
+            mu_s, mu_k, v_th = (theta[m.tables.bg[mat, c]] for c in range(3))
+            mu = mu_k if speed >= v_th else mu_s
+            mass = m.body_mass[s, i]
+            est[q] = mass * (a + mu * g * v / speed)
+            threshold = mu_s * mass * g
+            fastest = max(np.hypot(*(v + a * tau[0])), np.hypot(*(v + a * tau[-1])), speed)
+            if fastest > moving and np.all(still[ptr[s] + win, i]):
+                # It moved, so the push beat static friction.
+                size = np.hypot(*est[q])
+                est[q] *= max(size, (1.0 + PUSH_MARGIN) * threshold) / size
+                stuck[q] = True
+        return est, stuck
 
     def apply(self, theta, kind, nuis):
         """``(model, state)`` with coefficients ``theta`` and the nuisance set."""
@@ -381,8 +473,8 @@ class ShardedProblem:
     def nuisance_size(self, kind):
         return self.problem.nuisance_size(kind)
 
-    def nuisance_start(self, kind):
-        return self.problem.nuisance_start(kind)
+    def nuisance_start(self, kind, theta=None):
+        return self.problem.nuisance_start(kind, theta)
 
     def nuisance_mask(self, kind):
         return self.problem.nuisance_mask(kind)
