@@ -8,7 +8,10 @@ Each pass of the loop of :func:`_scenario` is the list of stages:
 3. (symplectic only) the velocity kick at a grid time;
 4. events: the earliest of the impacts (``collision``), stops, ``v_th``
    crossings and body-body sticks (``integrate``), control window edges,
-   ``dt`` grid times where a direction rotates, and the end of the run;
+   ``dt`` grid times where a direction rotates, and the end of the run.
+   Over a run of such ``dt`` steps the search is skipped up to a time that
+   a bound on the motion proves free of events (:func:`_quiet_time`), so
+   the results are those of searching every step;
 5. advance every body to that time (``integrate.drift``), writing the
    requested samples on the way;
 6. resolve the event (``impulse``), log it, and propagate impulses through
@@ -27,6 +30,7 @@ from numba import njit, prange
 
 from . import contact, impulse, tangent
 from .collision import (
+    SHAPE_SPHERE,
     UNSUPPORTED,
     contact_normal_body_body,
     gap_body_body,
@@ -279,6 +283,10 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     need_solve = True
     horizon = t
     zero_steps = 0
+    # Through a run of dt steps where a direction rotates, no event can occur
+    # before ``quiet_until`` (:func:`_quiet_time`): the search is skipped there.
+    quiet_until = -np.inf
+    grid_step = False
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
@@ -363,6 +371,12 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 horizon = next_edge
                 if rotating and grid_next < horizon:
                     horizon = grid_next
+            grid_step = integrator != INTEGRATOR_SYMPLECTIC and rotating and horizon == grid_next
+            for i in range(nb):
+                if started[i]:
+                    grid_step = False
+            if not grid_step:
+                quiet_until = -np.inf
             need_solve = False
 
         # Stage 4: the earliest event within the horizon.
@@ -371,7 +385,8 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         ev_code = _NONE
         ev_i = -1
         ev_j = -1
-        if integrator != INTEGRATOR_SYMPLECTIC:
+        quiet = grid_step and horizon <= quiet_until
+        if integrator != INTEGRATOR_SYMPLECTIC and not quiet:
             for i in range(nb):
                 if resting[i]:
                     continue
@@ -410,7 +425,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                             ev_code = _STICK
                             ev_i = i
                             ev_j = j
-        for i in range(nb):
+        for i in range(0 if quiet else nb):
             for k in range(npl):
                 if plane_contact[i, k]:
                     continue
@@ -450,6 +465,14 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                     ev_i = i
                     ev_j = j
 
+        if grid_step and not quiet and ev_code == _NONE:
+            # The bound holds while the forces do: up to the next window edge.
+            quiet_until = min(t + _quiet_time(nb, npl, shape, pos, vel, dacc, free_acc,
+                                              radius, plane_n, plane_d, plane_contact,
+                                              body_contact, resting, above, g_mu_s, g_mu_k,
+                                              g_vth), next_edge)
+        elif ev_code != _NONE:
+            quiet_until = -np.inf
         # Stage 5: advance to the event, writing the samples passed.
         t_new = horizon if ev_code == _NONE else t + s_best
         if ev_code != _NONE and t_new > horizon:
@@ -568,6 +591,84 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                     fin_tvel[i, d, p] = tvel[i, d, p] - acc[i, d] * ttau[p]
         nondiff[0] = nd
     return status, n_ev, t
+
+
+#: Relative safety margin of :func:`_quiet_time`'s bound.
+QUIET_MARGIN = 1e-6
+
+
+@jit
+def _first_reach(g0, rate, a_max):
+    """Smallest ``s >= 0`` at which ``g0 + rate s - a_max s^2 / 2`` can reach 0
+    (``g0 > 0``, ``a_max >= 0``), or ``inf``."""
+    if a_max > 0.0:
+        return (rate + np.sqrt(rate * rate + 2.0 * a_max * g0)) / a_max
+    if rate < 0.0:
+        return -g0 / rate
+    return np.inf
+
+
+@jit
+def _quiet_time(nb, npl, shape, pos, vel, acc, free_acc, radius, plane_n, plane_d,
+                plane_contact, body_contact, resting, above, g_mu_s, g_mu_k, g_vth):
+    """A time ``s`` from now within which no event of the search can occur
+    while the forces stay as they are (0 when no such bound is at hand).
+
+    Over dt steps where sliding directions rotate, every body's acceleration
+    keeps a bounded size ``A``: ``|a_free,h| + mu |a_free,z|`` sliding on the
+    ground (``mu`` the larger coefficient), ``|a|`` in free flight (constant),
+    0 at rest.  So its velocity stays within ``A s`` of the current one and
+    its position within ``A s^2 / 2`` of the straight line: a plane gap
+    ``g0`` cannot close before ``g0 + (n . v) s - A s^2 / 2`` reaches 0, a
+    sphere pair before ``gap - |v_j - v_i| s - (A_i + A_j) s^2 / 2`` does,
+    a slide cannot stop before ``|v| / A`` nor cross ``v_th`` before
+    ``| |v| - v_th | / A``.  Sustained wall or body contacts, other shapes
+    than spheres and gaps within ``1e3 GAP_TOL`` give 0 (search every step).
+    The bound is shrunk by ``QUIET_MARGIN``, far above rounding.
+    """
+    s_min = np.inf
+    amax = np.empty(nb)
+    for i in range(nb):
+        if shape[i] != SHAPE_SPHERE:
+            return 0.0
+        for k in range(1, npl):
+            if plane_contact[i, k]:
+                return 0.0
+        for j in range(nb):
+            if j != i and body_contact[i, j]:
+                return 0.0
+        if resting[i]:
+            amax[i] = 0.0
+        elif plane_contact[i, 0]:
+            mu = max(g_mu_s[i], g_mu_k[i])
+            amax[i] = (np.sqrt(free_acc[i, 0] ** 2 + free_acc[i, 1] ** 2)
+                       + mu * abs(free_acc[i, 2]))
+            speed = np.sqrt(vel[i, 0] ** 2 + vel[i, 1] ** 2)
+            if amax[i] > 0.0:
+                s_min = min(s_min, speed / amax[i])
+                margin = speed - g_vth[i] if above[i] else g_vth[i] - speed
+                if margin <= 0.0:
+                    return 0.0
+                s_min = min(s_min, margin / amax[i])
+        else:
+            amax[i] = np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2 + acc[i, 2] ** 2)
+    for i in range(nb):
+        for k in range(npl):
+            if plane_contact[i, k]:
+                continue
+            g0 = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
+            if g0 <= 1e3 * GAP_TOL:
+                return 0.0
+            rate = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
+            s_min = min(s_min, _first_reach(g0, rate, amax[i]))
+        for j in range(i + 1, nb):
+            g0 = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
+            if g0 <= 1e3 * GAP_TOL:
+                return 0.0
+            w = np.sqrt((vel[j, 0] - vel[i, 0]) ** 2 + (vel[j, 1] - vel[i, 1]) ** 2
+                        + (vel[j, 2] - vel[i, 2]) ** 2)
+            s_min = min(s_min, _first_reach(g0, -w, amax[i] + amax[j]))
+    return s_min * (1.0 - QUIET_MARGIN)
 
 
 @jit
