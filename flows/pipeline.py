@@ -385,7 +385,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
 def _run_params(loaded, cfg, start, free, n_shards):
     out = {f"theta0_{k}": v for k, v in P.as_dict(P.vector(start)).items()}
     out.update({"free": ",".join(free), "method": cfg.method, "lr": cfg.lr, "ftol": cfg.ftol,
-                "gtol": cfg.gtol, "patience": cfg.patience, "max_iter": cfg.max_iter,
+                "gtol": cfg.gtol, "step_sigma": cfg.step_sigma, "patience": cfg.patience,
+                "max_iter": cfg.max_iter,
                 "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
                 "robust": cfg.robust, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,

@@ -13,13 +13,13 @@ from simcore import fit as F
 
 #: ``FitResult.status`` as the word written to ``fit.json``.
 STATUS_WORDS = ("converged_ftol", "converged_gtol", "max_iter", "unidentifiable", "no_step",
-                "nonfinite")
+                "nonfinite", "converged_step")
 
 
 def converged(result):
     """The optimiser converged on every coefficient the data informs (the
     uninformed ones are held at their start and named in the report)."""
-    return result.status in (F.STATUS_FTOL, F.STATUS_GTOL, F.STATUS_UNIDENTIFIABLE)
+    return result.status in F.CONVERGED + (F.STATUS_UNIDENTIFIABLE,)
 
 
 def fit_json(result, run_id, version, scores, dataset):

@@ -88,6 +88,7 @@ class CalibrationConfig:
     lr: float = None
     ftol: float = 1e-10
     gtol: float = 1e-8
+    step_sigma: float = F.STEP_SIGMA  # LM stops when a step is under this many stderr
     patience: int = 3
     max_iter: int = 100
     starts: int = 1
@@ -107,7 +108,7 @@ class CalibrationConfig:
     def fit_options(self):
         """Keyword arguments of :func:`simcore.fit.fit`."""
         return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
-                    patience=self.patience, max_iter=self.max_iter, starts=self.starts,
+                    step_sigma=self.step_sigma, patience=self.patience, max_iter=self.max_iter, starts=self.starts,
                     seed=self.seed, nuisance=self.nuisance, horizons=tuple(self.horizons),
                     robust=self.robust)
 
@@ -116,7 +117,8 @@ class CalibrationConfig:
 
 
 _KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, float, type(None)),
-          "ftol": (int, float), "gtol": (int, float), "patience": int, "max_iter": int,
+          "ftol": (int, float), "gtol": (int, float), "step_sigma": (int, float),
+          "patience": int, "max_iter": int,
           "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
           "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
           "dask_address": (str, type(None)), "test_fraction": (int, float),

@@ -36,7 +36,13 @@ Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
 ``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
 the relative loss change stays below ``ftol`` for ``patience`` iterations
 (``"lm"``: or its Gauss-Newton model predicts a relative decrease below
-``ftol`` for the next step, which is then not tried), or
+``ftol`` for the next step, which is then not tried, or that step moves
+every free coefficient by less than ``step_sigma`` of its standard error:
+the estimate is then settled to a twentieth of its own uncertainty, and
+the 95 % intervals keep their coverage; on millions of samples the last
+relative loss changes are 1e-10, decided by the kinks of the few
+sustained-contact scenarios, and each rejected trial costs a full
+evaluation), or
 the scaled projected gradient ``|g * max(|theta|, 0.1)| / L`` falls below
 ``gtol``, or ``max_iter`` ends the run (not converged).
 
@@ -65,7 +71,7 @@ from .problem import NUISANCE, project
 METHODS = ("lm", "gd", "adam")
 #: Status codes and their messages.
 STATUS_FTOL, STATUS_GTOL, STATUS_MAXITER, STATUS_UNIDENTIFIABLE, STATUS_NOSTEP, \
-    STATUS_NONFINITE = range(6)
+    STATUS_NONFINITE, STATUS_STEP = range(7)
 STATUS_MESSAGES = (
     "converged: relative loss change below ftol",
     "converged: scaled gradient below gtol",
@@ -73,7 +79,10 @@ STATUS_MESSAGES = (
     "not converged: parameter(s) not identifiable from this data",
     "not converged: no trial step lowered the loss",
     "failed: the loss is not finite at the start",
+    "converged: the next step is below step_sigma standard errors",
 )
+#: Statuses of a converged optimiser.
+CONVERGED = (STATUS_FTOL, STATUS_GTOL, STATUS_STEP)
 #: What carries each coefficient's signal (for the identifiability report).
 SIGNAL_OF = {
     "mu_s": "ground slide below v_th (or a start from rest)",
@@ -95,6 +104,9 @@ STAGE_FTOL = 1e-6
 MAX_REL_STEP = 0.2
 #: Relative standard error above which a coefficient is weakly identified.
 WEAK_REL = 0.1
+#: LM stops when its next step moves every free coefficient by less than
+#: this many of its standard errors (``step_sigma``).
+STEP_SIGMA = 0.05
 
 
 @dataclass
@@ -222,7 +234,8 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
 
 def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=100,
-        starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST):
+        starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
+        step_sigma=STEP_SIGMA):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -258,7 +271,8 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
         raise ValueError(f"nuisance {nuisance!r}: expected one of {list(NUISANCE)}")
     for name, v, ok in (("lr", lr, lr > 0), ("ftol", ftol, ftol >= 0), ("gtol", gtol, gtol >= 0),
                         ("max_iter", max_iter, max_iter >= 0), ("starts", starts, starts >= 1),
-                        ("lr_growth", lr_growth, lr_growth >= 1.0)):
+                        ("lr_growth", lr_growth, lr_growth >= 1.0),
+                        ("step_sigma", step_sigma, step_sigma >= 0)):
         if not (np.isfinite(v) and ok):
             raise ValueError(f"{name} = {v}: out of range")
     horizons = _check_horizons(horizons)
@@ -269,7 +283,7 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
     kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
               precondition=precondition, ftol=ftol,
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
-              callback=callback, horizons=horizons, robust=robust)
+              callback=callback, horizons=horizons, robust=robust, step_sigma=step_sigma)
     if starts == 1:
         return _fit_continued(problem, theta0, free_idx, **kw)
     rng = np.random.default_rng(seed)
@@ -336,7 +350,7 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
 
 def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precondition, ftol,
              gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
-             robust=0.0):
+             robust=0.0, step_sigma=0.0):
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
     names = tuple(P.NAMES[q] for q in free_idx)
@@ -409,6 +423,10 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             if over > 1.0:
                 d = d / over
                 dn = dn / over if dn is not None else None
+            if method == "lm" and step_sigma and not robust and _trial == 0 and \
+                    _settled(ev, nf, k, scen_hold, loss, hold, step_sigma):
+                status = STATUS_STEP
+                break
             if method == "lm" and not saw_nan and \
                     _predicted(ev.loss.gn, g_full, d, dn, nf) <= ftol * abs(loss):
                 # The Gauss-Newton model promises less than ftol (at once, or
@@ -437,7 +455,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 lam *= 4.0
             else:
                 eta *= 0.5
-        if status == STATUS_FTOL:
+        if status in (STATUS_FTOL, STATUS_STEP):
             break
         if not accepted:
             status = STATUS_NOSTEP
@@ -461,7 +479,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         if quiet >= patience:
             status = STATUS_FTOL
             break
-    if hold and status in (STATUS_FTOL, STATUS_GTOL):
+    if hold and status in CONVERGED:
         status = STATUS_UNIDENTIFIABLE
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
                    fd_gap, k, nuisance)
@@ -478,6 +496,24 @@ def _nuisance_hold(ev, nf, k):
     if k and diag is not None:
         held |= diag[:, nf:] <= 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
     return held
+
+
+def _settled(ev, nf, k, scen_hold, loss, hold, step_sigma):
+    """The undamped Gauss-Newton step moves every free coefficient the data
+    inform by less than ``step_sigma`` of its standard error at this
+    evaluation (the damped step can be small only because the damping is
+    large, which says nothing about convergence)."""
+    lv = ev.loss
+    try:
+        d, _ = _lm_step(lv.gn, lv.grad, nf, k, 0.0, hold, scen_hold)
+    except np.linalg.LinAlgError:
+        return False
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
+    cov = _covariance(lv.gn, nf, k, scen_hold, loss, 3 * lv.count, nuis_count, hold)
+    keep = [c for c in range(nf) if c not in hold]
+    std = np.sqrt(np.maximum(np.diag(cov)[keep], 0.0))
+    return bool(keep) and bool(np.all(np.isfinite(std)) and np.all(np.isfinite(d))) and \
+        bool(np.all(np.abs(d[keep]) < step_sigma * std))
 
 
 def _predicted(H, g, d, dn, nf):
@@ -590,7 +626,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
               for c, (n, q) in enumerate(zip(names, free_idx))},
         corr=corr, loss=float(lv.total), components=dict(lv.components), grad=grad, nit=nit,
         nfev=nfev, status=status, message=message,
-        success=status in (STATUS_FTOL, STATUS_GTOL), history=history,
+        success=status in CONVERGED, history=history,
         identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
         nondiff=int(scen_hold.sum()), fd_check=fd_gap,
         nuisance_held=real_held if k else None)
