@@ -294,3 +294,18 @@ def test_push_from_data_closed_form_and_plateau():
     start = prob.nuisance_start("push", truth)
     np.testing.assert_allclose(start[1, :2], est[1])  # the stuck one restarts from the data
     np.testing.assert_allclose(start[0, :2], given.ctrl_force[0, :2])  # the other as given
+
+
+def test_step_sigma_stops_within_a_fraction_of_the_uncertainty(table):
+    """Stopping once the undamped Gauss-Newton step is under 0.05 standard
+    errors leaves every coefficient within a tenth of a standard error of the
+    strictly converged fit, for no more evaluations."""
+    loose = F.fit(table, free=INFORMED, step_sigma=0.05)
+    strict = F.fit(table, free=INFORMED, step_sigma=0.0)
+    assert loose.success and strict.success
+    for n in loose.free:
+        if np.isfinite(strict.stderr[n]):
+            assert abs(loose.params[n] - strict.params[n]) <= 0.1 * strict.stderr[n], n
+    assert loose.nfev <= strict.nfev
+    with pytest.raises(ValueError, match="step_sigma"):
+        F.fit(table, step_sigma=-1.0)
