@@ -138,11 +138,13 @@ class Dataset:
     #: never become per-row Python strings.
     names: np.ndarray = None
     codes: dict = field(default_factory=dict)
-    #: Caches of :func:`body_series`, :func:`fitted_initial_states` and
-    #: ``_groups`` (per table).
+    #: Caches of :func:`body_series`, :func:`fitted_initial_states`,
+    #: ``_groups`` (per table) and the (scenario, body) keys of the bodies
+    #: and trajectories rows (``_keys`` of both, set by :func:`validate`).
     series: tuple = None
     initial: dict = None
     groups: dict = field(default_factory=dict)
+    keys: tuple = None
 
     @property
     def name(self):
@@ -187,11 +189,13 @@ def _encode_ids(tables):
         values = ca.chunk(0).dictionary.to_pylist() if ca.num_chunks else []
         idx = (np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in ca.chunks])
                if ca.num_chunks else np.zeros(0, np.int64))
-        enc[name] = (idx.astype(np.int64), values)
+        enc[name] = (idx, values)
         uniq.update(values)
     names = np.array(sorted(uniq), dtype=object)
     where = {n: k for k, n in enumerate(names)}
-    codes = {name: (np.array([where[v] for v in values], np.int64)[idx] if values else idx)
+    # One int64 lookup per row, straight from the int32 dictionary indices.
+    codes = {name: (np.array([where[v] for v in values], np.int64)[idx] if values
+                    else idx.astype(np.int64))
              for name, (idx, values) in enc.items()}
     return names, codes
 
@@ -471,7 +475,7 @@ def body_series(ds):
     code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
-    key0, _ = _keys(code, body)
+    key0 = ds.keys[1] if ds.keys is not None else _keys(code, body)[0]
     # Files are usually written sorted: check in O(N) before sorting.
     dk = np.diff(key0)
     identity = bool(np.all((dk > 0) | ((dk == 0) & (np.diff(t) > 0))))
@@ -574,8 +578,9 @@ def fitted_initial_states(ds):
     _, key, counts, ts_all, ps_all = body_series(ds)
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     bodies = ds.tables["bodies"]
-    bkey, _ = _keys(ds.codes["bodies"], bodies["body_id"].to_numpy(), ds.codes["trajectories"],
-                    ds.tables["trajectories"]["body_id"].to_numpy())
+    bkey = ds.keys[0] if ds.keys is not None else _keys(
+        ds.codes["bodies"], bodies["body_id"].to_numpy(), ds.codes["trajectories"],
+        ds.tables["trajectories"]["body_id"].to_numpy())[0]
     pos_fit, vel_fit, _ = targets.end_states(ts_all, ps_all, counts)
     row_of = {int(k): i for i, k in enumerate(key[starts])}
     radius = bodies["radius"].to_numpy()
@@ -604,13 +609,20 @@ def write_table(table_dict, path):
 
 
 def _keys(code_a, body_a, code_b=None, body_b=None):
-    """Integer keys of (scenario, body_id) pairs, consistent across two tables."""
-    code = np.concatenate([code_a] + ([code_b] if code_b is not None else []))
-    bodies = np.concatenate([body_a] + ([body_b] if body_b is not None else [])).astype(np.int64)
-    low = bodies.min() if bodies.size else 0
-    span = int(bodies.max() - low + 1) if bodies.size else 1
-    key = code * span + (bodies - low)
-    return key[: len(code_a)], key[len(code_a):]
+    """Integer keys of (scenario, body_id) pairs, consistent across two tables
+    (one int64 array per table, built in place: no concatenated temporaries)."""
+    bodies = [x for x in (body_a, body_b) if x is not None and x.size]
+    low = min(int(x.min()) for x in bodies) if bodies else 0
+    span = max(int(x.max()) for x in bodies) - low + 1 if bodies else 1
+
+    def key(code, body):
+        k = np.multiply(code, span, dtype=np.int64)
+        k += body
+        k -= low
+        return k
+
+    return key(code_a, body_a), (key(code_b, body_b) if code_b is not None
+                                 else np.zeros(0, np.int64))
 
 
 def _col(ds, table, c):
@@ -653,6 +665,7 @@ def validate(path, summary=True):
         report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
                         f"expected one of {list(SHAPE_NAMES)}", b_sid)
     bkey, tkey = _keys(ds.codes["bodies"], b_body, ds.codes["trajectories"], t_body)
+    ds.keys = (bkey, tkey)
     dup = np.flatnonzero(np.isin(np.arange(bkey.size), _first_rows(bkey), invert=True))
     if dup.size:
         report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
