@@ -37,7 +37,9 @@ Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
 the relative loss change stays below ``ftol`` for ``patience`` iterations
 (``"lm"``: or its Gauss-Newton model predicts a relative decrease below
 ``ftol`` for the next step, which is then not tried, or that step moves
-every free coefficient by less than ``step_sigma`` of its standard error:
+every free coefficient by less than ``step_sigma`` of its standard error
+(the undamped step before the first trial, the damped one after trials
+that raised the loss):
 the estimate is then settled to a twentieth of its own uncertainty, and
 the 95 % intervals keep their coverage; on millions of samples the last
 relative loss changes are 1e-10, decided by the kinks of the few
@@ -423,8 +425,11 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             if over > 1.0:
                 d = d / over
                 dn = dn / over if dn is not None else None
-            if method == "lm" and step_sigma and not robust and _trial == 0 and \
-                    _settled(ev, nf, k, scen_hold, loss, hold, step_sigma):
+            if method == "lm" and step_sigma and not robust and not saw_nan and \
+                    _settled(ev, nf, k, scen_hold, loss, hold, step_sigma,
+                             None if _trial == 0 else d):
+                # The undamped step, or after trials that raised the loss the
+                # damped one about to be tried, is statistically nothing.
                 status = STATUS_STEP
                 break
             if method == "lm" and not saw_nan and \
@@ -498,16 +503,19 @@ def _nuisance_hold(ev, nf, k):
     return held
 
 
-def _settled(ev, nf, k, scen_hold, loss, hold, step_sigma):
-    """The undamped Gauss-Newton step moves every free coefficient the data
-    inform by less than ``step_sigma`` of its standard error at this
-    evaluation (the damped step can be small only because the damping is
-    large, which says nothing about convergence)."""
+def _settled(ev, nf, k, scen_hold, loss, hold, step_sigma, d=None):
+    """The step ``d`` (None: the undamped Gauss-Newton step) moves every free
+    coefficient the data inform by less than ``step_sigma`` of its standard
+    error at this evaluation.  Before any trial it must be the undamped step:
+    a damped one can be small only because the damping is large, which says
+    nothing about convergence; after a rejected trial the damped step is the
+    only one left to try."""
     lv = ev.loss
-    try:
-        d, _ = _lm_step(lv.gn, lv.grad, nf, k, 0.0, hold, scen_hold)
-    except np.linalg.LinAlgError:
-        return False
+    if d is None:
+        try:
+            d, _ = _lm_step(lv.gn, lv.grad, nf, k, 0.0, hold, scen_hold)
+        except np.linalg.LinAlgError:
+            return False
     nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
     cov = _covariance(lv.gn, nf, k, scen_hold, loss, 3 * lv.count, nuis_count, hold)
     keep = [c for c in range(nf) if c not in hold]
