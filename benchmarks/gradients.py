@@ -11,7 +11,6 @@ the 7 informed coefficients from the defaults.
 import argparse
 import time
 
-import numpy as np
 
 from benchmarks._emit import emit
 from simcore import params as P

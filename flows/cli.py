@@ -144,7 +144,7 @@ def _fit_config(args):
 
 def _print_fit(doc, out):
     held = [n for n in doc["free"] if not doc["identifiability"][n]["identifiable"]]
-    head = (f"converged on the informed coefficients; held at their start: "
+    head = ("converged on the informed coefficients; held at their start: "
             + "; ".join(doc["identifiability"][n]["reason"] for n in held)
             if held and doc["converged"] else f"{doc['status']}: {doc['message']}")
     lines = [head,

@@ -33,7 +33,7 @@ import numpy as np
 
 from numba import njit, prange
 
-from .config import JIT_PARALLEL, jit
+from .config import JIT_PARALLEL
 
 MAD_SCALE = 1.4826  # MAD -> standard deviation for Gaussian noise
 #: The detector's noise scale comes from at most this many jump components,

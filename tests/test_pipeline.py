@@ -8,7 +8,6 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from mlflow import MlflowClient
 from prefect.testing.utilities import prefect_test_harness
 
 from flows import pipeline, registry, settings, tracking
