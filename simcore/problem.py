@@ -132,7 +132,9 @@ class Problem:
         A given force is *stuck* when, simulated with ``theta``, it leaves its
         body still through the whole window while the measured motion there
         is faster than ``moving`` [m/s]: the data then do not depend on the
-        force, and no local method leaves that plateau.  The body did move,
+        force, and no local method leaves that plateau.  Only forces at or
+        under the static threshold ``mu_s m g`` can hold a free body still,
+        so only their scenarios are simulated for the check.  The body did move,
         so the push beat static friction: a stuck window's estimate is
         raised to at least ``(1 + PUSH_MARGIN) mu_s m g`` (the fit over the
         window mixes the static regime below ``v_th`` with the kinetic one
@@ -149,10 +151,11 @@ class Problem:
         owner = np.repeat(np.arange(self.nscen), np.diff(m.ctrl_ptr))
         ptr = np.r_[0, np.cumsum([len(t) for t in self.targets.sample_times])]
         ev = self.targets.events or {}
+        impacts = {}
+        for e in range(len(ev.get("t", ()))):
+            impacts.setdefault((int(ev["scen"][e]), int(ev["body"][e])), []).append(ev["t"][e])
         g = m.gravity
-        # Where the given forces leave each body still (exactly zero speed).
-        sim = simulate(m.with_params(theta), self.state, self.targets.sample_times)
-        still = np.all(sim.samp_vel[:, :, :2] == 0.0, axis=2)
+        moved = {}  # window -> its samples (rows of its scenario), for the still check
         for q in range(nc):
             s, i = int(owner[q]), int(m.ctrl_body[q])
             t0, t1 = m.ctrl_t0[q], m.ctrl_t1[q]
@@ -166,8 +169,7 @@ class Problem:
             radius = m.body_radius[s, i]
             if np.max(np.abs(p[:, 2] - (m.ground_z + radius))) > GROUND_TOL:
                 continue  # not sliding on the ground throughout
-            if ev and np.any((ev["scen"] == s) & (ev["body"] == i) & (ev["t"] >= t0)
-                             & (ev["t"] < t1)):
+            if any(t0 <= te < t1 for te in impacts.get((s, i), ())):
                 continue  # an impact inside: the window's motion is not the push's
             tau = ts[win] - 0.5 * (ts[win[0]] + ts[win[-1]])
             vand = np.stack([np.ones_like(tau), tau, 0.5 * tau * tau], axis=1)
@@ -181,9 +183,21 @@ class Problem:
             mu = mu_k if speed >= v_th else mu_s
             mass = m.body_mass[s, i]
             est[q] = mass * (a + mu * g * v / speed)
-            threshold = mu_s * mass * g
             fastest = max(np.hypot(*(v + a * tau[0])), np.hypot(*(v + a * tau[-1])), speed)
-            if fastest > moving and np.all(still[ptr[s] + win, i]):
+            if fastest > moving and np.hypot(*m.ctrl_force[q, :2]) <= mu_s * mass * g:
+                moved[q] = (win, mu_s * mass * g)
+        if not moved:
+            return est, stuck
+        # Where the given forces leave each body still (exactly zero speed):
+        # only the scenarios of the candidate windows are simulated.
+        scen = np.unique(owner[list(moved)])
+        sub = self.subset(scen)
+        sim = simulate(sub.model.with_params(theta), sub.state, sub.targets.sample_times)
+        local = {int(sc): k for k, sc in enumerate(scen)}
+        for q, (win, threshold) in moved.items():
+            k = local[int(owner[q])]
+            rows = sim.samp_ptr[k] + win
+            if np.all(sim.samp_vel[rows, int(m.ctrl_body[q]), :2] == 0.0):
                 # It moved, so the push beat static friction.
                 size = np.hypot(*est[q])
                 est[q] *= max(size, (1.0 + PUSH_MARGIN) * threshold) / size
