@@ -457,7 +457,11 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 accepted = True
                 break
             if method == "lm":
-                lam *= 4.0
+                # The damping is relative to the curvature's diagonal, so a
+                # step only shrinks once lam nears 1: a rejected trial goes
+                # there at once (the next step is at most half as long)
+                # instead of paying for near-copies of the rejected one.
+                lam = max(4.0 * lam, 1.0)
             else:
                 eta *= 0.5
         if status in (STATUS_FTOL, STATUS_STEP):
