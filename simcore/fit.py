@@ -218,6 +218,15 @@ def _lm_step(H, g, nf, k, lam, hold, scen_hold):
     return d, dn
 
 
+def _ev_covariance(ev, nf, k, hold):
+    """:func:`_covariance` at the evaluation ``ev``, its nuisance held as the
+    fit holds it (:func:`_nuisance_hold`) and counted where it has a gradient."""
+    lv = ev.loss
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
+    return _covariance(lv.gn, nf, k, _nuisance_hold(ev, nf, k), lv.total, 3 * lv.count,
+                       nuis_count, hold)
+
+
 def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
     """``(L / (N - P)) (J^T W J)^-1`` of the free coefficients (nuisance
     marginalised); held coefficients (no signal) get an infinite variance."""
@@ -426,7 +435,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 d = d / over
                 dn = dn / over if dn is not None else None
             if method == "lm" and step_sigma and not robust and not saw_nan and \
-                    _settled(ev, nf, k, scen_hold, loss, hold, step_sigma,
+                    _settled(ev, nf, k, scen_hold, hold, step_sigma,
                              None if _trial == 0 else d):
                 # The undamped step, or after trials that raised the loss the
                 # damped one about to be tried, is statistically nothing.
@@ -507,7 +516,7 @@ def _nuisance_hold(ev, nf, k):
     return held
 
 
-def _settled(ev, nf, k, scen_hold, loss, hold, step_sigma, d=None):
+def _settled(ev, nf, k, scen_hold, hold, step_sigma, d=None):
     """The step ``d`` (None: the undamped Gauss-Newton step) moves every free
     coefficient the data inform by less than ``step_sigma`` of its standard
     error at this evaluation.  Before any trial it must be the undamped step:
@@ -520,8 +529,7 @@ def _settled(ev, nf, k, scen_hold, loss, hold, step_sigma, d=None):
             d, _ = _lm_step(lv.gn, lv.grad, nf, k, 0.0, hold, scen_hold)
         except np.linalg.LinAlgError:
             return False
-    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
-    cov = _covariance(lv.gn, nf, k, scen_hold, loss, 3 * lv.count, nuis_count, hold)
+    cov = _ev_covariance(ev, nf, k, hold)
     keep = [c for c in range(nf) if c not in hold]
     std = np.sqrt(np.maximum(np.diag(cov)[keep], 0.0))
     return bool(keep) and bool(np.all(np.isfinite(std)) and np.all(np.isfinite(d))) and \
@@ -589,13 +597,10 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     names = tuple(P.NAMES[q] for q in free_idx)
     lv = ev.loss
     scen_hold = ev.nondiff != 0
-    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
     hold = [c for c in range(nf) if ev.signal[c] == 0]
-    nuis_held = _nuisance_hold(ev, nf, k) if k else None
     if k:
-        real_held = nuis_held & problem.nuisance_mask(nuisance)
-    cov = _covariance(lv.gn, nf, k, nuis_held if k else scen_hold, lv.total,
-                      3 * lv.count, nuis_count, hold)
+        real_held = _nuisance_hold(ev, nf, k) & problem.nuisance_mask(nuisance)
+    cov = _ev_covariance(ev, nf, k, hold)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
     with np.errstate(all="ignore"):
         corr = cov / np.outer(std, std)

@@ -134,12 +134,13 @@ class Problem:
         is faster than ``moving`` [m/s]: the data then do not depend on the
         force, and no local method leaves that plateau.  Only forces at or
         under the static threshold ``mu_s m g`` can hold a free body still,
-        so only their scenarios are simulated for the check.  The body did move,
-        so the push beat static friction: a stuck window's estimate is
+        so only their scenarios are simulated for the check.  The body did
+        move, so the push beat static friction: a stuck window's estimate is
         raised to at least ``(1 + PUSH_MARGIN) mu_s m g`` (the fit over the
         window mixes the static regime below ``v_th`` with the kinetic one
-        and can come out under it).  Windows with fewer than ``min_samples`` samples, off the
-        ground or with a measured or detected event inside are never stuck.
+        and can come out under it).  Windows with fewer than ``min_samples``
+        samples, off the ground or with a measured or detected event inside
+        are never stuck.
         Returns ``(estimate (nctrl, 2), stuck (nctrl,))``; the estimate is
         NaN where it is not made.
         """

@@ -115,7 +115,9 @@ def residuals(ds, simulated):
     measured ones: ``{"scenario_id", "samples", "rms_m", "max_m",
     "final_m"}`` (``final_m``: the largest final-position error over the
     scenario's bodies).  ``simulated``: the ``trajectories`` table of
-    :func:`simulate_dataset` on the same dataset."""
+    :func:`simulate_dataset` on the same dataset.  Works on tables alone
+    (e.g. a ``contactfit simulate`` output); :func:`residual_table` gives the
+    same figures from a problem's arrays, and is tested against this."""
     traj = ds.tables["trajectories"]
     meas = np.stack([traj[c].to_numpy() for c in "xyz"], axis=1)
     sim_pos = np.stack([np.asarray(simulated[c]) for c in "xyz"], axis=1)

@@ -303,6 +303,7 @@ def test_step_sigma_stops_within_a_fraction_of_the_uncertainty(table):
     loose = F.fit(table, free=INFORMED, step_sigma=0.05)
     strict = F.fit(table, free=INFORMED, step_sigma=0.0)
     assert loose.success and strict.success
+    assert loose.status == F.STATUS_STEP and strict.status != F.STATUS_STEP  # it fired
     for n in loose.free:
         if np.isfinite(strict.stderr[n]):
             assert abs(loose.params[n] - strict.params[n]) <= 0.1 * strict.stderr[n], n
