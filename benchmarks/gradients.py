@@ -38,13 +38,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     prob = Problem.from_dataset(TABLE)
     m, st, times = prob.model, prob.state, prob.targets.sample_times
-    dirs = Directions.build(params=range(P.NPARAM))
+    ncoef = len(P.COEFFICIENTS)
+    dirs = Directions.build(params=range(ncoef))
     simulate(m, st, times, directions=dirs, measured=prob.targets.measured, gauss_newton=True)
     fwd = _best(lambda: simulate(m, st, times), args.repeat)
     sens = _best(lambda: simulate(m, st, times, directions=dirs, measured=prob.targets.measured,
                                   gauss_newton=True), args.repeat)
     out = {"forward_s": fwd, "sensitivities_s": sens, "gradient_cost_ratio": sens / fwd,
-           "fd_cost_ratio": 2 * P.NPARAM + 1}
+           "fd_cost_ratio": 2 * ncoef + 1}
     for method in ("lm", "gd", "adam"):
         t = time.perf_counter()
         r = fit(prob, free=INFORMED, method=method, max_iter=3000)

@@ -317,7 +317,7 @@ def _log_starts(c, exp_id, run_id, result, ok):
 
 def _free_and_start(loaded, cfg, start):
     fixed = loaded.ds.fixed_params
-    free = cfg.fit or [n for n in P.NAMES if n not in fixed]
+    free = cfg.fit or [n for n in P.COEFFICIENTS if n not in fixed]
     values = dict(fixed)
     values.update(start or {})
     values.update(cfg.start)

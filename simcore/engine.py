@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import contact, impulse, tangent
+from .params import GROUND_OFFSET, TIME_OFFSET
 from .collision import (
     SHAPE_SPHERE,
     UNSUPPORTED,
@@ -139,6 +140,15 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
     (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
     ``nondiff (1,)``.  With ``NT = 0`` only the trajectory loss is computed.
+
+    The global offsets of ``params`` (see :mod:`simcore.params`) act here:
+    the ground is the plane ``z = ground_z + params[GROUND_OFFSET]``, a body
+    that starts resting on the nominal plane ``z = ground_z`` starts resting
+    on that one, and control window ``q`` acts over ``[c_t0[q] + lag,
+    c_t1[q] + lag)`` with ``lag = params[TIME_OFFSET]``.  Their tangents: a
+    resting start has ``d z / d ground_offset = 1``, a ground impact's time
+    moves with the plane (``tangent.impact_plane_time``), and a window edge
+    with the lag (``d t_edge / d lag = 1``).
     """
     npl = nw + 1
     nc = c_body.shape[0]
@@ -207,6 +217,11 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
     for p in range(nt):
         if t_param[p] >= 0:
             pdir[t_param[p]] = p
+    # The global offsets of the measurement set-up (see params.py).
+    ground = ground_z + params[GROUND_OFFSET]
+    lag = params[TIME_OFFSET]
+    p_ground = pdir[GROUND_OFFSET]
+    p_lag = pdir[TIME_OFFSET]
     # Everything the impulse tangents need, in one tuple (see _impact_plane).
     tg = (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat,
           wall_mat, bg_idx, bw_idx, bb_idx)
@@ -216,9 +231,14 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         if integrator == INTEGRATOR_SYMPLECTIC:
             nd |= tangent.ND_SYMPLECTIC
 
-    # Planes: row 0 is the ground z = ground_z, then the walls.
+    # Planes: row 0 is the ground z = ground_z + ground_offset, then the walls.
     plane_n[0, 2] = 1.0
-    plane_d[0] = ground_z
+    plane_d[0] = ground
+    if ground != ground_z:
+        # A body resting on the nominal ground rests on the offset one.
+        for i in range(nb):
+            if abs(gap_body_plane(shape[i], pos[i], radius[i], plane_n[0], ground_z)) <= GAP_TOL:
+                pos[i, 2] += ground - ground_z
     for k in range(nw):
         for d in range(3):
             plane_n[k + 1, d] = wall_n[k, d]
@@ -250,8 +270,12 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                     vel[i, d] -= vn * plane_n[k, d]
                 tangent.project_plane(i, plane_n[k], tvel)
                 if k == 0:
-                    pos[i, 2] = ground_z + radius[i]
+                    pos[i, 2] = ground + radius[i]
         if plane_contact[i, 0]:
+            if p_ground >= 0:
+                # Resting on the ground: its height moves with the plane.
+                tpos[i, 2, p_ground] = 1.0
+                signal[p_ground] += 1
             if _horizontal_speed(vel[i]) <= V_STOP:
                 vel[i, 0] = 0.0
                 vel[i, 1] = 0.0
@@ -299,23 +323,28 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         if need_solve:
             # Stage 1: forces active at t and the next window edge.
             next_edge = t_end
+            window_edge = False
             for i in range(nb):
                 for d in range(3):
                     force[i, d] = 0.0
             for q in range(nc):
-                if c_t0[q] <= t < c_t1[q]:
+                w0 = c_t0[q] + lag
+                w1 = c_t1[q] + lag
+                if w0 <= t < w1:
                     for d in range(3):
                         force[c_body[q], d] += c_force[q, d]
-                if c_t0[q] > t and c_t0[q] < next_edge:
-                    next_edge = c_t0[q]
-                if c_t1[q] > t and c_t1[q] < next_edge:
-                    next_edge = c_t1[q]
+                if w0 > t and w0 < next_edge:
+                    next_edge = w0
+                    window_edge = True
+                if w1 > t and w1 < next_edge:
+                    next_edge = w1
+                    window_edge = True
             for i in range(nb):
                 free_acc[i, 0] = force[i, 0] * inv_m[i]
                 free_acc[i, 1] = force[i, 1] * inv_m[i]
                 free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
             if nt > 0:
-                tangent.free_acc(nb, t, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
+                tangent.free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
                 nd |= _general_contacts(nb, npl, plane_contact, body_contact)
             # Stage 2: sustained contacts.
             h_dir = 0.0
@@ -482,6 +511,10 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
             nd |= _event_time_tangent(ev_code, ev_i, ev_j, s_seg, mat, pos, vel, dacc,
                                       plane_n, g_vth, bg_idx, pdir, tpos, tvel, tacc,
                                       ttau, ds, signal)
+            if ev_code == _NONE and window_edge and t_new == next_edge and p_lag >= 0:
+                # A window edge moves with the controls' clock: d t_edge / d lag = 1.
+                ds[p_lag] += 1.0
+                signal[p_lag] += 1
         k0 = ks
         while ks < ns and samp_t[ks] <= t_new:
             sample(nb, pos, vel, dacc, samp_t[ks] - t, out_pos[ks], out_vel[ks])
@@ -515,7 +548,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
             work[q] = False
         if ev_code == _IMPACT_PLANE:
             n_ev = _impact_plane(ev_i, ev_j, n_ev, t, pos, vel, acc, radius, mass,
-                                 ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
+                                 ground, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
                                  plane_contact, resting, starting, above, dva, dvb,
                                  ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
                                  ev_dvb, ev_slip, False, tg)
@@ -567,7 +600,7 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
 
         # Impulses propagate through contacts the impact drove together.
         n_ev = _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m,
-                          ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu,
+                          ground, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu,
                           b_e, plane_contact, body_contact, resting, starting, above,
                           work, nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn,
                           ev_jt, ev_dva, ev_dvb, ev_slip, tg)
@@ -728,9 +761,13 @@ def _event_time_tangent(ev_code, ev_i, ev_j, s, mat, pos, vel, acc, plane_n, g_v
     """``ds``: the tangent of the segment length (implicit function theorem);
     returns the nondiff flags it raises."""
     if ev_code == _IMPACT_PLANE:
+        # The ground's height is the offset's direction; the walls are fixed.
+        p_d = pdir[GROUND_OFFSET] if ev_j == 0 else -1
         if not tangent.impact_plane_time(ev_i, plane_n[ev_j], s, vel, acc, tpos, tvel,
-                                         tacc, ds):
+                                         tacc, p_d, ds):
             return tangent.ND_GRAZING
+        if p_d >= 0:
+            signal[p_d] += 1
     elif ev_code == _IMPACT_BODY:
         if not tangent.impact_body_time(ev_i, ev_j, s, pos, vel, acc, tpos, tvel, tacc, ds):
             return tangent.ND_GRAZING

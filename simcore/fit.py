@@ -95,6 +95,8 @@ SIGNAL_OF = {
     "mu_w": "wall impact that slipped",
     "e_bw": "wall impact",
     "e_bg": "ground bounce",
+    "ground_offset": "body resting on or hitting the ground",
+    "time_offset": "control window edge",
 }
 #: Horizon continuation: the fractions of each scenario's span fitted in turn.
 HORIZONS = (0.25, 0.5, 1.0)
@@ -154,7 +156,7 @@ class FitResult:
 
 
 def _free_indices(free):
-    names = P.NAMES if free is None else tuple(free)
+    names = P.COEFFICIENTS if free is None else tuple(free)
     out = []
     for n in names:
         if n not in P.NAMES:
@@ -250,13 +252,16 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
-    coefficients not in ``free``); ``free``: names to fit (None: all);
+    coefficients not in ``free``); ``free``: names to fit (None: the contact
+    coefficients ``params.COEFFICIENTS``; the global offsets
+    ``ground_offset`` and ``time_offset`` are fitted only when named);
     ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`;
     the start is :meth:`~simcore.problem.Problem.nuisance_start` at
     ``params0``, where a push stuck on the static plateau restarts from its
     window's measured motion);
     ``starts > 1``: multi-start, the extra starts drawn uniformly within
-    ``[0.5, 2] x`` the start values (restitutions within [0.05, 1]) from
+    ``[0.5, 2] x`` the start values (restitutions within [0.05, 1], offsets
+    within ``+-2 OFFSET_SCALE`` of theirs) from
     ``seed``; the best is returned with the others in ``starts``.
     ``fd_check``: compare the gradient with central finite differences at the
     start (``FitResult.fd_check``: the largest relative gap; at the optimum
@@ -304,6 +309,8 @@ def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
         for q in free_idx:
             if P.NAMES[q].startswith("e_"):
                 th[q] = rng.uniform(0.05, 1.0)
+            elif P.NAMES[q] in P.OFFSET_SCALE:
+                th[q] = theta0[q] + P.OFFSET_SCALE[P.NAMES[q]] * rng.uniform(-2.0, 2.0)
             else:
                 th[q] = theta0[q] * rng.uniform(0.5, 2.0)
         results.append(_fit_continued(problem, project(th, free_idx), free_idx, **kw))
@@ -365,6 +372,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
     names = tuple(P.NAMES[q] for q in free_idx)
+    # The trust region's floor of each free value's size: an offset may be 0.
+    size_floor = np.array([5.0 * P.OFFSET_SCALE.get(n, 2e-3) for n in names])
     theta = project(theta0, free_idx)
     nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
         if k else None
@@ -429,7 +438,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 continue
             # Trust region: no coefficient moves by more than MAX_REL_STEP of
             # its size in one step (event sequences change under big steps).
-            room = MAX_REL_STEP * np.maximum(np.abs(theta[free_idx]), 1e-2)
+            room = MAX_REL_STEP * np.maximum(np.abs(theta[free_idx]), size_floor)
             over = float(np.max(np.abs(d) / room))
             if over > 1.0:
                 d = d / over
@@ -615,7 +624,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
             std[c] = np.inf
         else:
             reason = f"{n}: {sig} events or segments carried signal"
-        rel = std[c] / max(abs(theta[q]), 1e-300)
+        rel = std[c] / max(abs(theta[q]), P.OFFSET_SCALE.get(n, 1e-300))
         weak = sig > 0 and not rel <= WEAK_REL
         if weak:
             reason += f"; weakly identified (relative stderr {rel:.2g})"

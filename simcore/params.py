@@ -21,6 +21,33 @@ e_bw       0.75      body-wall restitution
 e_bg       0.50      body-ground restitution (falling spheres bounce)
 =========  ========  =====================================================
 
+Two global offsets follow the coefficients.  They are not material
+properties but nuisance unknowns of the measurement set-up, fixed at 0 unless
+a fit frees them (:data:`COEFFICIENTS` is the default free set):
+
+=============  =======  ==================================================
+name           default  meaning
+=============  =======  ==================================================
+ground_offset  0.0      height [m] of the real ground above the dataset's
+                        ``ground_z``.  The simulated ground is the plane
+                        ``z = ground_z + ground_offset``; a body that starts
+                        resting on the nominal ground (its initial height
+                        ``ground_z + r``, as the reader snaps it) starts
+                        resting on the offset one, every other initial
+                        position stays as measured.  For offsets within the
+                        reader's 3 mm snap; a larger one belongs in
+                        ``dataset.yaml``'s ``ground_z``.
+time_offset    0.0      delay [s] of the controls' clock behind the
+                        trajectories': a window logged as ``[t0, t1)`` acts
+                        over ``[t0 + time_offset, t1 + time_offset)`` of the
+                        simulated (= measured) time.  The scenario itself is
+                        started from the measured samples, so a shift of
+                        the whole clock is invisible; only the lag between
+                        the commanded forces and the tracked motion (the
+                        latency of a motion-capture or video pipeline) can
+                        be identified.
+=============  =======  ==================================================
+
 Material pairs
 --------------
 The kernels never read ``params[MU_BB]`` directly.  They read
@@ -35,10 +62,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG = range(8)
-NPARAM = 8
+MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG, GROUND_OFFSET, TIME_OFFSET = range(10)
+NPARAM = 10
 
-NAMES = ("mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw", "e_bg")
+NAMES = ("mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw", "e_bg",
+         "ground_offset", "time_offset")
+#: The contact coefficients proper: what a fit frees unless told otherwise.
+COEFFICIENTS = NAMES[:8]
+#: The global offsets of the measurement set-up (nuisance unknowns).
+OFFSETS = NAMES[8:]
 DEFAULTS = {
     "mu_s": 0.30,
     "mu_k": 0.20,
@@ -48,7 +80,13 @@ DEFAULTS = {
     "mu_w": 0.15,
     "e_bw": 0.75,
     "e_bg": 0.50,
+    "ground_offset": 0.0,
+    "time_offset": 0.0,
 }
+#: The offsets' natural size: relative measures (a weak-identifiability
+#: threshold, multi-start spreads) are taken against ``max(|value|, scale)``,
+#: since an offset's true value may be zero.
+OFFSET_SCALE = {"ground_offset": 1e-3, "time_offset": 1e-2}
 #: Closed bounds of each parameter; ``v_th`` must also be strictly positive and
 #: ``mu_s >= mu_k`` (checked in :func:`validate`).
 BOUNDS = {
@@ -60,6 +98,8 @@ BOUNDS = {
     "mu_w": (0.0, np.inf),
     "e_bw": (0.0, 1.0),
     "e_bg": (0.0, 1.0),
+    "ground_offset": (-np.inf, np.inf),
+    "time_offset": (-np.inf, np.inf),
 }
 
 

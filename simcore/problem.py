@@ -156,10 +156,12 @@ class Problem:
         for e in range(len(ev.get("t", ()))):
             impacts.setdefault((int(ev["scen"][e]), int(ev["body"][e])), []).append(ev["t"][e])
         g = m.gravity
+        ground = m.ground_z + theta[P.GROUND_OFFSET]
         moved = {}  # window -> its samples (rows of its scenario), for the still check
         for q in range(nc):
             s, i = int(owner[q]), int(m.ctrl_body[q])
-            t0, t1 = m.ctrl_t0[q], m.ctrl_t1[q]
+            lag = theta[P.TIME_OFFSET]  # the window as simulated (params.py)
+            t0, t1 = m.ctrl_t0[q] + lag, m.ctrl_t1[q] + lag
             ts = self.targets.sample_times[s]
             win = np.flatnonzero((ts >= t0) & (ts < t1))
             p = self.targets.measured[ptr[s] + win, i]
@@ -168,7 +170,7 @@ class Problem:
             if win.size < min_samples:
                 continue
             radius = m.body_radius[s, i]
-            if np.max(np.abs(p[:, 2] - (m.ground_z + radius))) > GROUND_TOL:
+            if np.max(np.abs(p[:, 2] - (ground + radius))) > GROUND_TOL:
                 continue  # not sliding on the ground throughout
             if any(t0 <= te < t1 for te in impacts.get((s, i), ())):
                 continue  # an impact inside: the window's motion is not the push's

@@ -77,17 +77,17 @@ def project_plane(i, n, tv):
 
 
 @jit
-def free_acc(nb, t, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa):
+def free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa):
     """Tangent of the free acceleration: direction p with ``t_ctrl[p] = 3 q + d``
     moves control q's force component d, so ``a_free`` of its body by ``1/m``
-    while the window is active."""
+    while the window ``[c_t0 + lag, c_t1 + lag)`` is active."""
     tfa[:nb] = 0.0
     for p in range(t_ctrl.shape[0]):
         c = t_ctrl[p]
         if c < 0 or c // 3 >= c_body.shape[0]:
             continue
         q = c // 3
-        if c_t0[q] <= t < c_t1[q]:
+        if c_t0[q] + lag <= t < c_t1[q] + lag:
             tfa[c_body[q], c % 3, p] += inv_m[c_body[q]]
 
 
@@ -150,8 +150,10 @@ def fixed_time(ttau, ds):
 
 
 @jit
-def impact_plane_time(i, n, s, vel, acc, tpos, tvel, tacc, ds):
-    """``g = n . p_i(s) - d - r``: ``ds = -n . dp(s) / n . v(s)``.  False if grazing."""
+def impact_plane_time(i, n, s, vel, acc, tpos, tvel, tacc, p_d, ds):
+    """``g = n . p_i(s) - d - r``: ``ds = -(n . dp(s) - dd) / n . v(s)``, where
+    direction ``p_d`` (``-1``: none) moves the plane's offset, ``dd = 1``.
+    False if grazing."""
     den = 0.0
     for d in range(3):
         den += n[d] * (vel[i, d] + acc[i, d] * s)
@@ -162,6 +164,8 @@ def impact_plane_time(i, n, s, vel, acc, tpos, tvel, tacc, ds):
         num = 0.0
         for d in range(3):
             num += n[d] * (tpos[i, d, p] + tvel[i, d, p] * s + tacc[i, d, p] * hs2)
+        if p == p_d:
+            num -= 1.0
         ds[p] = -num / den
     return True
 

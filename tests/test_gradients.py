@@ -97,12 +97,16 @@ def _fd(model, state, dirs, vec, h):
 
 def test_sensitivities_match_central_differences_on_random_scenes():
     """>= 100 random scenes (pushes, collisions, walls, stops, bounces), every
-    coefficient and two initial velocities: relative error <= 1e-6 wherever
+    coefficient, both global offsets and two initial velocities: relative
+    error <= 1e-6 wherever
     the event sequence does not change under the perturbation."""
     rng = np.random.default_rng(11)
     scenes = [random_scenario(rng, name=f"g{s}") for s in range(240)]
     prm = random_params(rng)
     prm["mu_s"] = prm["mu_k"] * 1.3
+    # The global offsets away from zero: the ground 1.5 mm up (resting starts
+    # lifted), the controls 13 ms late.
+    prm.update(ground_offset=1.5e-3, time_offset=0.013)
     model, state = simcore.build(scenes, prm)
     vec = P.vector(prm)
     dirs = Directions.build(params=range(P.NPARAM), velocities=[(0, 0), (1, 1)])
