@@ -127,6 +127,7 @@ class FitResult:
     measured events; ``nondiff`` scenarios (gradient by finite differences);
     ``nuisance_held (nscen, k)``: nuisance values held at their start (no
     data curvature: e.g. a push that never moves its body);
+    ``nuisance_stderr (nscen, k)``: their standard errors (``inf`` where held);
     ``starts``: the per-start results of a multi-start, and ``spread``.
     """
 
@@ -150,6 +151,7 @@ class FitResult:
     unmatched: int = 0
     nondiff: int = 0
     nuisance_held: np.ndarray = None
+    nuisance_stderr: np.ndarray = None
     fd_check: float = None
     starts: list = field(default_factory=list)
     spread: dict = field(default_factory=dict)
@@ -227,6 +229,33 @@ def _ev_covariance(ev, nf, k, hold):
     nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
     return _covariance(lv.gn, nf, k, _nuisance_hold(ev, nf, k), lv.total, 3 * lv.count,
                        nuis_count, hold)
+
+
+def _nuisance_stderr(ev, nf, k, hold, cov):
+    """Standard errors ``(S, k)`` of the nuisance values at the evaluation ``ev``.
+
+    The nuisance block of ``sigma^2 (J^T W J)^-1`` for the block-arrow matrix
+    is, scenario by scenario, ``sigma^2 Hnn^-1 + X cov X^T`` with ``X =
+    Hnn^-1 Hng`` and ``cov`` the coefficients' covariance (its ``sigma^2``
+    included; held coefficients are fixed, so they add nothing).  Values the
+    fit holds (:func:`_nuisance_hold`) get ``inf``.
+    """
+    lv = ev.loss
+    H = lv.gn[:, nf:, nf:] / 2.0
+    held = _nuisance_hold(ev, nf, k)
+    idx = np.arange(k)
+    H = np.where(held[:, :, None] | held[:, None, :], 0.0, H)
+    H[:, idx, idx] += held  # pinned: unit diagonal, no coupling
+    inv = np.linalg.inv(H)
+    Hng = np.where(held[:, :, None], 0.0, np.transpose(lv.gn[:, :nf, nf:], (0, 2, 1)) / 2.0)
+    X = inv @ Hng
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0))
+    sigma2 = lv.total / max(3 * lv.count - nf - nuis_count, 1)
+    c = np.where(np.isfinite(cov), cov, 0.0)
+    c[hold, :] = 0.0
+    c[:, hold] = 0.0
+    var = sigma2 * np.einsum("sii->si", inv) + np.einsum("snf,fg,sng->sn", X, c, X)
+    return np.where(held, np.inf, np.sqrt(np.maximum(var, 0.0)))
 
 
 def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
@@ -655,4 +684,5 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         success=status in CONVERGED, history=history,
         identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
         nondiff=int(scen_hold.sum()), fd_check=fd_gap,
-        nuisance_held=real_held if k else None)
+        nuisance_held=real_held if k else None,
+        nuisance_stderr=_nuisance_stderr(ev, nf, k, hold, cov) if k else None)
