@@ -32,6 +32,19 @@ least-squares stage on the full span gives the estimate.  ``nit``, ``nfev``
 and ``history`` (each record tagged with its ``horizon``) cover all stages;
 the uncertainty and the report come from the full-span stage.
 
+Nuisance rescue (with ``nuisance``): each scenario's nuisance values are its
+own small non-convex problem, and a scenario can end in a local minimum of
+its own (a push that drives its body along another path of impacts).  After
+the full-span stage, a scenario whose loss share exceeds ``RESCUE`` times the
+median share (the noise floor) has its nuisance refitted alone, the
+coefficients fixed, from other starts: the data-driven push estimates
+(:meth:`simcore.problem.Problem.push_from_data`), each (x, y) pair 30 %
+smaller and larger with the others kept, and at least ``RESCUE_STARTS`` in
+all with the current values scaled and turned at random (seeded).  If any scenario
+improves, the full-span stage runs again from there and is kept if its loss
+is lower.  The truncated warm-up stages hold push windows that their horizon
+cuts (:meth:`simcore.problem.Problem.nuisance_cut`).
+
 Every iterate is projected onto the bounds (:func:`simcore.problem.project`:
 ``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
 the relative loss change stays below ``ftol`` for ``patience`` iterations
@@ -102,6 +115,10 @@ SIGNAL_OF = {
 HORIZONS = (0.25, 0.5, 1.0)
 #: Cauchy scale of the continuation stages, in medians of the scenarios' losses.
 ROBUST = 10.0
+#: Nuisance rescue: loss share over the median share that marks a scenario
+#: stuck in a local minimum of its own, and the extra starts it gets.
+RESCUE = 1.25
+RESCUE_STARTS = 8
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
 #: Largest relative change of a coefficient in one step.
@@ -389,10 +406,82 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
         nit += r.nit
     r = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
                  horizon=1.0, it0=nit, nuis0=nuis, ftol=ftol, **kw)
+    if nuis is not None and np.isfinite(r.loss):
+        theta = P.vector(r.params)
+        better, cost = _rescue(problem, theta, r.nuisance, ftol=ftol, **kw)
+        nfev += cost
+        if better is not None:
+            r2 = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
+                          horizon=1.0, it0=nit + r.nit, nuis0=better, ftol=ftol, **kw)
+            if r2.loss < r.loss:
+                r2.history = r.history + r2.history
+                r2.nit += r.nit
+                r2.nfev += r.nfev
+                r = r2
+            else:
+                nfev += r2.nfev
     r.history = history + r.history
     r.nit += nit
     r.nfev += nfev
     return r
+
+
+def _rescue(problem, theta, nuis, nuisance, **kw):
+    """Refit alone, from other starts, the nuisance of every scenario whose
+    loss share is over ``RESCUE`` times the median (see the module
+    docstring).  Returns ``(nuisance with the improved scenarios, or None if
+    none improved, evaluations spent)``."""
+    per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
+    bad = np.flatnonzero(per > RESCUE * np.median(per))
+    if not bad.size:
+        return None, 1
+    base = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
+    est = None
+    if nuisance == "push":
+        est, _ = base.push_from_data(theta)
+        m = base.model
+        owner = np.repeat(np.arange(base.nscen), np.diff(m.ctrl_ptr))
+    out, nfev, improved = nuis.copy(), 1, False
+    for s in bad:
+        sub = base.subset([s])
+        k = sub.nuisance_size(nuisance)  # its own width (fewer bodies or windows)
+        now = nuis[s, :k]
+        starts = []
+        if est is not None:
+            rows = np.flatnonzero(owner == s)
+            guess = now.copy()
+            pick = rows[np.isfinite(est[rows, 0])]
+            guess[2 * (pick - rows[0])] = est[pick, 0]
+            guess[2 * (pick - rows[0]) + 1] = est[pick, 1]
+            if not np.array_equal(guess, now):
+                starts.append(guess)
+        rng = np.random.default_rng(int(s))
+        pairs = now.reshape(-1, 2)
+        for j in range(len(pairs)):
+            # One pair at a time 30 % smaller and larger, the others kept.
+            for f in (0.7, 1.3):
+                one = now.copy()
+                one[2 * j:2 * j + 2] *= f
+                starts.append(one)
+        while len(starts) < RESCUE_STARTS:
+            # The current values, each pair scaled by [0.5, 1.5] and turned by
+            # up to 0.5 rad.
+            a = rng.uniform(-0.5, 0.5, len(pairs))
+            c, sn = np.cos(a), np.sin(a)
+            f = rng.uniform(0.5, 1.5, len(pairs))
+            starts.append((f[:, None] * np.stack([c * pairs[:, 0] - sn * pairs[:, 1],
+                                                  sn * pairs[:, 0] + c * pairs[:, 1]], 1)).ravel())
+        best = per[s]  # the subset's loss is its share times the scenario count
+        for start in starts:
+            r = _fit_one(sub, theta, [], nuisance=nuisance, fd_check=False, callback=None,
+                         nuis0=start[None, :], **dict(kw, patience=1))
+            nfev += r.nfev
+            share = r.loss / problem.nscen
+            if np.isfinite(share) and share < best:
+                best = share
+                out[s, :k] = r.nuisance[0]
+                improved = True
+    return (out if improved else None), nfev
 
 
 def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precondition, ftol,
@@ -444,7 +533,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             pre_g, pre_n = 1.0, 1.0
         scale = np.maximum(np.abs(theta[free_idx]), 0.1)
         gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
-        if gnorm < gtol:
+        if nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
             status = STATUS_GTOL
             break
         accepted = saw_nan = False
@@ -468,11 +557,11 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             # Trust region: no coefficient moves by more than MAX_REL_STEP of
             # its size in one step (event sequences change under big steps).
             room = MAX_REL_STEP * np.maximum(np.abs(theta[free_idx]), size_floor)
-            over = float(np.max(np.abs(d) / room))
+            over = float(np.max(np.abs(d) / room, initial=0.0))
             if over > 1.0:
                 d = d / over
                 dn = dn / over if dn is not None else None
-            if method == "lm" and step_sigma and not robust and not saw_nan and \
+            if method == "lm" and step_sigma and nf and not robust and not saw_nan and \
                     _settled(ev, nf, k, scen_hold, hold, step_sigma,
                              None if _trial == 0 else d):
                 # The undamped step, or after trials that raised the loss the
@@ -546,8 +635,11 @@ def _nuisance_hold(ev, nf, k):
     outside the exact tangents, and each value the measured data do not
     depend on (no data curvature: a push window after the horizon, or one
     that never moves its body), which the input regulariser alone would take
-    to zero."""
+    to zero; and the push windows that a warm-up stage's horizon cuts
+    (:meth:`simcore.problem.Problem.nuisance_cut`)."""
     held = np.repeat((ev.nondiff != 0)[:, None], k, axis=1)
+    if k and ev.cut is not None:
+        held |= ev.cut
     diag = ev.loss.data_diag
     if k and diag is not None:
         held |= diag[:, nf:] <= 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)

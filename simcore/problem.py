@@ -52,6 +52,8 @@ class Evaluation:
     signal: np.ndarray       # (NT,) summed over scenarios
     nondiff: np.ndarray      # (nscen,) flags
     nfev: int = 1
+    #: (nscen, k) nuisance values the problem holds (see Problem.nuisance_cut), or None.
+    cut: np.ndarray = None
 
 
 @dataclass
@@ -66,6 +68,8 @@ class Problem:
     name: str = ""
     #: Each scenario's body ids by slot (the dataset's ids), when known.
     body_ids: list = None
+    #: The fraction of every scenario's span this problem covers (:meth:`truncated`).
+    horizon: float = 1.0
 
     def __post_init__(self):
         self.weights = L.check_weights(self.weights)
@@ -93,6 +97,27 @@ class Problem:
         else:
             n = np.zeros(self.nscen, np.int64)
         return slots[None, :] < n[:, None]
+
+    def nuisance_cut(self, kind, theta):
+        """``(nscen, k)``: push windows that a truncated problem's horizon cuts
+        (started before its end, ending after it), or None.
+
+        The few samples of such a window inside the horizon barely inform it,
+        and a warm-up stage that moves it anyway can leave the next stage in
+        a basin of its own; it is held until a stage covers the whole window.
+        """
+        if kind != "push" or self.horizon >= 1.0:
+            return None
+        m = self.model
+        lag = theta[P.TIME_OFFSET]
+        owner = np.repeat(np.arange(self.nscen), np.diff(m.ctrl_ptr))
+        local = np.arange(owner.size) - m.ctrl_ptr[owner]
+        end = m.scen_t_end[owner]
+        cut = (m.ctrl_t0 + lag < end) & (m.ctrl_t1 + lag > end)
+        out = np.zeros((self.nscen, self.nuisance_size(kind)), bool)
+        out[owner[cut], 2 * local[cut]] = True
+        out[owner[cut], 2 * local[cut] + 1] = True
+        return out
 
     def nuisance_start(self, kind, theta=None):
         """The nuisance values a fit starts from: ``(nscen, k)``.
@@ -253,7 +278,8 @@ class Problem:
                 lv.gn[bad] = 0.0
                 lv.gn[bad, :nf, :nf] = g[:, :, None] * g[:, None, :] / (2.0 * share[:, None, None])
             nfev += 2 * nf
-        return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev)
+        return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev,
+                          self.nuisance_cut(kind, theta))
 
     def loss_only(self, theta, kind="none", nuis=None, per_scenario=False):
         """The total loss (or each scenario's share of it), without derivatives."""
@@ -360,7 +386,8 @@ class Problem:
             ev = {k: v[sel] for k, v in ev.items()}
         none = np.full_like(tg.final_pos, np.nan)
         tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity)
-        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg)
+        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg,
+                       horizon=fraction)
 
 
 def project(theta, free):
@@ -562,4 +589,9 @@ def merge_evaluations(evs, shards, nscen):
         for ix, ev in zip(shards, evs):
             diag[ix] = ix.size / nscen * ev.loss.data_diag
     lv = L.LossValue(float(total), comps, per, grad, gn, count, unmatched, diag)
-    return Evaluation(lv, None, signal, nondiff, max(ev.nfev for ev in evs))
+    cut = None
+    if evs[0].cut is not None:
+        cut = np.zeros((nscen, evs[0].cut.shape[1]), bool)
+        for ix, ev in zip(shards, evs):
+            cut[ix] = ev.cut
+    return Evaluation(lv, None, signal, nondiff, max(ev.nfev for ev in evs), cut)

@@ -181,9 +181,9 @@ def test_unknown_pushes_recovered_with_mu_k(table):
     its body leaves the data independent of it: it is held at its start and
     reported.  A start under the threshold for a body the data show moving
     (a plateau no local method leaves) is restarted from the window's
-    measured motion and comes back within 1 %, as the bulk of the others do.
-    The exceptions are pushes pressed into a wall, whose normal part the wall
-    takes, and sub-threshold pushes whose body stops early in the window."""
+    measured motion and comes back within 1 %, as the bulk of the others do;
+    scenarios caught in a local minimum of their own are rescued (see
+    simcore.fit).  Every push is reported with its standard error."""
     truth = table.model.ctrl_force.copy()
     wrong = replace(table.model, ctrl_force=truth * 0.85)
     prob = Problem(wrong, table.state, table.targets,
@@ -211,18 +211,22 @@ def test_unknown_pushes_recovered_with_mu_k(table):
     assert np.sum(size[held] >= truth_params["mu_s"] * mass[held] * 9.81) <= 1
     assert stuck.sum() >= 2 and np.all(err[stuck] < 1e-2)  # off the plateau, recovered
     free_err = err[~held]
-    # Measured: 50 of 55 within 1 %, median 7e-4; the rest are pressed into
-    # walls or stop early in their window (1.2 %, 1.3 %).
+    # Measured: 52 of 56 within 1 %, median 5e-4.
     assert np.median(free_err) < 1e-3 and np.mean(free_err < 1e-2) >= 0.9, np.sort(free_err)
-    # Standard errors per value: infinite where held, and 95 % intervals that
-    # cover the truth for the bulk of the others (the two windows pressed
-    # into walls sit in local minima of their own, far outside theirs).
+    # Standard errors per value: infinite where held.  The pushes the data
+    # inform to 1 % come back within 1 % (51 of 52: one sits in a shallow
+    # local minimum, 0.2 % of its scenario's loss above the truth's); the
+    # weakly informed ones within their 95 % intervals.
     se = np.stack([r.nuisance_stderr[owner, 2 * local], r.nuisance_stderr[owner, 2 * local + 1]],
                   axis=1)
     assert np.all(np.isinf(se[held])) and np.all(np.isfinite(se[~held]))
-    z = np.abs(got[~held, :2] - truth[~held, :2]) / se[~held]
-    assert np.mean(z <= 1.96) >= 0.9, np.sort(z.ravel())
     assert np.all(r.nuisance_stderr[~prob.nuisance_mask("push")] == np.inf)
+    rel_se = np.linalg.norm(se, axis=1) / size
+    informed = ~held & (rel_se <= 1e-2)
+    assert informed.sum() >= 50 and np.mean(err[informed] < 1e-2) >= 0.95, err[informed]
+    weak = ~held & ~informed
+    z = np.abs(got[weak, :2] - truth[weak, :2]) / se[weak]
+    assert np.all(z <= 1.96), z
 
 
 def test_unknown_initial_velocities_recovered_with_mu_k(table):
