@@ -671,10 +671,15 @@ def validate(path, summary=True):
         report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
                         "the same (scenario_id, body_id) twice", b_sid)
 
-    # trajectories: t strictly increasing per body, in file order.
-    order = np.argsort(tkey, kind="stable")
-    same = tkey[order][1:] == tkey[order][:-1]
-    bad = order[1:][same & (np.diff(t[order]) <= 0)]
+    # trajectories: t strictly increasing per body, in file order.  Files
+    # are usually grouped by body already: then ``order`` is a slice, and
+    # every ``x[order]`` below a view, not a copy.
+    grouped = bool(np.all(tkey[1:] >= tkey[:-1]))
+    order = slice(None) if grouped else np.argsort(tkey, kind="stable")
+    tk = tkey[order]
+    same = tk[1:] == tk[:-1]
+    bad = _rows(order, np.flatnonzero(same & (np.diff(t[order]) <= 0)) + 1)
+    del tk, same
     if bad.size:
         report.add_rows("duplicate or decreasing t", f["trajectories"], "trajectories", "t",
                         np.sort(bad), "t does not increase for this body", t_sid)
@@ -729,6 +734,11 @@ def validate(path, summary=True):
     return ds, report, out
 
 
+def _rows(order, idx):
+    """File rows of the positions ``idx`` in ``order`` (a slice: the file order)."""
+    return idx if isinstance(order, slice) else order[idx]
+
+
 def counts_ok(tkey, need=3):
     """Every body has at least ``need`` samples (enough for the initial fit)."""
     _, counts = np.unique(tkey, return_counts=True)
@@ -736,7 +746,7 @@ def counts_ok(tkey, need=3):
 
 
 def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
-    first = order[np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1]]  # first row per body
+    first = _rows(order, np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1])  # per body
     where = {int(k): r for k, r in zip(tkey[first], first)}
     b_index = np.array([where[int(k)] for k in bkey])
     radius = _col(ds, "bodies", "radius")

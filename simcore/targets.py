@@ -40,6 +40,8 @@ MAD_SCALE = 1.4826  # MAD -> standard deviation for Gaussian noise
 #: evenly strided over the dataset (the MAD of a million values is within a
 #: few tenths of a percent of the whole set's).
 MAD_SAMPLES = 1_000_000
+#: The detector walks the series in chunks of about this many samples.
+CHUNK_SAMPLES = 1 << 20
 
 
 def _quadratic_fit(t, p, w):
@@ -197,38 +199,84 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
 
     Same layout as :func:`end_states`.  Returns ``(body, time, dv)`` arrays:
     the body index, the event time and the estimated velocity jump (3,).
-    All bodies at once.
+    The series are walked in chunks of whole series of about
+    ``CHUNK_SAMPLES`` samples, so the scratch memory is bounded whatever the
+    dataset's size: a first pass takes the noise scale from an evenly
+    strided sample of the jump components (the same sample as one pass over
+    the whole set would take), a second finds the peaks (one pass when one
+    chunk holds everything).
     """
-    counts = np.asarray(counts)
-    n = t.shape[0]
-    if n < 2 * half + 1:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
-    v, c, valid, owner = _window_fits(t, p, counts, half)
-    # Sample k (half <= k < n - half): before = window k - half, after = window k.
-    k = np.arange(half, n - half)
-    dv = np.empty((k.size, 3))
-    mag = np.empty(k.size)
-    ok = np.empty(k.size, np.bool_)
-    _jumps(v, valid, half, dv, mag, ok)
-    if not ok.any():
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
-    comp = dv[ok].ravel()
-    if comp.size > MAD_SAMPLES:
-        comp = comp[:: comp.size // MAD_SAMPLES]  # evenly strided, deterministic
+    counts = np.asarray(counts, np.int64)
+    none = np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+    if t.shape[0] < 2 * half + 1:
+        return none
+    # Jump k is "ok" when both its windows lie inside its body's series:
+    # n - 2 half of them in a series of n samples, 3 components each.
+    total = 3 * int(np.maximum(counts - 2 * half, 0).sum())
+    if total == 0:
+        return none
+    step = total // MAD_SAMPLES if total > MAD_SAMPLES else 1
+    chunks = _chunks(counts, CHUNK_SAMPLES)
+    picked, seen, kept = [], 0, None
+    for q0, q1, r0, r1 in chunks:
+        jumps = _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
+        comp = jumps[0][jumps[2]].ravel()
+        # Global component index % step == 0 (a copy: a view would keep the chunk).
+        picked.append(comp[(-seen) % step::step].copy())
+        seen += comp.size
+        if len(chunks) == 1:
+            kept = jumps
+    comp = np.concatenate(picked)
     noise = MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
     thr = max(min_dv, k_sigma * noise)
-    peak = np.empty(k.size, np.bool_)
-    _peaks(mag, ok, owner[half:n - half], half, thr, peak)
-    hits = np.flatnonzero(peak)
-    kk = k[hits]
-    dvel = dv[hits]
-    # Sub-sample time: where the two lines meet, measured along the jump.
-    den = np.einsum("ij,ij->i", dvel, dvel)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tk = -np.einsum("ij,ij->i", c[kk] - c[kk - half], dvel) / den
-    lo, hi = t[kk - half], t[kk + half]
-    tk = np.where((den > 0) & (tk >= lo) & (tk <= hi), tk, t[kk])
-    return owner[kk], tk, dvel
+    out_b, out_t, out_dv = [], [], []
+    for q0, q1, r0, r1 in chunks:
+        dv, mag, ok, c, owner = kept or _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
+        tc = t[r0:r1]
+        n = tc.shape[0]
+        peak = np.empty(mag.size, np.bool_)
+        _peaks(mag, ok, owner[half:n - half], half, thr, peak)
+        hits = np.flatnonzero(peak)
+        kk = hits + half  # sample index of each jump
+        dvel = dv[hits]
+        # Sub-sample time: where the two lines meet, measured along the jump.
+        den = np.einsum("ij,ij->i", dvel, dvel)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tk = -np.einsum("ij,ij->i", c[kk] - c[kk - half], dvel) / den
+        lo, hi = tc[kk - half], tc[kk + half]
+        out_b.append(owner[kk] + q0)
+        out_t.append(np.where((den > 0) & (tk >= lo) & (tk <= hi), tk, tc[kk]))
+        out_dv.append(dvel)
+    return np.concatenate(out_b), np.concatenate(out_t), np.concatenate(out_dv)
+
+
+def _chunks(counts, size):
+    """``(q0, q1, r0, r1)``: runs of whole series ``[q0, q1)`` (sample rows
+    ``[r0, r1)``) of about ``size`` samples each (a longer series alone)."""
+    ends = np.cumsum(counts)
+    out, q0, r0 = [], 0, 0
+    while q0 < len(counts):
+        q1 = max(int(np.searchsorted(ends, r0 + size, "right")), q0 + 1)
+        r1 = int(ends[q1 - 1])
+        out.append((q0, q1, r0, r1))
+        q0, r0 = q1, r1
+    return out
+
+
+def _chunk_jumps(t, p, counts, half):
+    """The jumps of whole series: ``(dv, mag, ok, c, owner)`` (see :func:`_jumps`
+    and :func:`_window_fits`; jump ``i`` is at sample ``i + half``)."""
+    m = max(t.shape[0] - 2 * half, 0)
+    if m == 0:
+        return (np.zeros((0, 3)), np.zeros(0), np.zeros(0, np.bool_), np.zeros((0, 3)),
+                np.zeros(0, np.int64))
+    v, c, valid, owner = _window_fits(t, p, counts, half)
+    dv = np.zeros((m, 3))
+    mag = np.zeros(m)
+    ok = np.zeros(m, np.bool_)
+    if m:
+        _jumps(v, valid, half, dv, mag, ok)
+    return dv, mag, ok, c, owner
 
 
 def match_events(det_b, det_t, true_b, true_t, tol):

@@ -133,3 +133,21 @@ def test_detector_noise_from_a_strided_sample(noisy, monkeypatch):
     assert len(full[0]) > 20
     for a, b in zip(full, sampled):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("mad_share", [1, 20])
+def test_detector_in_chunks_equals_one_pass(noisy, monkeypatch, mad_share):
+    """Walked in chunks of whole series (bounded scratch memory), the
+    detector finds exactly what one pass over the whole set finds, with
+    the same strided noise sample."""
+    ds = dataset.read(noisy)
+    _, _, counts, t, p = dataset.body_series(ds)
+    monkeypatch.setattr(targets, "MAD_SAMPLES", 3 * t.size // mad_share)
+    whole = targets.detect_events(t, p, counts)
+    assert len(targets._chunks(counts, targets.CHUNK_SAMPLES)) == 1
+    monkeypatch.setattr(targets, "CHUNK_SAMPLES", 997)  # series of ~200 samples: many chunks
+    assert len(targets._chunks(counts, targets.CHUNK_SAMPLES)) > 20
+    chunked = targets.detect_events(t, p, counts)
+    assert len(whole[0]) > 20
+    for a, b in zip(whole, chunked):
+        assert np.array_equal(a, b)
