@@ -40,9 +40,9 @@ median share (the noise floor) has its nuisance refitted alone, the
 coefficients fixed, from other starts: the data-driven push estimates
 (:meth:`simcore.problem.Problem.push_from_data`), each (x, y) pair 30 %
 smaller and larger with the others kept, and at least ``RESCUE_STARTS`` in
-all with the current values scaled and turned at random (seeded).  If any scenario
-improves, the full-span stage runs again from there and is kept if its loss
-is lower.  The truncated warm-up stages hold push windows that their horizon
+all with the current values scaled and turned at random (seeded).  If any
+scenario improves, the full-span stage runs again from there and is kept if
+its loss is lower.  The truncated warm-up stages hold push windows that their horizon
 cuts (:meth:`simcore.problem.Problem.nuisance_cut`).
 
 Every iterate is projected onto the bounds (:func:`simcore.problem.project`:

@@ -181,11 +181,11 @@ class Problem:
         for e in range(len(ev.get("t", ()))):
             impacts.setdefault((int(ev["scen"][e]), int(ev["body"][e])), []).append(ev["t"][e])
         g = m.gravity
-        ground = m.ground_z + theta[P.GROUND_OFFSET]
+        ground = m.ground_z + theta[P.GROUND_OFFSET]  # the plane and windows as
+        lag = theta[P.TIME_OFFSET]                     # simulated (params.py)
         moved = {}  # window -> its samples (rows of its scenario), for the still check
         for q in range(nc):
             s, i = int(owner[q]), int(m.ctrl_body[q])
-            lag = theta[P.TIME_OFFSET]  # the window as simulated (params.py)
             t0, t1 = m.ctrl_t0[q] + lag, m.ctrl_t1[q] + lag
             ts = self.targets.sample_times[s]
             win = np.flatnonzero((ts >= t0) & (ts < t1))
