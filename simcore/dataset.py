@@ -26,7 +26,9 @@ import yaml
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
-from .config import jit
+from numba import njit, prange
+
+from .config import JIT_PARALLEL, jit
 from .model import Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -266,19 +268,56 @@ def _read_table(path, name, report):
             report.add("wrong type", f"{path}: table {name}, column {c}",
                        f"expected {kind} values, got {col.type} ({exc})")
             continue
-        if kind == "float":
-            vals = col.to_numpy()
-            bad = np.flatnonzero(~np.isfinite(vals))
-            if bad.size:
-                report.add_rows("NaN or inf", path, name, c, bad, "not a finite number", sids)
         if kind != "str" and col.num_chunks > 1:
             # One contiguous buffer, so every later ``to_numpy`` is zero-copy
             # (a chunked column is copied again at each conversion).
             col = pa.chunked_array([col.combine_chunks()])
+        if kind == "float":
+            vals = col.chunk(0).to_numpy()
+            if _count_nonfinite(vals):
+                report.add_rows("NaN or inf", path, name, c, np.flatnonzero(~np.isfinite(vals)),
+                                "not a finite number", sids)
         cols[c] = col
     if missing or len(cols) < len(table.column_names):
         return None
     return pa.table(cols)
+
+
+@njit(**JIT_PARALLEL)
+def _count_nonfinite(x):
+    """How many values of ``x`` are NaN or infinite (one parallel pass, no temporaries)."""
+    n = 0
+    for i in prange(x.shape[0]):
+        if not np.isfinite(x[i]):
+            n += 1
+    return n
+
+
+@jit
+def _count_t_faults(key, t, out):
+    """Rows of a file grouped by body (``key`` non-decreasing) where ``t``
+    does not increase: returns their count (-1 if the file is not grouped),
+    writing the first ``out.shape[0]`` of them into ``out``."""
+    n = 0
+    for i in range(1, key.shape[0]):
+        if key[i] < key[i - 1]:
+            return -1
+        if key[i] == key[i - 1] and t[i] <= t[i - 1]:
+            if n < out.shape[0]:
+                out[n] = i
+            n += 1
+    return n
+
+
+def _member(a, b):
+    """``np.isin(a, b)`` for non-negative integer keys: a lookup table over
+    the key range when it is small (O(N), no sort), else ``np.isin``."""
+    top = max(int(a.max(initial=-1)), int(b.max(initial=-1))) + 1
+    if top > 4 * (a.size + b.size) + 1024:
+        return np.isin(a, b)
+    table = np.zeros(top, bool)
+    table[b] = True
+    return table[a]
 
 
 def _convert_units(table, length, time):
@@ -674,22 +713,29 @@ def validate(path, summary=True):
     # trajectories: t strictly increasing per body, in file order.  Files
     # are usually grouped by body already: then ``order`` is a slice, and
     # every ``x[order]`` below a view, not a copy.
-    grouped = bool(np.all(tkey[1:] >= tkey[:-1]))
+    bad = np.zeros(64, np.int64)
+    nbad = _count_t_faults(tkey, t, bad)
+    grouped = nbad >= 0
+    if grouped and nbad > bad.size:
+        bad = np.zeros(nbad, np.int64)
+        _count_t_faults(tkey, t, bad)
+    bad = bad[:max(nbad, 0)]
     order = slice(None) if grouped else np.argsort(tkey, kind="stable")
-    tk = tkey[order]
-    same = tk[1:] == tk[:-1]
-    bad = _rows(order, np.flatnonzero(same & (np.diff(t[order]) <= 0)) + 1)
-    del tk, same
+    if not grouped:
+        tk = tkey[order]
+        same = tk[1:] == tk[:-1]
+        bad = order[1:][same & (np.diff(t[order]) <= 0)]
+        del tk, same
     if bad.size:
         report.add_rows("duplicate or decreasing t", f["trajectories"], "trajectories", "t",
                         np.sort(bad), "t does not increase for this body", t_sid)
 
     # Cross references.
-    lonely = np.flatnonzero(~np.isin(bkey, tkey))
+    lonely = np.flatnonzero(~_member(bkey, tkey))
     if lonely.size:
         report.add_rows("body without trajectory", f["bodies"], "bodies", "body_id", lonely,
                         "no trajectory rows for this body", b_sid)
-    orphan = np.flatnonzero(~np.isin(tkey, bkey))
+    orphan = np.flatnonzero(~_member(tkey, bkey))
     if orphan.size:
         report.add_rows("trajectory without body", f["trajectories"], "trajectories", "body_id",
                         orphan, "body not in the bodies table", t_sid)
@@ -746,7 +792,8 @@ def counts_ok(tkey, need=3):
 
 
 def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
-    first = _rows(order, np.r_[0, np.flatnonzero(np.diff(tkey[order])) + 1])  # per body
+    tk = tkey[order]
+    first = _rows(order, np.r_[0, np.flatnonzero(tk[1:] != tk[:-1]) + 1])  # per body
     where = {int(k): r for k, r in zip(tkey[first], first)}
     b_index = np.array([where[int(k)] for k in bkey])
     radius = _col(ds, "bodies", "radius")

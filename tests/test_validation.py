@@ -169,3 +169,37 @@ def test_round_trip_generate_write_read(tmp_path, fmt):
         assert np.array_equal(got, sc.controls.reshape(-1, 6))
         assert model.scen_t_end[s] == sc.t_end and model.scen_dt[s] == sc.dt
         assert np.allclose(times[s], np.linspace(0, cfg.duration, 51))
+
+
+def test_t_faults_in_time_major_and_grouped_files(good, tmp_path):
+    """Duplicate or decreasing t is found row by row whether the file is
+    grouped by body (one pass) or time-major (sorted first), and every one
+    is counted (past the first 64 the pass is made again)."""
+    bad = _copy(good, tmp_path)
+    where = {}
+
+    def time_major(df):
+        df = df.sort_values(["scenario_id", "t", "body_id"], kind="stable").reset_index(drop=True)
+        s, b = df.loc[40, "scenario_id"], df.loc[40, "body_id"]
+        nxt = int(df.index[(df.index > 40) & (df.body_id == b) & (df.scenario_id == s)][0])
+        df.loc[nxt, "t"] = df.loc[40, "t"]
+        where["row"] = nxt
+        return df
+
+    _edit(bad, "trajectories", time_major)
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    assert "duplicate or decreasing t" in text and f"row {where['row']}" in text, text
+
+    bad2 = tmp_path / "grouped"
+    bad2.mkdir()
+    (bad2 / "dataset.yaml").write_text((good / "dataset.yaml").read_text())
+    for f in good.glob("*.parquet"):
+        (bad2 / f.name).write_bytes(f.read_bytes())
+    _edit(bad2, "trajectories", lambda df: df.assign(t=np.where(df.index % 7 == 3, -1.0, df.t)))
+    df = pd.read_parquet(good / "trajectories.parquet")
+    first = ~df.duplicated(["scenario_id", "body_id"]).to_numpy()
+    n = int(np.sum((np.arange(len(df)) % 7 == 3) & ~first))  # a body's first t has no fault
+    _, report, _ = dataset.validate(bad2)
+    text = report.text()
+    assert n > 64 and f"- duplicate or decreasing t: {n}" in text, text
