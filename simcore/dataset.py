@@ -393,9 +393,9 @@ def _groups(ds, table):
         return ds.groups[table]
     codes = ds.codes[table]
     # Files are usually written grouped by scenario: check in O(N) before sorting.
-    order = np.arange(codes.size) if np.all(codes[1:] >= codes[:-1]) \
-        else np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
+    grouped = bool(np.all(codes[1:] >= codes[:-1]))
+    order = np.arange(codes.size) if grouped else np.argsort(codes, kind="stable")
+    sorted_codes = codes if grouped else codes[order]
     start = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
     bounds = np.append(start, len(codes))
     ds.groups[table] = {str(ds.names[sorted_codes[b]]): order[b:e]
@@ -515,9 +515,8 @@ def body_series(ds):
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
     key0 = ds.keys[1] if ds.keys is not None else _keys(code, body)[0]
-    # Files are usually written sorted: check in O(N) before sorting.
-    dk = np.diff(key0)
-    identity = bool(np.all((dk > 0) | ((dk == 0) & (np.diff(t) > 0))))
+    # Files are usually written sorted: check in one O(N) pass before sorting.
+    identity = _count_t_faults(key0, t, np.zeros(0, np.int64)) == 0
     if identity:
         order = np.arange(key0.size)
     else:
