@@ -340,9 +340,13 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
     track = settings.tracking()
-    loaded = load(dataset, cfg, need_test=hold_out)
+    # Opening (or creating) the MLflow store overlaps the load; no run exists
+    # until the data are loaded and valid.
+    with ThreadPoolExecutor(1) as pool:
+        store = pool.submit(tracking.client, track)
+        loaded = load(dataset, cfg, need_test=hold_out)
+        c, exp_id = store.result()
     free, start = _free_and_start(loaded, cfg, start)
-    c, exp_id = tracking.client(track)
     run_id = tracking.start_run(c, exp_id, f"calibrate {loaded.ds.name}",
                                 dict({"contactfit.flow": "calibrate",
                                       "dataset": loaded.ds.name}, **(tags or {})))

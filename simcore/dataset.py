@@ -415,7 +415,7 @@ def scenarios(ds, integrator="exact"):
     """
     bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
-    bgroups, tgroups = _groups(ds, "bodies"), _groups(ds, "trajectories")
+    bgroups = _groups(ds, "bodies")
     wgroups = _groups(ds, "walls") if "walls" in ds.tables else {}
     cgroups = _groups(ds, "controls") if "controls" in ds.tables else {}
     sgroups = _groups(ds, "scenarios") if "scenarios" in ds.tables else {}
@@ -425,13 +425,14 @@ def scenarios(ds, integrator="exact"):
             for c in ds.tables["controls"].column_names} if cgroups else {}
     s_np = {c: ds.tables["scenarios"][c].to_numpy(zero_copy_only=False)
             for c in ds.tables["scenarios"].column_names} if sgroups else {}
-    missing = sorted(set(tgroups) - set(bgroups))
+    ser = _series_index(ds)
+    tracked = {str(ds.names[c]) for c in np.flatnonzero(ser["range"][:, 1] > ser["range"][:, 0])}
+    missing = sorted(tracked - set(bgroups))
     if missing:
         raise DatasetError(f"trajectories: scenario {missing[0]!r} has trajectories but no bodies")
     has_p0 = all(c in b_np for c in ("x0", "y0", "z0"))
     has_v0 = all(c in b_np for c in ("vx0", "vy0", "vz0"))
     fitted = {} if (has_p0 and has_v0) else fitted_initial_states(ds)
-    ser = _series_index(ds)
     t_sorted = ser["t"]
     out, times, ids = [], [], []
     for sid, rows in bgroups.items():
@@ -439,7 +440,7 @@ def scenarios(ds, integrator="exact"):
         body_ids = b_np["body_id"][rows]
         if np.unique(body_ids).size != body_ids.size:
             raise DatasetError(f"bodies: scenario {sid!r}: duplicate body_id")
-        if sid not in tgroups:
+        if sid not in tracked:
             raise DatasetError(f"bodies: scenario {sid!r} has no trajectories")
         # This scenario's body series (sorted by body id, each sorted by t).
         lo, hi = ser["range"][ds.codes["bodies"][rows[0]]]
@@ -505,8 +506,10 @@ def scenarios(ds, integrator="exact"):
 def body_series(ds):
     """Trajectory samples sorted by scenario, body and time, for :mod:`targets`.
 
-    Returns ``(order, key, counts, t, p)``: the row order, the (scenario,
-    body) key of each sorted row, the samples per body, times and positions.
+    Returns ``(order, key, counts, t, p)``: the row order (index it as
+    ``order[rows]``: :data:`IDENTITY` for a sorted file), the (scenario,
+    body) key of each sorted row, the samples per body, times and positions
+    (:class:`SeriesPositions`).
     """
     if ds.series is not None:
         return ds.series
@@ -518,17 +521,48 @@ def body_series(ds):
     # Files are usually written sorted: check in one O(N) pass before sorting.
     identity = _count_t_faults(key0, t, np.zeros(0, np.int64)) == 0
     if identity:
-        order = np.arange(key0.size)
+        order = IDENTITY
     else:
         by_t = np.argsort(t, kind="stable")
         order = by_t[np.argsort(key0[by_t], kind="stable")]
     key = key0 if identity else key0[order]
-    cut = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
-    p = np.empty((key.size, 3))
-    for d, c in enumerate("xyz"):
-        p[:, d] = tr[c].to_numpy() if identity else tr[c].to_numpy()[order]
+    cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, len(key)]
+    p = SeriesPositions(*(tr[c].to_numpy() if identity else tr[c].to_numpy()[order]
+                          for c in "xyz"))
     ds.series = (order, key, np.diff(cut), t if identity else t[order], p)
     return ds.series
+
+
+class _Identity:
+    """The identity permutation of an already sorted file: ``order[idx]`` is
+    ``idx``, with no N-long index array behind it."""
+
+    def __getitem__(self, idx):
+        return idx
+
+
+IDENTITY = _Identity()
+
+
+class SeriesPositions:
+    """Positions ``(N, 3)`` in series order, kept as their three columns
+    (views of the file's own columns when it is already sorted): rows are
+    stacked into ``(..., 3)`` only where they are read (``p[rows]``,
+    ``p[a:b]``); ``np.asarray(p)`` stacks them all."""
+
+    def __init__(self, x, y, z):
+        self.cols = (x, y, z)
+        self.shape = (x.shape[0], 3)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, idx):
+        return np.stack([c[idx] for c in self.cols], axis=-1)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def _series_index(ds):
@@ -548,8 +582,10 @@ def _series_index(ds):
 
 
 @jit
-def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, p, samp_t, out):
-    """Write each body series' positions into the rows of its scenario's
+def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, x, y, z, samp_t,
+                    out):
+    """Write each body series' positions (``x``, ``y``, ``z`` in series
+    order) into the rows of its scenario's
     sample times: series ``q`` (times ``t[start:start + count]``, ascending)
     goes to ``out[j, slot]`` for the row ``j`` in ``[row0, row1)`` where
     ``samp_t[j]`` equals its time (a merge walk: both are ascending)."""
@@ -561,8 +597,9 @@ def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, p, sa
             while j < j_end and samp_t[j] < t[r]:
                 j += 1
             if j < j_end and samp_t[j] == t[r]:
-                for d in range(3):
-                    out[j, slot, d] = p[r, d]
+                out[j, slot, 0] = x[r]
+                out[j, slot, 1] = y[r]
+                out[j, slot, 2] = z[r]
 
 
 def final_states(ds):
@@ -580,9 +617,9 @@ def final_states(ds):
     last = np.cumsum(counts) - 1
     tr = ds.tables["trajectories"]
     if all(c in tr.column_names for c in ("vx", "vy", "vz")):
-        vel = np.stack([tr[c].to_numpy()[order][last] for c in ("vx", "vy", "vz")], axis=1)
-    code = ds.codes["trajectories"][order][last]
-    body = tr["body_id"].to_numpy()[order][last]
+        vel = np.stack([tr[c].to_numpy()[order[last]] for c in ("vx", "vy", "vz")], axis=1)
+    code = ds.codes["trajectories"][order[last]]
+    body = tr["body_id"].to_numpy()[order[last]]
     return {(str(ds.names[c]), int(b)): (float(t[k]), pos[i], vel[i])
             for i, (c, b, k) in enumerate(zip(code, body, last))}
 
@@ -837,7 +874,7 @@ def _summary(ds, t_sid, tkey, t, order):
     dts = np.diff(t[order])[tkey[order][1:] == tkey[order][:-1]]
     # Per-scenario time span from the scenario-major order (reduceat, no loop).
     code = ds.codes["trajectories"][order]
-    starts = np.r_[0, np.flatnonzero(np.diff(code)) + 1]
+    starts = np.r_[0, np.flatnonzero(code[1:] != code[:-1]) + 1]
     spans = np.maximum.reduceat(t[order], starts) - np.minimum.reduceat(t[order], starts)
     span = {"min": float(spans.min()), "max": float(spans.max()), "total": float(spans.sum())}
     out = {
@@ -881,7 +918,9 @@ def shards(ds, n):
     """
     if n < 1:
         raise ValueError(f"shards: n = {n}: expected n >= 1")
-    counts = {sid: rows.size for sid, rows in _groups(ds, "trajectories").items()}
+    ser = _series_index(ds)
+    per_code = np.bincount(ser["code"], weights=ser["count"], minlength=len(ds.names))
+    counts = {str(ds.names[c]): int(per_code[c]) for c in np.flatnonzero(per_code)}
     order = sorted(counts, key=lambda sid: (-counts[sid], stable_hash(sid)))
     load = [0] * n
     out = [[] for _ in range(n)]

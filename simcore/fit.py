@@ -579,6 +579,15 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
             cand[free_idx] += d
             cand = project(cand, free_idx)
             cand_nuis = nuis + dn if k else None
+            if method == "lm" and _trial > 0:
+                # After a rejected trial the next is screened by its loss
+                # alone (no sensitivities): most of them fail too.
+                new = _screen(problem, cand, nuisance, cand_nuis, cauchy_a)
+                nfev += 1
+                if not (np.isfinite(new) and new <= loss):
+                    saw_nan = saw_nan or not np.isfinite(new)
+                    lam = max(4.0 * lam, 1.0)
+                    continue
             try:
                 ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True)
                 if cauchy_a is not None:
@@ -676,6 +685,17 @@ def _predicted(H, g, d, dn, nf):
     lin = float(np.einsum("sp,sp->", g, delta))
     quad = float(np.einsum("sp,spq,sq->", delta, H, delta))
     return -(lin + 0.5 * quad)
+
+
+def _screen(problem, theta, nuisance, nuis, cauchy_a):
+    """The loss at ``theta`` (and ``nuis``) from a forward run alone (the
+    robust objective when ``cauchy_a`` is set); NaN if the run fails."""
+    try:
+        per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
+    except RuntimeError:
+        return np.nan
+    return float(per.sum()) if cauchy_a is None else float(
+        (cauchy_a * np.log1p(per / cauchy_a)).sum())
 
 
 def _cauchy(ev, a):

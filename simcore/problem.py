@@ -435,7 +435,7 @@ def dataset_targets(ds, model, times, ids):
     built = q_scen >= 0  # the other series belong to scenarios not in ``ids``
     row0 = np.where(built, ptr[np.maximum(q_scen, 0)], 0)
     row1 = np.where(built, ptr[np.maximum(q_scen, 0) + 1], 0)
-    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], p,
+    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *p.cols,
                       np.concatenate(times) if times else np.zeros(0), measured)
     fin = D.final_states(ds)
     for s, (sid, body_ids) in enumerate(ids):
@@ -474,8 +474,8 @@ def _measured_events(ds, ids, nbmax):
     det_b, det_t, det_dv = D.targets.detect_events(t, p, counts)
     tr = ds.tables["trajectories"]
     starts = np.r_[0, np.cumsum(counts)[:-1]]
-    code = ds.codes["trajectories"][order][starts]
-    bid = tr["body_id"].to_numpy()[order][starts]
+    code = ds.codes["trajectories"][order[starts]]
+    bid = tr["body_id"].to_numpy()[order[starts]]
     mine = np.array([str(ds.names[c]) in index for c in code[det_b]], bool)
     det_b, det_t, det_dv = det_b[mine], det_t[mine], det_dv[mine]
     scen = np.array([index[str(ds.names[c])][0] for c in code[det_b]], np.int64)
