@@ -240,9 +240,13 @@ def _read_table(path, name, report):
         return None
     sids = _RowIds(table["scenario_id"]) if "scenario_id" in table.column_names else None
     cols = {}
-    for c in table.column_names:
+    names = table.column_names
+    for c in names:
         kind = spec[c][0]
+        # Taken out of the table: once converted, its read chunks are freed
+        # (the table does not hold every column twice at once).
         col = table[c]
+        table = table.drop_columns([c])
         if col.null_count:
             rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
             report.add_rows("missing value", path, name, c, rows, "empty cell", sids)
@@ -278,7 +282,7 @@ def _read_table(path, name, report):
                 report.add_rows("NaN or inf", path, name, c, np.flatnonzero(~np.isfinite(vals)),
                                 "not a finite number", sids)
         cols[c] = col
-    if missing or len(cols) < len(table.column_names):
+    if missing or len(cols) < len(names):
         return None
     return pa.table(cols)
 
@@ -383,6 +387,9 @@ def _read(root, report):
     gravity = float(meta.get("gravity", 9.81))
     ground_z = float(meta.get("ground_z", 0.0)) * LENGTH[lu]
     names, codes = _encode_ids(tables)
+    # The read's buffers and the chunked columns combined above are free now:
+    # hand them back to the OS rather than keep them in Arrow's pool.
+    pa.default_memory_pool().release_unused()
     return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes)
 
 
