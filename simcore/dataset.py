@@ -22,12 +22,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
+from numba import njit, prange
 
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
-from numba import njit, prange
-
 from .config import JIT_PARALLEL, jit
 from .model import Scenario, build
 
@@ -591,11 +590,11 @@ def _series_index(ds):
 @jit
 def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, x, y, z, samp_t,
                     out):
-    """Write each body series' positions (``x``, ``y``, ``z`` in series
-    order) into the rows of its scenario's
-    sample times: series ``q`` (times ``t[start:start + count]``, ascending)
-    goes to ``out[j, slot]`` for the row ``j`` in ``[row0, row1)`` where
-    ``samp_t[j]`` equals its time (a merge walk: both are ascending)."""
+    """Write each body series' positions (``x``, ``y``, ``z`` in series order)
+    into the rows of its scenario's sample times: series ``q`` (times
+    ``t[start:start + count]``, ascending) goes to ``out[j, slot]`` for the
+    row ``j`` in ``[row0, row1)`` where ``samp_t[j]`` equals its time (a
+    merge walk: both are ascending)."""
     for q in range(ser_start.shape[0]):
         j = ser_row0[q]
         j_end = ser_row1[q]
