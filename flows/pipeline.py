@@ -362,7 +362,9 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                         baseline)
         doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
         doc["fit_s"] = fit_s
-        _log_results(c, run_id, result, doc, res, overlay)
+        _log_results(c, run_id, result, doc, res, overlay,
+                     report.nuisance_table(result, loaded.train, cfg.nuisance)
+                     if result.nuisance is not None else None)
         if result.starts:
             _log_starts(c, exp_id, run_id, result, report.converged(result))
         if not report.converged(result):
@@ -409,7 +411,13 @@ def _lineage(loaded):
             "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source}
 
 
-def _log_results(c, run_id, result, doc, res, overlay):
+def _parquet(columns):
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf)
+    return buf.getvalue()
+
+
+def _log_results(c, run_id, result, doc, res, overlay, nuisance=None):
     final = {"final_loss": result.loss, "iterations": result.nit,
              "evaluations": result.nfev}
     final.update({f"final_loss_{k}": v for k, v in result.components.items()})
@@ -427,14 +435,13 @@ def _log_results(c, run_id, result, doc, res, overlay):
         "unidentified": ",".join(n for n in result.free
                                  if not result.identifiability[n]["identifiable"]),
     })
-    buf = io.BytesIO()
-    pq.write_table(pa.table(res), buf)
     conv = report.convergence_png(result)
     over = report.overlays_png(*overlay) if overlay else b""
-    tracking.log_files(c, run_id, {
-        "fit.json": report.dumps(doc), "convergence.png": conv, "overlays.png": over,
-        "residuals.parquet": buf.getvalue(), "report.html": report.report_html(doc, conv, over),
-    })
+    files = {"fit.json": report.dumps(doc), "convergence.png": conv, "overlays.png": over,
+             "residuals.parquet": _parquet(res), "report.html": report.report_html(doc, conv, over)}
+    if nuisance is not None:
+        files["nuisance.parquet"] = _parquet(nuisance)
+    tracking.log_files(c, run_id, files)
 
 
 @flow(name="contactfit-recalibrate", task_runner=ThreadPoolTaskRunner(max_workers=2))

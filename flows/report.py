@@ -45,6 +45,23 @@ def fit_json(result, run_id, version, scores, dataset):
     }
 
 
+def nuisance_table(result, problem, kind):
+    """The fitted nuisance values as columns, one row per real value (not the
+    padding of smaller scenarios): ``scenario_id``; ``index``, the body id
+    (``kind="velocity"``: initial velocity) or the scenario's control window
+    in file order (``"push"``: its force); ``component`` x or y; ``value``
+    (m/s or N); ``stderr`` (NaN where held); ``held`` (the data do not
+    depend on it)."""
+    s, j = np.nonzero(problem.nuisance_mask(kind))
+    slot = j // 2
+    index = ([int(problem.body_ids[a][b]) for a, b in zip(s, slot)] if kind == "velocity"
+             and problem.body_ids else slot.tolist())
+    se = result.nuisance_stderr[s, j]
+    return {"scenario_id": [problem.ids[a] for a in s], "index": np.asarray(index, np.int64),
+            "component": ["xy"[c] for c in j % 2], "value": result.nuisance[s, j],
+            "stderr": np.where(np.isfinite(se), se, np.nan), "held": result.nuisance_held[s, j]}
+
+
 def dumps(doc):
     def clean(x):
         if isinstance(x, float) and not np.isfinite(x):

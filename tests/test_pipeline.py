@@ -7,6 +7,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
@@ -349,3 +350,26 @@ def test_cli_calibrate_on_a_bad_dataset_names_the_row_and_starts_nothing(store, 
     err = capsys.readouterr().err
     assert "table bodies, column mass, row 3" in err and "Traceback" not in err
     assert _runs(c, exp) == []
+
+
+def test_fitted_nuisance_is_logged_with_its_standard_errors(store):
+    """With ``nuisance: velocity`` the run holds ``nuisance.parquet``: every
+    body's fitted initial velocity (x, y) by scenario and body id, with its
+    standard error, NaN only where held."""
+    track, c, exp = store
+    try:
+        doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k"], "nuisance": "velocity"})
+        run_id = doc["mlflow_run_id"]
+    except pipeline.CalibrationFailed as exc:
+        run_id = exc.doc["mlflow_run_id"]
+    local = Path(c.download_artifacts(run_id, "nuisance.parquet"))
+    tab = pq.read_table(local).to_pandas()
+    bodies = pq.read_table(f"{TABLE}/bodies.parquet").to_pandas()
+    train = json.loads(Path(c.download_artifacts(run_id, "fit.json")).read_text())
+    n_train = train["dataset"]["rows"]["scenarios"] - sum(
+        pq.read_table(f"{TABLE}/scenarios.parquet").to_pandas().split == "test")
+    assert tab.scenario_id.nunique() == n_train
+    assert len(tab) == 2 * bodies.scenario_id.isin(tab.scenario_id.unique()).sum()
+    assert set(tab.component) == {"x", "y"}
+    assert np.all(np.isfinite(tab.value))
+    assert np.all(np.isnan(tab.stderr[tab.held])) and np.all(tab.stderr[~tab.held] > 0)
