@@ -207,27 +207,12 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
     chunk holds everything).
     """
     counts = np.asarray(counts, np.int64)
-    none = np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
     if t.shape[0] < 2 * half + 1:
-        return none
-    # Jump k is "ok" when both its windows lie inside its body's series:
-    # n - 2 half of them in a series of n samples, 3 components each.
-    total = 3 * int(np.maximum(counts - 2 * half, 0).sum())
-    if total == 0:
-        return none
-    step = total // MAD_SAMPLES if total > MAD_SAMPLES else 1
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
     chunks = _chunks(counts, CHUNK_SAMPLES)
-    picked, seen, kept = [], 0, None
-    for q0, q1, r0, r1 in chunks:
-        jumps = _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
-        comp = jumps[0][jumps[2]].ravel()
-        # Global component index % step == 0 (a copy: a view would keep the chunk).
-        picked.append(comp[(-seen) % step::step].copy())
-        seen += comp.size
-        if len(chunks) == 1:
-            kept = jumps
-    comp = np.concatenate(picked)
-    noise = MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
+    noise, kept = _noise_scale(t, p, counts, half, chunks)
+    if noise is None:
+        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
     thr = max(min_dv, k_sigma * noise)
     out_b, out_t, out_dv = [], [], []
     for q0, q1, r0, r1 in chunks:
@@ -248,6 +233,29 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
         out_t.append(np.where((den > 0) & (tk >= lo) & (tk <= hi), tk, tc[kk]))
         out_dv.append(dvel)
     return np.concatenate(out_b), np.concatenate(out_t), np.concatenate(out_dv)
+
+
+def _noise_scale(t, p, counts, half, chunks):
+    """The detector's noise scale over ``chunks`` (see :func:`detect_events`)
+    and, when one chunk holds everything, its jumps (else None); ``(None,
+    None)`` when no jump lies inside a series."""
+    # Jump k is "ok" when both its windows lie inside its body's series:
+    # n - 2 half of them in a series of n samples, 3 components each.
+    total = 3 * int(np.maximum(counts - 2 * half, 0).sum())
+    if total == 0:
+        return None, None
+    step = total // MAD_SAMPLES if total > MAD_SAMPLES else 1
+    picked, seen, kept = [], 0, None
+    for q0, q1, r0, r1 in chunks:
+        jumps = _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
+        comp = jumps[0][jumps[2]].ravel()
+        # Global component index % step == 0 (a copy: a view would keep the chunk).
+        picked.append(comp[(-seen) % step::step].copy())
+        seen += comp.size
+        if len(chunks) == 1:
+            kept = jumps
+    comp = np.concatenate(picked)
+    return MAD_SCALE * np.median(np.abs(comp - np.median(comp))), kept
 
 
 def _chunks(counts, size):
