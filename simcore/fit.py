@@ -490,8 +490,10 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
     names = tuple(P.NAMES[q] for q in free_idx)
-    # The trust region's floor of each free value's size: an offset may be 0.
-    size_floor = np.array([5.0 * P.OFFSET_SCALE.get(n, 2e-3) for n in names])
+    # The trust region's floor of each free value's size: 1e-2 for a
+    # coefficient, 5 OFFSET_SCALE for an offset (whose value may be 0).
+    size_floor = np.array([5.0 * P.OFFSET_SCALE[n] if n in P.OFFSET_SCALE else 1e-2
+                           for n in names])
     theta = project(theta0, free_idx)
     nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
         if k else None

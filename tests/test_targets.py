@@ -155,7 +155,7 @@ def test_detector_in_chunks_equals_one_pass(noisy, monkeypatch, mad_share):
     # as one pass over the whole set takes.
     dv, _, ok, _, _ = targets._chunk_jumps(t, p[:], counts, 5)
     comp = dv[ok].ravel()
-    step = max(comp.size // targets.MAD_SAMPLES, 1) if comp.size > targets.MAD_SAMPLES else 1
+    step = comp.size // targets.MAD_SAMPLES if comp.size > targets.MAD_SAMPLES else 1
     comp = comp[::step]
     want = targets.MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
     got, _ = targets._noise_scale(t, p, counts, 5, targets._chunks(counts, 997))
