@@ -9,6 +9,8 @@ columns, and turned into engine arrays without per-row Python loops.
 
 :func:`read` raises on the first unusable dataset with the grouped report of
 every problem; :func:`validate` checks the whole contract and never raises;
+:func:`validate_stream` makes the same checks with the trajectories read in
+batches, in memory bounded whatever their length (``contactfit validate``);
 :func:`shards` and :func:`split` partition scenarios deterministically.
 """
 
@@ -70,11 +72,31 @@ class Violation:
     where: str
     message: str
     scenario: str = ""
+    #: Sort key of a violation at a table row: (table, column, row) in
+    #: contract order; () for the others.
+    at: tuple = ()
+
+
+#: The kinds of violation in the order a report lists them (the order the
+#: rules run in); any other kind follows.
+KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unknown parameter",
+         "missing column", "empty table", "missing value", "wrong type", "NaN or inf",
+         "non-positive mass or radius", "unknown shape", "duplicate body",
+         "duplicate or decreasing t", "body without trajectory", "trajectory without body",
+         "control without body", "control window reversed", "zero wall normal",
+         "non-positive duration or dt", "unknown split", "below the ground at the first sample",
+         "spheres overlapping at the first sample")
 
 
 class Report:
     """Violations of a dataset, grouped by kind for one readable report: per
-    kind the number of cases and the first few of them."""
+    kind the number of cases and the first few of them.
+
+    The report is the same whichever order its rows were checked in (a
+    whole table or batches of it): kinds are listed in :data:`KINDS`
+    order, and the cases shown of a kind are its first by table, column
+    and row.
+    """
 
     SHOW = 3  # examples shown per kind
 
@@ -82,18 +104,27 @@ class Report:
         self.items = []
         self.counts = {}
 
-    def add(self, kind, where, message, scenario=""):
+    def add(self, kind, where, message, scenario="", once=False):
+        """One violation not at a row (a file, table or column); with
+        ``once``, not again at a place already reported for that kind (a
+        column found wrong in every batch of a file)."""
+        if once and any(v.kind == kind and v.where == str(where) for v in self.items):
+            return
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.items.append(Violation(kind, str(where), message, str(scenario)))
 
-    def add_rows(self, kind, path, table, column, rows, message, scenario_ids=None):
-        """Violations at table rows ``rows`` (indices); the first few are kept."""
+    def add_rows(self, kind, path, table, column, rows, message, scenario_ids=None, total=None):
+        """Violations at table rows ``rows`` (indices; ``total`` of them when
+        only the first few are given); the first few are kept."""
         rows = np.asarray(rows).reshape(-1)
-        self.counts[kind] = self.counts.get(kind, 0) + rows.size
+        self.counts[kind] = self.counts.get(kind, 0) + (rows.size if total is None else total)
+        spec = list(TABLES.get(table, {}))
+        at = (list(TABLES).index(table) if table in TABLES else len(TABLES),
+              spec.index(column) if column in spec else len(spec))
         for r in rows[: self.SHOW]:
             sid = "" if scenario_ids is None else scenario_ids[int(r)]
             where = f"{path}: table {table}, column {column}, row {int(r)}"
-            self.items.append(Violation(kind, where, message, str(sid)))
+            self.items.append(Violation(kind, where, message, str(sid), at + (int(r),)))
 
     def __bool__(self):
         return bool(self.counts)
@@ -103,9 +134,12 @@ class Report:
 
     def text(self):
         """The grouped report."""
+        kinds = sorted(self.counts, key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS))
         lines = [f"{len(self)} problem(s) of {len(self.counts)} kind(s):"]
-        for kind, count in self.counts.items():
-            shown = [v for v in self.items if v.kind == kind][: self.SHOW]
+        for kind in kinds:
+            count = self.counts[kind]
+            shown = sorted((v for v in self.items if v.kind == kind), key=lambda v: v.at)
+            shown = shown[: self.SHOW]
             lines.append(f"- {kind}: {count}")
             for v in shown:
                 scen = f" [scenario {v.scenario}]" if v.scenario else ""
@@ -146,6 +180,9 @@ class Dataset:
     initial: dict = None
     groups: dict = field(default_factory=dict)
     keys: tuple = None
+    #: The trajectories' row checks when they were read in batches
+    #: (:func:`validate_stream`; the table itself is then not kept).
+    scan: object = None
 
     @property
     def name(self):
@@ -170,13 +207,14 @@ class _Names:
 
 
 class _RowIds:
-    """Row -> scenario id straight from an Arrow column (before encoding)."""
+    """Row -> scenario id straight from an Arrow column (before encoding),
+    for a column that holds the table's rows from ``row0`` on."""
 
-    def __init__(self, col):
-        self.col = col
+    def __init__(self, col, row0=0):
+        self.col, self.row0 = col, row0
 
     def __getitem__(self, row):
-        return str(self.col[int(row)].as_py())
+        return str(self.col[int(row) - self.row0].as_py())
 
 
 def _encode_ids(tables):
@@ -225,19 +263,40 @@ def _read_table(path, name, report):
                                   read_dictionary=["scenario_id"] if "scenario_id" in present
                                   else None)
         else:
-            table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-                column_types={c: pa.string() for c, (k, _) in spec.items() if k == "str"}))
+            table = pacsv.read_csv(path, convert_options=_csv_options(name))
             table = table.select([c for c in spec if c in table.column_names])
     except (pa.ArrowInvalid, OSError) as exc:
         report.add("unreadable or truncated file", path, f"table {name}: {exc}")
         return None
-    missing = [c for c, (_, req) in spec.items() if req and c not in table.column_names]
-    for c in missing:
-        report.add("missing column", f"{path}: table {name}", f"column {c} is required")
+    missing = _missing_columns(table.column_names, path, name, report)
     if table.num_rows == 0:
         report.add("empty table", f"{path}: table {name}", "no rows")
         return None
-    sids = _RowIds(table["scenario_id"]) if "scenario_id" in table.column_names else None
+    table = _check_columns(table, name, path, report)
+    return None if missing else table
+
+
+def _csv_options(name):
+    """CSV conversion: the contract's string columns stay strings."""
+    return pacsv.ConvertOptions(
+        column_types={c: pa.string() for c, (k, _) in TABLES[name].items() if k == "str"})
+
+
+def _missing_columns(present, path, name, report):
+    """Report the contract's required columns absent from ``present``; True if any."""
+    missing = [c for c, (_, req) in TABLES[name].items() if req and c not in present]
+    for c in missing:
+        report.add("missing column", f"{path}: table {name}", f"column {c} is required")
+    return bool(missing)
+
+
+def _check_columns(table, name, path, report, row0=0):
+    """Cast a table's columns to the contract's types, reporting empty
+    cells, wrong types and non-finite numbers (rows counted from ``row0``:
+    the table may be one batch of a file).  Returns the cast table, or None
+    when a column is unusable."""
+    spec = TABLES[name]
+    sids = _RowIds(table["scenario_id"], row0) if "scenario_id" in table.column_names else None
     cols = {}
     names = table.column_names
     for c in names:
@@ -248,7 +307,7 @@ def _read_table(path, name, report):
         table = table.drop_columns([c])
         if col.null_count:
             rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
-            report.add_rows("missing value", path, name, c, rows, "empty cell", sids)
+            report.add_rows("missing value", path, name, c, rows + row0, "empty cell", sids)
             continue
         try:
             if kind == "str":
@@ -261,7 +320,7 @@ def _read_table(path, name, report):
                     vals = col.to_numpy(zero_copy_only=False)
                     bad = np.flatnonzero(~np.isfinite(vals) | (vals != np.round(vals)))
                     if bad.size:
-                        report.add_rows("wrong type", path, name, c, bad,
+                        report.add_rows("wrong type", path, name, c, bad + row0,
                                         "expected an integer", sids)
                         continue
                 col = col.cast(pa.int64())
@@ -269,7 +328,7 @@ def _read_table(path, name, report):
                 col = col.cast(pa.float64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             report.add("wrong type", f"{path}: table {name}, column {c}",
-                       f"expected {kind} values, got {col.type} ({exc})")
+                       f"expected {kind} values, got {col.type} ({exc})", once=True)
             continue
         if kind != "str" and col.num_chunks > 1:
             # One contiguous buffer, so every later ``to_numpy`` is zero-copy
@@ -278,10 +337,11 @@ def _read_table(path, name, report):
         if kind == "float":
             vals = col.chunk(0).to_numpy()
             if _count_nonfinite(vals):
-                report.add_rows("NaN or inf", path, name, c, np.flatnonzero(~np.isfinite(vals)),
-                                "not a finite number", sids)
+                report.add_rows("NaN or inf", path, name, c,
+                                np.flatnonzero(~np.isfinite(vals)) + row0, "not a finite number",
+                                sids)
         cols[c] = col
-    if missing or len(cols) < len(names):
+    if len(cols) < len(names):
         return None
     return pa.table(cols)
 
@@ -297,30 +357,13 @@ def _count_nonfinite(x):
 
 
 @jit
-def _count_t_faults(key, t, out):
-    """Rows of a file grouped by body (``key`` non-decreasing) where ``t``
-    does not increase: returns their count (-1 if the file is not grouped),
-    writing the first ``out.shape[0]`` of them into ``out``."""
-    n = 0
+def _sorted_series(key, t):
+    """The rows are sorted by ``key`` and then by strictly increasing ``t``
+    (one pass; the series of a file written body by body)."""
     for i in range(1, key.shape[0]):
-        if key[i] < key[i - 1]:
-            return -1
-        if key[i] == key[i - 1] and t[i] <= t[i - 1]:
-            if n < out.shape[0]:
-                out[n] = i
-            n += 1
-    return n
-
-
-def _member(a, b):
-    """``np.isin(a, b)`` for non-negative integer keys: a lookup table over
-    the key range when it is small (O(N), no sort), else ``np.isin``."""
-    top = max(int(a.max(initial=-1)), int(b.max(initial=-1))) + 1
-    if top > 4 * (a.size + b.size) + 1024:
-        return np.isin(a, b)
-    table = np.zeros(top, bool)
-    table[b] = True
-    return table[a]
+        if key[i] < key[i - 1] or (key[i] == key[i - 1] and t[i] <= t[i - 1]):
+            return False
+    return True
 
 
 def _convert_units(table, length, time):
@@ -349,7 +392,18 @@ def read(path):
     return ds
 
 
-def _read(root, report):
+def _units(meta):
+    """``(metres per length unit, seconds per time unit)`` of a dataset's
+    ``units``, or None when either is unknown."""
+    units = meta.get("units", {}) or {}
+    lu, tu = units.get("length", "m"), units.get("time", "s")
+    return (LENGTH[lu], TIME[tu]) if lu in LENGTH and tu in TIME else None
+
+
+def _read(root, report, batch_rows=None):
+    """The dataset at ``root`` with its tables read whole, or None (problems
+    in ``report``).  With ``batch_rows``, the trajectories are not kept: they
+    are checked in batches into ``ds.scan`` (:func:`_stream_trajectories`)."""
     meta_path = root / "dataset.yaml"
     if not meta_path.exists():
         report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
@@ -372,24 +426,29 @@ def _read(root, report):
         if unknown:
             report.add("unknown parameter", meta_path, f"{what}: {unknown}; expected some of {list(P.NAMES)}")
     tables = {}
+    scale = _units(meta)
+    scan = None
     for name in TABLES:
         file = _table_file(root, name)
         if file is None:
             if name in REQUIRED_TABLES:
                 report.add("missing file", root, f"table {name} ({name}.parquet or {name}.csv)")
             continue
+        if name == "trajectories" and batch_rows:
+            scan = _stream_trajectories(file, report, tables.get("bodies"), scale, batch_rows)
+            continue
         table = _read_table(file, name, report)
-        if table is not None and lu in LENGTH and tu in TIME:
-            tables[name] = _convert_units(table, LENGTH[lu], TIME[tu])
+        if table is not None and scale is not None:
+            tables[name] = _convert_units(table, *scale)
     if report:
         return None
     gravity = float(meta.get("gravity", 9.81))
-    ground_z = float(meta.get("ground_z", 0.0)) * LENGTH[lu]
+    ground_z = float(meta.get("ground_z", 0.0)) * scale[0]
     names, codes = _encode_ids(tables)
     # The read's buffers and the chunked columns combined above are free now:
     # hand them back to the OS rather than keep them in Arrow's pool.
     pa.default_memory_pool().release_unused()
-    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes)
+    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes, scan=scan)
 
 
 def _groups(ds, table):
@@ -525,7 +584,7 @@ def body_series(ds):
     t = tr["t"].to_numpy()
     key0 = ds.keys[1] if ds.keys is not None else _keys(code, body)[0]
     # Files are usually written sorted: check in one O(N) pass before sorting.
-    identity = _count_t_faults(key0, t, np.zeros(0, np.int64)) == 0
+    identity = _sorted_series(key0, t)
     if identity:
         order = IDENTITY
     else:
@@ -651,32 +710,15 @@ GROUND_SNAP = 3e-3
 
 def fitted_initial_states(ds):
     """``{bodies row: (pos, vel)}`` from a robust quadratic fit over each
-    body's first samples (:func:`simcore.targets.end_states`); a height within
-    ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0.
-    Computed once per dataset."""
-    if ds.initial is not None:
-        return ds.initial
-    _, key, counts, ts_all, ps_all = body_series(ds)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    bodies = ds.tables["bodies"]
-    bkey = ds.keys[0] if ds.keys is not None else _keys(
-        ds.codes["bodies"], bodies["body_id"].to_numpy(), ds.codes["trajectories"],
-        ds.tables["trajectories"]["body_id"].to_numpy())[0]
-    pos_fit, vel_fit, _ = targets.end_states(ts_all, ps_all, counts)
-    row_of = {int(k): i for i, k in enumerate(key[starts])}
-    radius = bodies["radius"].to_numpy()
-    out = {}
-    for r, k in enumerate(bkey):
-        i = row_of.get(int(k))
-        if i is None:
-            continue
-        p_fit, v_fit = pos_fit[i].copy(), vel_fit[i].copy()
-        if abs(p_fit[2] - (ds.ground_z + radius[r])) < GROUND_SNAP:
-            p_fit[2] = ds.ground_z + radius[r]
-            v_fit[2] = 0.0
-        out[r] = (p_fit, v_fit)
-    ds.initial = out
-    return out
+    body's first samples (:meth:`_Scan.initial_states`: a height within
+    ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0).
+    Computed once per dataset (by :func:`validate` when it is read)."""
+    if ds.initial is None:
+        scan = _Scan(ds.tables["bodies"])
+        scan.feed(ds.codes["trajectories"], ds.names,
+                  *(_col(ds, "trajectories", c) for c in ("body_id", "t", "x", "y", "z")))
+        ds.initial = scan.initial_states(_col(ds, "bodies", "radius"), ds.ground_z)
+    return ds.initial
 
 
 def write_table(table_dict, path):
@@ -710,29 +752,360 @@ def _col(ds, table, c):
     return ds.tables[table][c].to_numpy(zero_copy_only=False)
 
 
-def _first_rows(key):
-    """Index of the first row of each key, in file order."""
-    _, first = np.unique(key, return_index=True)
-    return first
-
-
 def validate(path, summary=True):
-    """Check a dataset against the whole contract.
+    """Check a dataset against the whole contract, its tables read whole.
 
     Returns ``(dataset or None, report, summary)``; ``report`` holds every
     violation (table, column, row and scenario of each), ``summary`` the
     counts a user checks first (collision detection included: ``summary=False``
     skips it, as :func:`read` does).  Never raises for a bad dataset.
+    :func:`validate_stream` gives the same report and summary in bounded memory.
     """
     root = Path(path)
     report = Report()
     ds = _read(root, report)
     if ds is None:
         return None, report, {}
-    f = {n: _table_file(root, n) for n in ds.tables}
+    scan = _Scan(ds.tables["bodies"])
+    scan.feed(ds.codes["trajectories"], ds.names,
+              *(_col(ds, "trajectories", c) for c in ("body_id", "t", "x", "y", "z")))
+    _check_rules(ds, scan, report)
+    if report:
+        return ds, report, {}
+    ds.keys = _keys(ds.codes["bodies"], _col(ds, "bodies", "body_id"), ds.codes["trajectories"],
+                    _col(ds, "trajectories", "body_id"))
+
+    def detected():
+        _, _, counts, t, p = body_series(ds)
+        return targets.detect_events(t, p, counts)[0].size
+
+    return ds, report, (_summary(ds, scan, detected) if summary else {})
+
+
+#: Rows per batch of :func:`validate_stream`.
+BATCH_ROWS = 1 << 18
+
+
+def validate_stream(path, batch_rows=BATCH_ROWS):
+    """:func:`validate`'s report and summary, with the trajectories read in
+    batches of ``batch_rows`` rows: memory stays bounded whatever their
+    length (the other tables, one row per body, wall or window, are read
+    whole).  Returns ``(report, summary)``.
+
+    Three passes over the trajectories: the checks, then the collision
+    detector's two (:func:`simcore.targets.detect_events_in`), which take
+    the series in chunks of whole scenarios of about ``batch_rows``
+    samples; a file whose scenarios are
+    interleaved (not grouped) has its series gathered in memory for them.
+    A file that cannot be read in batches (a truncated file, a CSV whose
+    later rows change a column's type) is validated whole, for the same
+    report.
+    """
+    root = Path(path)
+    report = Report()
+    try:
+        ds = _read(root, report, batch_rows=batch_rows)
+    except _Unstreamable:
+        _, report, out = validate(root)
+        return report, out
+    if ds is None:
+        return report, {}
+    scan = ds.scan
+    _check_rules(ds, scan, report)
+    if report:
+        return report, {}
+    file = _table_file(root, "trajectories")
+
+    def source():
+        return scan.series(_series_batches(file, batch_rows, _units(ds.meta)), batch_rows)
+
+    def detected():
+        return targets.detect_events_in(source, scan.count)[0].size
+
+    return report, _summary(ds, scan, detected)
+
+
+class _Unstreamable(Exception):
+    """The trajectories cannot be read in batches."""
+
+
+def _batches(path, batch_rows, columns=tuple(TABLES["trajectories"])):
+    """The trajectories file in batches of about ``batch_rows`` rows, as
+    read: ``(table, first row)`` with the columns ``columns`` that are
+    present.  Raises :class:`_Unstreamable` when the file cannot be read so."""
+    try:
+        if path.suffix == ".parquet":
+            # No pre-buffering: it would keep every row group read so far.
+            f = pq.ParquetFile(path, read_dictionary=["scenario_id"], pre_buffer=False)
+            present = set(f.schema_arrow.names)
+            reader = f.iter_batches(batch_size=batch_rows,
+                                    columns=[c for c in columns if c in present])
+            schema = f.schema_arrow
+        else:
+            reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(
+                block_size=max(64 * batch_rows, 1024)), convert_options=_csv_options("trajectories"))
+            schema = reader.schema
+        keep = [c for c in columns if c in schema.names]
+        row0 = 0
+        for batch in reader:
+            table = pa.Table.from_batches([batch]).select(keep)
+            yield table, row0
+            row0 += table.num_rows
+            del table, batch
+            # Arrow's pool would keep every batch's pages: hand them back.
+            pa.default_memory_pool().release_unused()
+        if row0 == 0:  # an empty file still has its columns checked
+            yield schema.empty_table().select(keep), 0
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise _Unstreamable(str(exc)) from exc
+
+
+def _stream_trajectories(path, report, bodies, scale, batch_rows):
+    """The column checks of the trajectories batch by batch, each checked
+    batch (in SI) fed to a :class:`_Scan` of ``bodies`` (None when the
+    bodies or the units are unusable: then only the columns are checked)."""
+    scan = _Scan(bodies) if bodies is not None and scale is not None else None
+    rows = 0
+    for table, row0 in _batches(path, batch_rows):
+        if row0 == 0 and _missing_columns(table.column_names, path, "trajectories", report):
+            scan = None
+        rows += table.num_rows
+        table = _check_columns(table, "trajectories", path, report, row0)
+        if scan is not None and table is not None:
+            scan.feed(*_arrays(_convert_units(table, *scale), row0))
+    if rows == 0:
+        report.add("empty table", f"{path}: table trajectories", "no rows")
+    return scan
+
+
+def _series_batches(path, batch_rows, scale):
+    """The trajectories' scenario, body and samples, batch by batch in SI
+    (:func:`_arrays`), for a file that has passed the checks."""
+    cols = ("scenario_id", "body_id", "t", "x", "y", "z")
+    for table, row0 in _batches(path, batch_rows, cols):
+        table = _check_columns(table, "trajectories", path, Report(), row0)
+        yield _arrays(_convert_units(table, *scale), row0)
+
+
+def _arrays(table, row0):
+    """A trajectories batch as ``(code, names, body, t, x, y, z, row0)``:
+    ``code`` indexes each row's scenario id in ``names``."""
+    col = table["scenario_id"]
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    col = col.unify_dictionaries().combine_chunks() if col.num_chunks else None
+    code = (col.indices.to_numpy(zero_copy_only=False).astype(np.int64) if col is not None
+            else np.zeros(0, np.int64))
+    names = col.dictionary.to_pylist() if col is not None else []
+    return (code, names, *(_np(table[c]) for c in ("body_id", "t", "x", "y", "z")), row0)
+
+
+def _np(col):
+    return col.to_numpy(zero_copy_only=False) if col.num_chunks != 1 else col.chunk(0).to_numpy(
+        zero_copy_only=False)
+
+
+#: The first samples kept per body for the initial-state fit
+#: (:func:`simcore.targets.end_states`' window).
+HEAD = 8
+
+
+class _Scan:
+    """The trajectories' row checks, fed batch by batch in file order.
+
+    Its state is a few numbers per bodies row (bounded whatever the
+    table's length): samples seen, first row, last t, the first
+    :data:`HEAD` samples; the rows where t does not increase and the rows
+    of no body (the first few, with their scenario, and counts); whether
+    the rows come grouped by scenario.  Bodies are keyed by (scenario,
+    body_id) through a lookup table over the key range when it is small,
+    else a sorted key list.
+    """
+
+    def __init__(self, bodies):
+        names, codes = _encode_ids({"bodies": bodies})
+        self.names = {str(n): k for k, n in enumerate(names)}
+        self.bcode = codes["bodies"]
+        body = bodies["body_id"].to_numpy()
+        nb = body.size
+        self.low = int(body.min())
+        self.span = int(body.max()) - self.low + 1
+        self.key = self.bcode * self.span + (body - self.low)
+        uniq, first = np.unique(self.key, return_index=True)
+        # The first bodies row of each key, for every bodies row.
+        self.first_of_row = first[np.searchsorted(uniq, self.key)]
+        if len(names) * self.span <= 4 * nb + 1024:
+            self.lut = np.full(len(names) * self.span, -1, np.int64)
+            self.lut[uniq] = first
+            self.skeys = self.srows = np.zeros(0, np.int64)
+        else:
+            self.lut = np.zeros(0, np.int64)
+            self.skeys, self.srows = uniq, first
+        self.count = np.zeros(nb, np.int64)
+        self.first_row = np.full(nb, -1, np.int64)
+        self.last_t = np.zeros(nb)
+        self.head_t = np.zeros((nb, HEAD))
+        self.head_p = np.zeros((nb, HEAD, 3))
+        self.closed = np.zeros(len(names), np.bool_)
+        self.state = np.array([-1, 1], np.int64)  # last scenario code; rows grouped
+        self.found = {"t": [[], {}, 0], "orphan": [[], {}, 0]}
+
+    @property
+    def grouped(self):
+        """Every scenario's rows come in one run (so far)."""
+        return bool(self.state[1])
+
+    def _codes(self, names):
+        return np.array([self.names.get(str(n), -1) for n in names], np.int64)
+
+    def feed(self, code, names, body, t, x, y, z, row0=0):
+        """Take the next rows (``row0`` the first's row in the file):
+        ``code`` indexes their scenario ids in ``names``."""
+        m = self._codes(names)
+        found = np.zeros((2, Report.SHOW), np.int64)
+        nfound = np.zeros(2, np.int64)
+        _scan_rows(code, m, np.ascontiguousarray(body, np.int64), t, x, y, z, self.low, self.span,
+                   self.lut, self.skeys, self.srows, self.bcode, row0, self.count, self.first_row,
+                   self.last_t, self.head_t, self.head_p, self.closed, self.state, found, nfound)
+        for k, what in enumerate(("t", "orphan")):
+            rows, sids, n = self.found[what]
+            for i in found[k, :min(nfound[k], Report.SHOW)]:
+                rows.append(row0 + i)
+                sids[row0 + i] = str(names[code[i]])
+            self.found[what][2] = n + int(nfound[k])
+
+    def report(self, f, report, b_sid):
+        """The trajectories' row violations (in :data:`KINDS` order); ``f``
+        the files of the tables."""
+        path = f["trajectories"]
+        rows, sids, n = self.found["t"]
+        if n:
+            report.add_rows("duplicate or decreasing t", path, "trajectories", "t", rows,
+                            "t does not increase for this body", sids, total=n)
+        lonely = np.flatnonzero(self.count[self.first_of_row] == 0)
+        if lonely.size:
+            report.add_rows("body without trajectory", f["bodies"], "bodies", "body_id", lonely,
+                            "no trajectory rows for this body", b_sid)
+        rows, sids, n = self.found["orphan"]
+        if n:
+            report.add_rows("trajectory without body", path, "trajectories", "body_id", rows,
+                            "body not in the bodies table", sids, total=n)
+
+    def initial_states(self, radius, ground_z):
+        """``{bodies row: (pos, vel)}``: the robust quadratic fit over each
+        body's first samples (:func:`simcore.targets.end_states`), a height
+        within :data:`GROUND_SNAP` of resting on the ground snapped onto it
+        (vz 0)."""
+        n = np.minimum(self.count, HEAD)
+        take = np.arange(HEAD) < n[:, None]
+        pos, vel, _ = targets.end_states(self.head_t[take], self.head_p[take], n)
+        snap = np.abs(pos[:, 2] - (ground_z + radius)) < GROUND_SNAP
+        pos[snap, 2] = ground_z + radius[snap]
+        vel[snap, 2] = 0.0
+        return {r: (pos[r], vel[r]) for r in range(n.size)}
+
+    def series(self, batches, size=BATCH_ROWS):
+        """The body series for the detector: ``(t, p (n, 3), counts)`` chunks
+        of whole scenarios of about ``size`` samples, each
+        sorted by (scenario, body_id), from the file's ``batches`` (as
+        :func:`_arrays` gives them).  Interleaved scenarios come as one chunk."""
+        pend, npend = [], 0
+        for code, names, body, t, x, y, z, _ in batches:
+            brow = np.empty(code.size, np.int64)
+            _body_rows(code, self._codes(names), np.ascontiguousarray(body, np.int64), self.low,
+                       self.span, self.lut, self.skeys, self.srows, brow)
+            pend.append((brow, t, x, y, z))
+            npend += code.size
+            if npend < size or not self.grouped:
+                continue
+            brow, t, x, y, z = (np.concatenate(c) for c in zip(*pend))
+            sc = self.bcode[brow]
+            cut = np.flatnonzero(sc[1:] != sc[:-1])
+            if cut.size == 0:
+                pend = [(brow, t, x, y, z)]
+                continue
+            cut = int(cut[-1]) + 1  # the rows before it are whole scenarios
+            yield self._chunk(brow[:cut], t[:cut], x[:cut], y[:cut], z[:cut])
+            pend, npend = [(brow[cut:], t[cut:], x[cut:], y[cut:], z[cut:])], brow.size - cut
+        if npend:
+            yield self._chunk(*(np.concatenate(c) for c in zip(*pend)))
+
+    def _chunk(self, brow, t, x, y, z):
+        key = self.key[brow]
+        order = np.argsort(key, kind="stable")  # t already increases per body
+        key = key[order]
+        cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+        return t[order], np.stack([x[order], y[order], z[order]], axis=1), np.diff(cut)
+
+
+@jit
+def _body_row(c, body, m, low, span, lut, skeys, srows):
+    """Bodies row of one trajectory row (scenario code ``c`` into ``m``'s
+    bodies codes, its ``body`` id); -1 when no body has that key."""
+    bc = m[c]
+    off = body - low
+    if bc < 0 or off < 0 or off >= span:
+        return -1
+    key = bc * span + off
+    if lut.shape[0]:
+        return lut[key]
+    j = np.searchsorted(skeys, key)
+    if j < skeys.shape[0] and skeys[j] == key:
+        return srows[j]
+    return -1
+
+
+@jit
+def _body_rows(code, m, body, low, span, lut, skeys, srows, out):
+    for i in range(code.shape[0]):
+        out[i] = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
+
+
+@jit
+def _scan_rows(code, m, body, t, x, y, z, low, span, lut, skeys, srows, bcode, row0, count,
+               first_row, last_t, head_t, head_p, closed, state, found, nfound):
+    """One pass over a batch of trajectory rows in file order (see :class:`_Scan`).
+
+    ``found[0]`` gets the first rows (in the batch) where t does not
+    increase for the body, ``found[1]`` the first rows of no body;
+    ``nfound`` counts both.  ``state``: the last row's scenario (bodies
+    code) and whether every scenario's rows so far came in one run."""
+    nh = head_t.shape[1]
+    for i in range(code.shape[0]):
+        b = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
+        if b < 0:
+            if nfound[1] < found.shape[1]:
+                found[1, nfound[1]] = i
+            nfound[1] += 1
+            continue
+        c = bcode[b]
+        if c != state[0]:
+            if closed[c]:
+                state[1] = 0
+            if state[0] >= 0:
+                closed[state[0]] = True
+            state[0] = c
+        n = count[b]
+        if n == 0:
+            first_row[b] = row0 + i
+        elif t[i] <= last_t[b]:
+            if nfound[0] < found.shape[1]:
+                found[0, nfound[0]] = i
+            nfound[0] += 1
+        last_t[b] = t[i]
+        if n < nh:
+            head_t[b, n] = t[i]
+            head_p[b, n, 0] = x[i]
+            head_p[b, n, 1] = y[i]
+            head_p[b, n, 2] = z[i]
+        count[b] = n + 1
+
+
+def _check_rules(ds, scan, report):
+    """The contract's rules across rows and tables, the trajectories' from
+    ``scan``; the geometry at the first sample when all else holds."""
+    f = {n: _table_file(ds.path, n) for n in TABLES}
     b_sid, b_body = ds.ids_of("bodies"), _col(ds, "bodies", "body_id")
-    t_sid, t_body = ds.ids_of("trajectories"), _col(ds, "trajectories", "body_id")
-    t = _col(ds, "trajectories", "t")
 
     # bodies: positive sizes, known shapes, no duplicates.
     for c in ("radius", "mass"):
@@ -745,42 +1118,14 @@ def validate(path, summary=True):
     if bad.size:
         report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
                         f"expected one of {list(SHAPE_NAMES)}", b_sid)
-    bkey, tkey = _keys(ds.codes["bodies"], b_body, ds.codes["trajectories"], t_body)
-    ds.keys = (bkey, tkey)
-    dup = np.flatnonzero(np.isin(np.arange(bkey.size), _first_rows(bkey), invert=True))
+    dup = np.flatnonzero(scan.first_of_row != np.arange(scan.key.size))
     if dup.size:
         report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
                         "the same (scenario_id, body_id) twice", b_sid)
 
-    # trajectories: t strictly increasing per body, in file order.  Files
-    # are usually grouped by body already: then ``order`` is a slice, and
-    # every ``x[order]`` below a view, not a copy.
-    bad = np.zeros(64, np.int64)
-    nbad = _count_t_faults(tkey, t, bad)
-    grouped = nbad >= 0
-    if grouped and nbad > bad.size:
-        bad = np.zeros(nbad, np.int64)
-        _count_t_faults(tkey, t, bad)
-    bad = bad[:max(nbad, 0)]
-    order = slice(None) if grouped else np.argsort(tkey, kind="stable")
-    if not grouped:
-        tk = tkey[order]
-        same = tk[1:] == tk[:-1]
-        bad = order[1:][same & (np.diff(t[order]) <= 0)]
-        del tk, same
-    if bad.size:
-        report.add_rows("duplicate or decreasing t", f["trajectories"], "trajectories", "t",
-                        np.sort(bad), "t does not increase for this body", t_sid)
-
-    # Cross references.
-    lonely = np.flatnonzero(~_member(bkey, tkey))
-    if lonely.size:
-        report.add_rows("body without trajectory", f["bodies"], "bodies", "body_id", lonely,
-                        "no trajectory rows for this body", b_sid)
-    orphan = np.flatnonzero(~_member(tkey, bkey))
-    if orphan.size:
-        report.add_rows("trajectory without body", f["trajectories"], "trajectories", "body_id",
-                        orphan, "body not in the bodies table", t_sid)
+    # trajectories: t strictly increasing per body in file order, every row
+    # a body's, every body with rows.
+    scan.report(f, report, b_sid)
     if "controls" in ds.tables:
         c_sid = ds.ids_of("controls")
         ckey, bkey2 = _keys(ds.codes["controls"], _col(ds, "controls", "body_id"),
@@ -816,40 +1161,28 @@ def validate(path, summary=True):
 
     # Geometry at the first sample: above the ground, no overlaps.
     if not report:
-        _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order)
-
-    out = _summary(ds, t_sid, tkey, t, order) if summary and not report else {}
-    return ds, report, out
+        _check_first_sample(ds, f, scan, report, b_sid)
 
 
-def _rows(order, idx):
-    """File rows of the positions ``idx`` in ``order`` (a slice: the file order)."""
-    return idx if isinstance(order, slice) else order[idx]
-
-
-def counts_ok(tkey, need=3):
-    """Every body has at least ``need`` samples (enough for the initial fit)."""
-    _, counts = np.unique(tkey, return_counts=True)
-    return counts.min() >= need
-
-
-def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
-    tk = tkey[order]
-    first = _rows(order, np.r_[0, np.flatnonzero(tk[1:] != tk[:-1]) + 1])  # per body
-    where = {int(k): r for k, r in zip(tkey[first], first)}
-    b_index = np.array([where[int(k)] for k in bkey])
+def _check_first_sample(ds, f, scan, report, b_sid):
+    """Spheres above the ground and apart in the initial configuration the
+    engine will use: given x0..z0, else the robust fit over the first
+    samples (noise would put resting spheres below the ground at the raw
+    first sample; the fit is kept as ``ds.initial``), else (bodies with
+    under 3 samples) the first sample."""
+    bodies = ds.tables["bodies"].column_names
     radius = _col(ds, "bodies", "radius")
-    # The initial configuration the engine will use: given x0..z0, else the
-    # robust fit over the first samples (noise would put resting spheres
-    # below the ground at the raw first sample).
-    given = all(c in ds.tables["bodies"].column_names for c in ("x0", "y0", "z0"))
+    b_index = scan.first_row  # each body's first trajectories row
+    given = all(c in bodies for c in ("x0", "y0", "z0"))
+    if scan.count.min() >= 3 and not all(c in bodies for c in ("x0", "y0", "z0", "vx0", "vy0",
+                                                                 "vz0")):
+        ds.initial = scan.initial_states(radius, ds.ground_z)
     if given:
         p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
-    elif counts_ok(tkey):
-        fit = fitted_initial_states(ds)
-        p0 = np.stack([fit[r][0] for r in range(len(bkey))])
+    elif ds.initial is not None:
+        p0 = np.stack([ds.initial[r][0] for r in range(radius.size)])
     else:
-        p0 = np.stack([_col(ds, "trajectories", c)[b_index] for c in "xyz"], axis=1)
+        p0 = scan.head_p[:, 0]
     tol = 1e-9
     below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
     if below.size and given:
@@ -859,10 +1192,9 @@ def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
         report.add_rows("below the ground at the first sample", f["trajectories"],
                         "trajectories", "z", b_index[below],
                         "z - radius below ground_z (beyond the 3 mm snap of the initial fit)",
-                        t_sid)
+                        {int(b_index[r]): b_sid[r] for r in below[:Report.SHOW]})
     # Overlaps: a loop over scenarios (not rows), pairwise distances inside.
-    groups = _groups(ds, "bodies")
-    for sid, rows in groups.items():
+    for sid, rows in _groups(ds, "bodies").items():
         if rows.size < 2:
             continue
         d = np.linalg.norm(p0[rows, None, :] - p0[None, rows, :], axis=2)
@@ -876,19 +1208,26 @@ def _check_first_sample(ds, f, report, b_sid, bkey, tkey, t_sid, order):
                        f"{-gap[a, b]:.3g} m", sid)
 
 
-def _summary(ds, t_sid, tkey, t, order):
-    dts = np.diff(t[order])[tkey[order][1:] == tkey[order][:-1]]
-    # Per-scenario time span from the scenario-major order (reduceat, no loop).
-    code = ds.codes["trajectories"][order]
-    starts = np.r_[0, np.flatnonzero(code[1:] != code[:-1]) + 1]
-    spans = np.maximum.reduceat(t[order], starts) - np.minimum.reduceat(t[order], starts)
-    span = {"min": float(spans.min()), "max": float(spans.max()), "total": float(spans.sum())}
+def _summary(ds, scan, detected):
+    """The figures a user checks first, from the bodies table and ``scan``;
+    ``detected()`` counts the collisions the detector finds."""
+    bodies = ds.tables["bodies"]
+    ncode = int(scan.bcode.max()) + 1
+    lo = np.full(ncode, np.inf)
+    hi = np.full(ncode, -np.inf)
+    np.minimum.at(lo, scan.bcode, scan.head_t[:, 0])
+    np.maximum.at(hi, scan.bcode, scan.last_t)
+    spans = hi - lo
+    # Per body: (samples - 1) / time span, its mean sample rate.
+    n, span_b = scan.count, scan.last_t - scan.head_t[:, 0]
+    rates = (n - 1)[span_b > 0] / span_b[span_b > 0]
     out = {
-        "scenarios": int(starts.size),
-        "bodies": ds.tables["bodies"].num_rows,
-        "samples": int(t.size),
-        "duration_s": span,
-        "sample_rate_hz": float(1.0 / np.median(dts)) if dts.size else None,
+        "scenarios": ncode,
+        "bodies": bodies.num_rows,
+        "samples": int(scan.count.sum()),
+        "duration_s": {"min": float(spans.min()), "max": float(spans.max()),
+                       "total": float(spans.sum())},
+        "sample_rate_hz": float(np.median(rates)) if rates.size else None,
         "walls": ds.tables["walls"].num_rows if "walls" in ds.tables else 0,
         "controls": ds.tables["controls"].num_rows if "controls" in ds.tables else 0,
         "events": ds.tables["events"].num_rows if "events" in ds.tables else 0,
@@ -898,12 +1237,9 @@ def _summary(ds, t_sid, tkey, t, order):
         out["collisions"] = {"body-body": int(np.char.startswith(other, "body:").sum()) // 2,
                              "body-wall": int(np.char.startswith(other, "wall:").sum()),
                              "body-ground": int((other == "ground").sum())}
-    _, _, counts, ts_all, ps_all = body_series(ds)
-    if counts.min() >= 11:
-        db, _, _ = targets.detect_events(ts_all, ps_all, counts)
-        out["collisions_detected"] = int(db.size)
-    out["initial_velocity"] = ("given (bodies vx0, vy0, vz0)"
-                               if "vx0" in ds.tables["bodies"].column_names
+    if scan.count.min() >= 11:
+        out["collisions_detected"] = int(detected())
+    out["initial_velocity"] = ("given (bodies vx0, vy0, vz0)" if "vx0" in bodies.column_names
                                else "estimated: robust quadratic fit over the first 8 samples")
     return out
 

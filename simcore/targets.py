@@ -200,24 +200,40 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
     Same layout as :func:`end_states`.  Returns ``(body, time, dv)`` arrays:
     the body index, the event time and the estimated velocity jump (3,).
     The series are walked in chunks of whole series of about
-    ``CHUNK_SAMPLES`` samples, so the scratch memory is bounded whatever the
-    dataset's size: a first pass takes the noise scale from an evenly
-    strided sample of the jump components (the same sample as one pass over
-    the whole set would take), a second finds the peaks (one pass when one
-    chunk holds everything).
+    ``CHUNK_SAMPLES`` samples (:func:`detect_events_in`).
     """
     counts = np.asarray(counts, np.int64)
-    if t.shape[0] < 2 * half + 1:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
     chunks = _chunks(counts, CHUNK_SAMPLES)
-    noise, kept = _noise_scale(t, p, counts, half, chunks)
+
+    def source():
+        for q0, q1, r0, r1 in chunks:
+            yield t[r0:r1], p[r0:r1], counts[q0:q1]
+
+    return detect_events_in(source, counts, half, k_sigma, min_dv)
+
+
+def detect_events_in(source, counts, half=5, k_sigma=8.0, min_dv=0.2):
+    """:func:`detect_events` over series that come in chunks: ``source()``
+    returns an iterator of ``(t, p (n, 3), counts)`` chunks of whole series,
+    the same each time it is called, and ``counts`` holds every series'
+    sample count in that order.  The scratch memory is one chunk's whatever
+    the dataset's size: a first pass takes the noise scale from an evenly
+    strided sample of the jump components (the same sample as one pass over
+    the whole set would take), a second finds the peaks (one pass when the
+    source gives a single chunk).  Body indices count series in source order.
+    """
+    counts = np.asarray(counts, np.int64)
+    none = np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+    if counts.sum() < 2 * half + 1:
+        return none
+    noise, kept = _noise_scale(source, counts, half)
     if noise is None:
-        return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+        return none
     thr = max(min_dv, k_sigma * noise)
     out_b, out_t, out_dv = [], [], []
-    for q0, q1, r0, r1 in chunks:
-        dv, mag, ok, c, owner = kept or _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
-        tc = t[r0:r1]
+    q0 = 0
+    for tc, pc, cc, jumps in (kept or _with_jumps(source(), half)):
+        dv, mag, ok, c, owner = jumps
         n = tc.shape[0]
         peak = np.empty(mag.size, np.bool_)
         _peaks(mag, ok, owner[half:n - half], half, thr, peak)
@@ -232,30 +248,40 @@ def detect_events(t, p, counts, half=5, k_sigma=8.0, min_dv=0.2):
         out_b.append(owner[kk] + q0)
         out_t.append(np.where((den > 0) & (tk >= lo) & (tk <= hi), tk, tc[kk]))
         out_dv.append(dvel)
+        q0 += len(cc)
+    if not out_b:
+        return none
     return np.concatenate(out_b), np.concatenate(out_t), np.concatenate(out_dv)
 
 
-def _noise_scale(t, p, counts, half, chunks):
-    """The detector's noise scale over ``chunks`` (see :func:`detect_events`)
-    and, when one chunk holds everything, its jumps (else None); ``(None,
-    None)`` when no jump lies inside a series."""
+def _with_jumps(chunks, half):
+    """Each chunk ``(t, p, counts)`` with its jumps (:func:`_chunk_jumps`)."""
+    for t, p, counts in chunks:
+        yield t, p, counts, _chunk_jumps(t, p, counts, half)
+
+
+def _noise_scale(source, counts, half):
+    """The detector's noise scale over the chunks of ``source`` (see
+    :func:`detect_events_in`) and, when there is one chunk, that chunk with
+    its jumps in a list (else None); ``(None, None)`` when no jump lies
+    inside a series."""
     # Jump k is "ok" when both its windows lie inside its body's series:
     # n - 2 half of them in a series of n samples, 3 components each.
     total = 3 * int(np.maximum(counts - 2 * half, 0).sum())
     if total == 0:
         return None, None
     step = total // MAD_SAMPLES if total > MAD_SAMPLES else 1
-    picked, seen, kept = [], 0, None
-    for q0, q1, r0, r1 in chunks:
-        jumps = _chunk_jumps(t[r0:r1], p[r0:r1], counts[q0:q1], half)
-        comp = jumps[0][jumps[2]].ravel()
+    picked, seen, chunks, nchunk = [], 0, None, 0
+    for chunk in _with_jumps(source(), half):
+        dv, _, ok, _, _ = chunk[3]
+        comp = dv[ok].ravel()
         # Global component index % step == 0 (a copy: a view would keep the chunk).
         picked.append(comp[(-seen) % step::step].copy())
         seen += comp.size
-        if len(chunks) == 1:
-            kept = jumps
+        nchunk += 1
+        chunks = [chunk] if nchunk == 1 else None  # kept only while it is the only one
     comp = np.concatenate(picked)
-    return MAD_SCALE * np.median(np.abs(comp - np.median(comp))), kept
+    return MAD_SCALE * np.median(np.abs(comp - np.median(comp))), chunks
 
 
 def _chunks(counts, size):

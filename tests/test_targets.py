@@ -158,5 +158,7 @@ def test_detector_in_chunks_equals_one_pass(noisy, monkeypatch, mad_share):
     step = comp.size // targets.MAD_SAMPLES if comp.size > targets.MAD_SAMPLES else 1
     comp = comp[::step]
     want = targets.MAD_SCALE * np.median(np.abs(comp - np.median(comp)))
-    got, _ = targets._noise_scale(t, p, counts, 5, targets._chunks(counts, 997))
+    chunks = targets._chunks(counts, 997)
+    got, _ = targets._noise_scale(
+        lambda: ((t[r0:r1], p[r0:r1], counts[q0:q1]) for q0, q1, r0, r1 in chunks), counts, 5)
     assert got == want

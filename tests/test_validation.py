@@ -60,6 +60,8 @@ RULES = [
     ("trajectories", _set("y", 9, np.inf), ["NaN or inf", "trajectories", "y", "row 9"]),
     ("trajectories", _set("t", 5, 0.0), ["duplicate or decreasing t", "row 5"]),
     ("trajectories", _set("body_id", 3, 1.5), ["wrong type", "body_id", "row 3"]),
+    ("trajectories", lambda df: df.assign(t=pd.to_datetime(df.t, unit="s")),
+     ["- wrong type: 1", "table trajectories, column t", "expected float"]),
     ("trajectories", lambda df: df[df.body_id != 1], ["body without trajectory", "bodies"]),
     ("trajectories", _set("body_id", 4, 9), ["trajectory without body", "row 4"]),
     ("bodies", lambda df: df.assign(z0=df.z0 - 0.02), ["below the ground", "bodies", "z0", "row 0"]),
@@ -83,6 +85,9 @@ def test_each_rule_names_table_column_row(good, tmp_path, table, change, words, 
         assert w in text, (w, text)
     with pytest.raises(dataset.DatasetError):
         dataset.read(bad)
+    # Read in batches of 4 rows (bounded memory), the report is the same.
+    streamed, summary = dataset.validate_stream(bad, batch_rows=4)
+    assert streamed.text() == text and summary == {}
 
 
 def test_many_errors_give_one_grouped_report(good, tmp_path):
@@ -172,9 +177,9 @@ def test_round_trip_generate_write_read(tmp_path, fmt):
 
 
 def test_t_faults_in_time_major_and_grouped_files(good, tmp_path):
-    """Duplicate or decreasing t is found row by row whether the file is
-    grouped by body (one pass) or time-major (sorted first), and every one
-    is counted (past the first 64 the pass is made again)."""
+    """Duplicate or decreasing t is found row by row in file order, whether
+    the file is grouped by body or time-major, every one counted, whole or
+    in batches."""
     bad = _copy(good, tmp_path)
     where = {}
 
@@ -203,3 +208,62 @@ def test_t_faults_in_time_major_and_grouped_files(good, tmp_path):
     _, report, _ = dataset.validate(bad2)
     text = report.text()
     assert n > 64 and f"- duplicate or decreasing t: {n}" in text, text
+    for d in (bad, bad2):
+        assert dataset.validate_stream(d, batch_rows=50)[0].text() == dataset.validate(d)[1].text()
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory):
+    """A dataset with collisions in many scenarios, as Parquet and as CSV."""
+    root = tmp_path_factory.mktemp("busy")
+    for fmt in ("parquet", "csv"):
+        synth.generate(root / fmt, synth.GeneratorSettings(scenarios=24, seed=4, duration=1.0,
+                                                           fmt=fmt))
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("layout", ["as written", "time-major", "interleaved"])
+def test_streamed_summary_equals_whole(busy, tmp_path, monkeypatch, fmt, layout):
+    """Validated in batches of 97 rows, the detector's series gathered in
+    chunks of whole scenarios (of about as many samples), the summary is the
+    one the whole tables give: every count, span, rate and detection.  A
+    file whose scenarios are interleaved is gathered whole for the
+    detector, with the same result."""
+    src = busy / fmt
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    for f in src.iterdir():
+        (ds / f.name).write_bytes(f.read_bytes())
+    keys = {"time-major": ["scenario_id", "t", "body_id"], "interleaved": ["t", "scenario_id"]}
+    if layout in keys:
+        _edit(ds, "trajectories", lambda df: df.sort_values(keys[layout], kind="stable"), fmt)
+    _, report, whole = dataset.validate(ds)
+    assert not report, report.text()
+    chunks = []
+    series = dataset._Scan.series
+
+    def spy(self, batches, size):
+        for chunk in series(self, batches, size):
+            chunks.append(chunk[0].size)
+            yield chunk
+
+    monkeypatch.setattr(dataset._Scan, "series", spy)
+    report, streamed = dataset.validate_stream(ds, batch_rows=97)
+    assert not report, report.text()
+    assert streamed == whole
+    assert whole["collisions_detected"] > 20 and whole["samples"] > 5000
+    if layout == "interleaved":
+        assert chunks == [whole["samples"]]  # one chunk, read once: both passes use it
+    else:
+        assert len(chunks) > 2 * 20 and max(chunks) < 800  # two passes over many chunks
+
+
+def test_truncated_trajectories_streamed(good, tmp_path):
+    """A file that cannot be read in batches gets the whole-table report."""
+    bad = _copy(good, tmp_path)
+    raw = (bad / "trajectories.parquet").read_bytes()
+    (bad / "trajectories.parquet").write_bytes(raw[: len(raw) * 2 // 3])
+    report, summary = dataset.validate_stream(bad, batch_rows=10)
+    assert "unreadable or truncated" in report.text() and "trajectories.parquet" in report.text()
+    assert report.text() == dataset.validate(bad)[1].text() and summary == {}
