@@ -217,10 +217,11 @@ class _RowIds:
         return str(self.col[int(row) - self.row0].as_py())
 
 
-def _encode_ids(tables):
-    """Dictionary-encode every table's scenario_id over one sorted name list."""
+def _encode_ids(tables, more=()):
+    """Dictionary-encode every table's scenario_id over one sorted name list
+    (which also holds the ids ``more``)."""
     enc = {}
-    uniq = set()
+    uniq = set(more)
     for name, tab in tables.items():
         if "scenario_id" not in tab.column_names:
             continue
@@ -237,6 +238,13 @@ def _encode_ids(tables):
                     else idx.astype(np.int64))
              for name, (idx, values) in enc.items()}
     return names, codes
+
+
+@jit
+def _remap(code, lut):
+    """``code[i] = lut[code[i]]``, in place."""
+    for i in range(code.shape[0]):
+        code[i] = lut[code[i]]
 
 
 def _table_file(root, name):
@@ -400,10 +408,11 @@ def _units(meta):
     return (LENGTH[lu], TIME[tu]) if lu in LENGTH and tu in TIME else None
 
 
-def _read(root, report, batch_rows=None):
-    """The dataset at ``root`` with its tables read whole, or None (problems
-    in ``report``).  With ``batch_rows``, the trajectories are not kept: they
-    are checked in batches into ``ds.scan`` (:func:`_stream_trajectories`)."""
+def _read(root, report, keep=True, batch_rows=None):
+    """The dataset at ``root``, or None (problems in ``report``).  The
+    trajectories are read in batches of ``batch_rows`` rows, checked into
+    ``ds.scan`` (:func:`_stream_trajectories`), and kept as a table when
+    ``keep``; the other tables are read whole."""
     meta_path = root / "dataset.yaml"
     if not meta_path.exists():
         report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
@@ -427,16 +436,25 @@ def _read(root, report, batch_rows=None):
             report.add("unknown parameter", meta_path, f"{what}: {unknown}; expected some of {list(P.NAMES)}")
     tables = {}
     scale = _units(meta)
-    scan = None
+    scan = kept = None
     for name in TABLES:
         file = _table_file(root, name)
         if file is None:
             if name in REQUIRED_TABLES:
                 report.add("missing file", root, f"table {name} ({name}.parquet or {name}.csv)")
             continue
-        if name == "trajectories" and batch_rows:
-            scan = _stream_trajectories(file, report, tables.get("bodies"), scale, batch_rows)
-            continue
+        if name == "trajectories":
+            saved = dict(report.counts), list(report.items)
+            try:
+                scan, kept = _stream_trajectories(file, report, tables.get("bodies"), scale,
+                                                  batch_rows or BATCH_ROWS, keep)
+                continue
+            except _Unstreamable:
+                if not keep:
+                    raise
+                # Not readable in batches (a truncated file, a CSV whose later
+                # rows change a column's type): read whole, for its report.
+                report.counts, report.items = saved
         table = _read_table(file, name, report)
         if table is not None and scale is not None:
             tables[name] = _convert_units(table, *scale)
@@ -444,9 +462,22 @@ def _read(root, report, batch_rows=None):
         return None
     gravity = float(meta.get("gravity", 9.81))
     ground_z = float(meta.get("ground_z", 0.0)) * scale[0]
-    names, codes = _encode_ids(tables)
-    # The read's buffers and the chunked columns combined above are free now:
-    # hand them back to the OS rather than keep them in Arrow's pool.
+    names, codes = _encode_ids(tables, kept.names() if kept else ())
+    if kept:
+        # The kept codes become codes into the sorted names of all tables.
+        cols = kept.columns()
+        where = {n: k for k, n in enumerate(names)}
+        _remap(cols["scenario_id"], np.array([where[n] for n in kept.names()], np.int64))
+        codes["trajectories"] = cols["scenario_id"]
+        cols["scenario_id"] = pa.DictionaryArray.from_arrays(
+            pa.array(cols["scenario_id"]), pa.array(names.tolist(), pa.string()))
+        tables["trajectories"] = pa.table(cols)
+    elif keep:  # read whole
+        scan = _Scan(tables["bodies"])
+        scan.feed(codes["trajectories"], names, *(_np(tables["trajectories"][c])
+                                                 for c in ("body_id", "t", "x", "y", "z")))
+    # The read's buffers are free now: hand them back to the OS rather than
+    # keep them in Arrow's pool.
     pa.default_memory_pool().release_unused()
     return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes, scan=scan)
 
@@ -753,7 +784,7 @@ def _col(ds, table, c):
 
 
 def validate(path, summary=True):
-    """Check a dataset against the whole contract, its tables read whole.
+    """Check a dataset against the whole contract, keeping its tables in memory.
 
     Returns ``(dataset or None, report, summary)``; ``report`` holds every
     violation (table, column, row and scenario of each), ``summary`` the
@@ -766,9 +797,7 @@ def validate(path, summary=True):
     ds = _read(root, report)
     if ds is None:
         return None, report, {}
-    scan = _Scan(ds.tables["bodies"])
-    scan.feed(ds.codes["trajectories"], ds.names,
-              *(_col(ds, "trajectories", c) for c in ("body_id", "t", "x", "y", "z")))
+    scan = ds.scan
     _check_rules(ds, scan, report)
     if report:
         return ds, report, {}
@@ -804,7 +833,7 @@ def validate_stream(path, batch_rows=BATCH_ROWS):
     root = Path(path)
     report = Report()
     try:
-        ds = _read(root, report, batch_rows=batch_rows)
+        ds = _read(root, report, keep=False, batch_rows=batch_rows)
     except _Unstreamable:
         _, report, out = validate(root)
         return report, out
@@ -860,22 +889,76 @@ def _batches(path, batch_rows, columns=tuple(TABLES["trajectories"])):
         raise _Unstreamable(str(exc)) from exc
 
 
-def _stream_trajectories(path, report, bodies, scale, batch_rows):
+def _stream_trajectories(path, report, bodies, scale, batch_rows, keep=False):
     """The column checks of the trajectories batch by batch, each checked
     batch (in SI) fed to a :class:`_Scan` of ``bodies`` (None when the
-    bodies or the units are unusable: then only the columns are checked)."""
+    bodies or the units are unusable: then only the columns are checked).
+
+    With ``keep``, the batches are also kept, written straight into one
+    array per column (allocated once for Parquet, whose row count is known:
+    each value is written once, no chunks to combine): returns ``(scan,
+    kept)``, ``kept`` a :class:`_Kept` (None when a batch was unusable)."""
     scan = _Scan(bodies) if bodies is not None and scale is not None else None
+    kept = _Kept(path) if keep else None
     rows = 0
     for table, row0 in _batches(path, batch_rows):
         if row0 == 0 and _missing_columns(table.column_names, path, "trajectories", report):
-            scan = None
+            scan = kept = None
         rows += table.num_rows
         table = _check_columns(table, "trajectories", path, report, row0)
+        if table is None:
+            kept = None
         if scan is not None and table is not None:
-            scan.feed(*_arrays(_convert_units(table, *scale), row0))
+            table = _convert_units(table, *scale)
+            arrays = _arrays(table, row0)
+            scan.feed(*arrays)
+            if kept is not None:
+                kept.add(table, *arrays[:2])
     if rows == 0:
         report.add("empty table", f"{path}: table trajectories", "no rows")
-    return scan
+    return scan, (kept if scan is not None else None)
+
+
+class _Kept:
+    """The trajectories' columns gathered batch by batch (:func:`_stream_trajectories`):
+    numeric columns in SI, scenario ids as codes into ``names`` (in the
+    order first seen)."""
+
+    def __init__(self, path):
+        try:
+            self.total = (pq.ParquetFile(path).metadata.num_rows if path.suffix == ".parquet"
+                          else None)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise _Unstreamable(str(exc)) from exc
+        self.cols, self.parts, self.where = {}, {}, {}
+        self.rows = 0
+
+    def add(self, table, code, names):
+        """Keep a checked batch in SI (``table``), its scenario ids coded
+        by ``code`` into ``names`` (:func:`_arrays`)."""
+        local = np.array([self.where.setdefault(str(v), len(self.where)) for v in names],
+                         np.int64)
+        cols = {"scenario_id": local[code]}
+        cols.update((c, _np(table[c])) for c in table.column_names if c != "scenario_id")
+        n = code.size
+        for c, v in cols.items():
+            if self.total is None:
+                self.parts.setdefault(c, []).append(np.array(v))
+            else:
+                if c not in self.cols:
+                    self.cols[c] = np.empty(self.total, v.dtype)
+                self.cols[c][self.rows:self.rows + n] = v
+        self.rows += n
+
+    def columns(self):
+        """``{column: array}`` of every row kept, in the contract's order."""
+        cols = ({c: np.concatenate(v) for c, v in self.parts.items()} if self.total is None
+                else self.cols)
+        return {c: cols[c] for c in TABLES["trajectories"] if c in cols}
+
+    def names(self):
+        """The scenario ids in code order."""
+        return list(self.where)
 
 
 def _series_batches(path, batch_rows, scale):
