@@ -15,9 +15,11 @@ measured and simulated paths of a few scenarios, for plots.
 """
 
 import numpy as np
+from numba import njit, prange
 
 from . import dataset as D
 from . import params as P
+from .config import JIT_PARALLEL
 from .engine import EVENT_KINDS, simulate
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
@@ -162,35 +164,47 @@ def residual_table(problem, params, chunk=RESIDUAL_CHUNK):
     for lo in range(0, problem.nscen, chunk):
         sub = problem.subset(np.arange(lo, min(lo + chunk, problem.nscen)))
         sim = simulate(sub.model.with_params(params), sub.state, sub.targets.sample_times)
-        meas = sub.targets.measured
-        seen = ~np.isnan(meas[:, :, 0])                                  # (M, nbmax)
-        err = np.where(seen, np.linalg.norm(sim.samp_pos - np.where(seen[..., None], meas, 0.0),
-                                            axis=2), 0.0)
-        # Each scenario's rows are one block: reduce block by block.
-        ptr = sim.samp_ptr
-        n = np.add.reduceat(seen.sum(axis=1), _block_starts(ptr)) * (np.diff(ptr) > 0)
-        sse = np.add.reduceat((err ** 2).sum(axis=1), _block_starts(ptr))
-        top = np.maximum.reduceat(err.max(axis=1), _block_starts(ptr))
-        # The last measured row of each (scenario, body slot).
-        row = np.where(seen, np.arange(seen.shape[0])[:, None], -1)
-        last = np.maximum.reduceat(row, _block_starts(ptr), axis=0)
-        last[np.diff(ptr) == 0] = -1
-        has = last >= 0
-        fin = np.where(has, err[np.maximum(last, 0), np.arange(seen.shape[1])[None, :]], -np.inf)
+        ns = sub.nscen
+        n = np.zeros(ns, np.int64)
+        sse, top, fin = np.zeros(ns), np.zeros(ns), np.zeros(ns)
+        _residual_stats(sim.samp_ptr, sim.samp_pos, sub.targets.measured, n, sse, top, fin)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out["samples"].append(n.astype(np.int64))
+            out["samples"].append(n)
             out["rms_m"].append(np.where(n > 0, np.sqrt(sse / np.maximum(n, 1)), np.nan))
             out["max_m"].append(np.where(n > 0, top, np.nan))
-            out["final_m"].append(np.where(has.any(axis=1), fin.max(axis=1), np.nan))
+            out["final_m"].append(fin)
     for k in ("samples", "rms_m", "max_m", "final_m"):
         out[k] = np.concatenate(out[k]) if out[k] else np.zeros(0)
     return out
 
 
-def _block_starts(ptr):
-    """``reduceat`` indices of the CSR blocks ``ptr`` (an empty block, whose
-    result the caller discards, is given a valid index)."""
-    return np.minimum(ptr[:-1], max(int(ptr[-1]) - 1, 0))
+@njit(**JIT_PARALLEL)
+def _residual_stats(ptr, sim, meas, n, sse, top, fin):
+    """Per scenario ``s`` (rows ``ptr[s]:ptr[s + 1]`` of ``sim`` and ``meas``,
+    ``(M, nbmax, 3)``; a NaN measured x marks a body slot not measured at
+    that row): the measured samples ``n``, the sum of squared position
+    errors ``sse``, the largest error ``top`` and ``fin``, the largest over
+    the body slots of the error at their last measured row (NaN when the
+    scenario has none)."""
+    nslot = meas.shape[1]
+    for s in prange(ptr.shape[0] - 1):
+        fin[s] = np.nan
+        for b in range(nslot):
+            last = -1.0
+            for r in range(ptr[s], ptr[s + 1]):
+                if np.isnan(meas[r, b, 0]):
+                    continue
+                e = 0.0
+                for d in range(3):
+                    e += (sim[r, b, d] - meas[r, b, d]) ** 2
+                n[s] += 1
+                sse[s] += e
+                e = np.sqrt(e)
+                if e > top[s]:
+                    top[s] = e
+                last = e
+            if last >= 0.0 and not last <= fin[s]:
+                fin[s] = last
 
 
 def paths(problem, params, scen):
