@@ -1209,6 +1209,11 @@ def _sample_csr(model, state, sample_times):
     return ptr, flat
 
 
+#: Events buffered at most per batch of scenarios re-run for overflowing
+#: their first buffer (a batch holds at least one scenario).
+RERUN_EVENTS = 1 << 16
+
+
 def _event_buffers(nscen, cap):
     return (np.empty((nscen, cap)), np.empty((nscen, cap), np.int64),
             np.empty((nscen, cap), np.int64), np.empty((nscen, cap), np.int64),
@@ -1234,8 +1239,10 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
     status = np.zeros(nscen, np.int64)
     ev_count = np.zeros(nscen, np.int64)
     ctrl_ptr = m.ctrl_ptr
-    ctrl_rows = np.concatenate([np.arange(ctrl_ptr[s], ctrl_ptr[s + 1]) for s in scen]).astype(np.int64) \
-        if nscen != m.nscen else np.arange(m.ctrl_body.shape[0])
+    every = nscen == m.nscen and bool(np.all(scen == np.arange(nscen)))
+    ctrl_rows = np.arange(m.ctrl_body.shape[0]) if every else np.concatenate(
+        [np.arange(ctrl_ptr[s], ctrl_ptr[s + 1]) for s in scen] + [np.zeros(0, np.int64)]
+    ).astype(np.int64)
     sub_ptr = np.zeros(nscen + 1, np.int64)
     sub_ptr[1:] = np.cumsum(ctrl_ptr[scen + 1] - ctrl_ptr[scen])
     args = (m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
@@ -1315,16 +1322,26 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
         flat = [np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for b in ev]
         for f, b in zip(flat, ev):
             f[rows] = b[mask]
-    for s in np.flatnonzero(~keep):
-        one = np.array([s])
+    # The overflowed scenarios again, in batches of like event counts (each
+    # batch's buffer holds at most RERUN_EVENTS events), in parallel.
+    over = np.flatnonzero(~keep)
+    over = over[np.argsort(ev_count[over], kind="stable")]
+    i = 0
+    while i < over.size:
+        j = i + 1
+        while j < over.size and (j + 1 - i) * ev_count[over[j]] <= RERUN_EVENTS:
+            j += 1
+        idx = over[i:j]
+        cap_b = int(ev_count[idx[-1]])
         st = state.copy()
-        zero = np.zeros(2, np.int64)
-        tan1 = _tangent_buffers(model, one, directions, None, False, int(ev_count[s]))
-        _, _, ev1, _, n1 = _run(model, one, st.body_pos[one], st.body_vel[one],
-                                st.time[one], zero, np.zeros(0), int(ev_count[s]), False,
-                                tan1)
-        for f, b in zip(flat, ev1 + tan1[9:12]):
-            f[ptr[s]:ptr[s + 1]] = b[0, :n1[0]]
+        tan_b = _tangent_buffers(model, idx, directions, None, False, cap_b)
+        _, _, ev_b, _, n_b = _run(model, idx, st.body_pos[idx], st.body_vel[idx],
+                                  st.time[idx], np.zeros(idx.size + 1, np.int64), np.zeros(0),
+                                  cap_b, parallel, tan_b)
+        for f, b in zip(flat, ev_b + tan_b[9:12]):
+            for k, s in enumerate(idx):
+                f[ptr[s]:ptr[s + 1]] = b[k, :n_b[k]]
+        i = j
     sens = None
     if want:
         gn = tan[6]

@@ -68,6 +68,17 @@ class Targets:
     final_vel: np.ndarray
     events: dict = field(default_factory=dict)
     measured_velocity: bool = False
+    _sample_count: np.ndarray = field(default=None, repr=False, compare=False)
+
+    def sample_count(self):
+        """Measured body samples per scenario (computed once: the
+        trajectory loss's residual count, the same at every evaluation)."""
+        if self._sample_count is None:
+            per_row = np.isfinite(self.measured).any(axis=2).sum(axis=1)
+            csum = np.r_[0, np.cumsum(per_row)]
+            ptr = np.r_[0, np.cumsum([np.size(t) for t in self.sample_times])].astype(np.int64)
+            self._sample_count = csum[ptr[1:]] - csum[ptr[:-1]]
+        return self._sample_count
 
 
 @dataclass
@@ -90,10 +101,7 @@ def _dense(nscen, nt, want_gn):
 def trajectory(sim, tg, model, want_gn):
     """Sample positions against the measured ones (accumulated in the kernel)."""
     s = sim.sens
-    ptr = sim.samp_ptr
-    owner = np.repeat(np.arange(model.nscen), np.diff(ptr))
-    counted = np.isfinite(tg.measured).any(axis=2).sum(axis=1)
-    count = np.bincount(owner, weights=counted, minlength=model.nscen)
+    count = tg.sample_count().astype(float)
     return Component(s.traj_sse, s.traj_grad, s.traj_gn if want_gn else None, count)
 
 

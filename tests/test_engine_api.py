@@ -101,7 +101,13 @@ def test_serial_parallel_and_reruns_bit_identical():
     assert np.array_equal(state.body_pos[0, :len(scenes[0].radius)], scenes[0].pos)
 
 
-def test_event_buffer_overflow_rerun_matches():
+@pytest.mark.parametrize("rerun_events", [None, 3])
+def test_event_buffer_overflow_rerun_matches(monkeypatch, rerun_events):
+    """Scenarios that overflow their event buffer are run again, in batches
+    of like event counts (one batch, or, with a budget of 3 events, many),
+    with the result of one run with room for every event."""
+    if rerun_events:
+        monkeypatch.setattr(simcore.engine, "RERUN_EVENTS", rerun_events)
     scenes, params = _random_batch(6, n=40)
     model, state = simcore.build(scenes, params=params)
     small = simcore.simulate(model, state, event_capacity=1)
