@@ -677,6 +677,16 @@ def _series_index(ds):
             "range": np.stack([lo, hi], axis=1), "t": t}
 
 
+@njit(**JIT_PARALLEL)
+def fill_nan(a):
+    """``a[:] = NaN`` for a flat array, in parallel blocks (the first touch
+    of freshly allocated pages is shared among the threads)."""
+    block = 1 << 16
+    for k in prange((a.shape[0] + block - 1) // block):
+        for i in range(k * block, min((k + 1) * block, a.shape[0])):
+            a[i] = np.nan
+
+
 @jit
 def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, x, y, z, samp_t,
                     out):
