@@ -774,19 +774,24 @@ def write_table(table_dict, path):
 
 def _keys(code_a, body_a, code_b=None, body_b=None):
     """Integer keys of (scenario, body_id) pairs, consistent across two tables
-    (one int64 array per table, built in place: no concatenated temporaries)."""
+    (one int64 array per table, each written in one pass: no temporaries)."""
     bodies = [x for x in (body_a, body_b) if x is not None and x.size]
     low = min(int(x.min()) for x in bodies) if bodies else 0
     span = max(int(x.max()) for x in bodies) - low + 1 if bodies else 1
 
     def key(code, body):
-        k = np.multiply(code, span, dtype=np.int64)
-        k += body
-        k -= low
+        k = np.empty(code.shape[0], np.int64)
+        _key_pass(np.asarray(code, np.int64), np.asarray(body, np.int64), span, low, k)
         return k
 
     return key(code_a, body_a), (key(code_b, body_b) if code_b is not None
                                  else np.zeros(0, np.int64))
+
+
+@jit
+def _key_pass(code, body, span, low, out):
+    for i in range(code.shape[0]):
+        out[i] = code[i] * span + body[i] - low
 
 
 def _col(ds, table, c):
@@ -1164,20 +1169,23 @@ def _scan_rows(code, m, body, t, x, y, z, low, span, lut, skeys, srows, bcode, r
     ``nfound`` counts both.  ``state``: the last row's scenario (bodies
     code) and whether every scenario's rows so far came in one run."""
     nh = head_t.shape[1]
+    b = -1
     for i in range(code.shape[0]):
-        b = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
+        # Rows come in runs of one body: look the body up where a run starts.
+        if i == 0 or code[i] != code[i - 1] or body[i] != body[i - 1]:
+            b = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
+            if b >= 0 and bcode[b] != state[0]:
+                c = bcode[b]
+                if closed[c]:
+                    state[1] = 0
+                if state[0] >= 0:
+                    closed[state[0]] = True
+                state[0] = c
         if b < 0:
             if nfound[1] < found.shape[1]:
                 found[1, nfound[1]] = i
             nfound[1] += 1
             continue
-        c = bcode[b]
-        if c != state[0]:
-            if closed[c]:
-                state[1] = 0
-            if state[0] >= 0:
-                closed[state[0]] = True
-            state[0] = c
         n = count[b]
         if n == 0:
             first_row[b] = row0 + i
