@@ -68,7 +68,7 @@ class Targets:
     final_vel: np.ndarray
     events: dict = field(default_factory=dict)
     measured_velocity: bool = False
-    _sample_count: np.ndarray = field(default=None, repr=False, compare=False)
+    _sample_count: np.ndarray = field(default=None, init=False, repr=False, compare=False)
 
     def sample_count(self):
         """Measured body samples per scenario (computed once: the
