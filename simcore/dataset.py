@@ -173,15 +173,13 @@ class Dataset:
     #: never become per-row Python strings.
     names: np.ndarray = None
     codes: dict = field(default_factory=dict)
-    #: Caches of :func:`body_series`, :func:`fitted_initial_states`,
-    #: ``_groups`` (per table) and the (scenario, body) keys of the bodies
-    #: and trajectories rows (``_keys`` of both, set by :func:`validate`).
+    #: Caches of :func:`body_series`, :func:`fitted_initial_states` and
+    #: ``_groups`` (per table).
     series: tuple = None
     initial: dict = None
     groups: dict = field(default_factory=dict)
-    keys: tuple = None
-    #: The trajectories' row checks when they were read in batches
-    #: (:func:`validate_stream`; the table itself is then not kept).
+    #: The trajectories' row checks (:class:`_Scan`), made as they are read
+    #: (by :func:`validate_stream` without keeping the table).
     scan: object = None
 
     @property
@@ -613,7 +611,7 @@ def body_series(ds):
     code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
-    key0 = ds.keys[1] if ds.keys is not None else _keys(code, body)[0]
+    key0 = _keys(code, body)[0]
     # Files are usually written sorted: check in one O(N) pass before sorting.
     identity = _sorted_series(key0, t)
     if identity:
@@ -755,10 +753,7 @@ def fitted_initial_states(ds):
     ``GROUND_SNAP`` of resting on the ground is snapped onto it, vz to 0).
     Computed once per dataset (by :func:`validate` when it is read)."""
     if ds.initial is None:
-        scan = _Scan(ds.tables["bodies"])
-        scan.feed(ds.codes["trajectories"], ds.names,
-                  *(_col(ds, "trajectories", c) for c in ("body_id", "t", "x", "y", "z")))
-        ds.initial = scan.initial_states(_col(ds, "bodies", "radius"), ds.ground_z)
+        ds.initial = ds.scan.initial_states(_col(ds, "bodies", "radius"), ds.ground_z)
     return ds.initial
 
 
@@ -816,8 +811,6 @@ def validate(path, summary=True):
     _check_rules(ds, scan, report)
     if report:
         return ds, report, {}
-    ds.keys = _keys(ds.codes["bodies"], _col(ds, "bodies", "body_id"), ds.codes["trajectories"],
-                    _col(ds, "trajectories", "body_id"))
 
     def detected():
         _, _, counts, t, p = body_series(ds)

@@ -1333,10 +1333,10 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             j += 1
         idx = over[i:j]
         cap_b = int(ev_count[idx[-1]])
-        st = state.copy()
         tan_b = _tangent_buffers(model, idx, directions, None, False, cap_b)
-        _, _, ev_b, _, n_b = _run(model, idx, st.body_pos[idx], st.body_vel[idx],
-                                  st.time[idx], np.zeros(idx.size + 1, np.int64), np.zeros(0),
+        # ``state[idx]`` is a copy: the re-run advances it, never ``state``.
+        _, _, ev_b, _, n_b = _run(model, idx, state.body_pos[idx], state.body_vel[idx],
+                                  state.time[idx], np.zeros(idx.size + 1, np.int64), np.zeros(0),
                                   cap_b, parallel, tan_b)
         for f, b in zip(flat, ev_b + tan_b[9:12]):
             for k, s in enumerate(idx):
