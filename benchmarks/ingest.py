@@ -98,7 +98,6 @@ def peak_mb():
 
 def child(mode, root):
     """One timed step in this (fresh) process: ``validate`` (in batches) or ``read``."""
-    from simcore.dataset import _Scan  # noqa: F401  (imports and JIT loads stay out of the time)
     base = peak_mb()
     t0 = time.perf_counter()
     if mode == "validate":
