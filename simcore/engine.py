@@ -996,13 +996,15 @@ def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb,
              ev_slip, status, ev_count, t_final, t_param, t_vel, t_ctrl, meas, tr_sse,
              tr_grad, tr_gn, fin_tpos, fin_tvel, ev_tt, ev_tdva, ev_tdvb, signal, nondiff):
-    """Scenario ``s`` of a batch: slice its arrays and run it."""
+    """Scenario ``s`` of a batch: slice its arrays and run it (``params``
+    holds one row of coefficients for all, or a row per scenario)."""
     nb = body_count[s]
     nw = wall_count[s]
     c0 = ctrl_ptr[s]
     c1 = ctrl_ptr[s + 1]
     k0 = samp_ptr[s]
     k1 = samp_ptr[s + 1]
+    prow = np.int64(s) if params.shape[0] > 1 else np.int64(0)  # (prange indices are unsigned)
     if out_pos.shape[0] == 0:
         # Samples not kept: this scenario's own scratch, not one batch-wide array.
         o_pos = np.empty((k1 - k0, nb, 3))
@@ -1015,7 +1017,7 @@ def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
         body_mat[s, :nb], wall_normal[s, :nw], wall_offset[s, :nw], wall_mat[s, :nw],
         ctrl_body[c0:c1], ctrl_t0[c0:c1], ctrl_t1[c0:c1], ctrl_force[c0:c1],
         scen_t_start[s], scen_t_end[s], scen_dt[s], gravity, ground_z,
-        params, bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
+        params[prow], bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
         pos[s, :nb], vel[s, :nb], o_pos, o_vel,
         ev_t[s], ev_kind[s], ev_a[s], ev_b[s], ev_n[s], ev_jn[s], ev_jt[s],
         ev_dva[s], ev_dvb[s], ev_slip[s],
@@ -1250,7 +1252,8 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
             m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
             m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows], time,
             m.scen_t_end[scen], m.scen_dt[scen], m.gravity, m.ground_z,
-            m.params, m.tables.bb, m.tables.bw, m.tables.bg,
+            m.params[scen] if m.params.ndim == 2 else m.params[None, :],
+            m.tables.bb, m.tables.bw, m.tables.bg,
             m.integrator, samp_ptr, samp_t, pos, vel, out_pos, out_vel) + ev + (
             status, ev_count, time) + tan
     # ``time`` is both the start time (read first) and the end time (written
@@ -1283,7 +1286,11 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     """
     from . import params as P
 
-    P.validate(model.params)
+    for row in np.atleast_2d(model.params):
+        P.validate(row)
+    if model.params.ndim == 2 and model.params.shape[0] != model.nscen:
+        raise ValueError(f"model.params has {model.params.shape[0]} rows for "
+                         f"{model.nscen} scenarios")
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
     nscen = model.nscen
     cap = max(1, int(event_capacity))

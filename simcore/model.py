@@ -63,7 +63,9 @@ class Model:
     ``wall_material (nscen, nwall)``; controls in CSR form: scenario ``s``
     owns rows ``ctrl_ptr[s]:ctrl_ptr[s+1]`` of ``ctrl_body``, ``ctrl_t0``,
     ``ctrl_t1 (nctrl,)`` and ``ctrl_force (nctrl, 3)``; ``scen_t_end``,
-    ``scen_dt (nscen,)``; ``params (NPARAM,)`` with the material tables;
+    ``scen_dt (nscen,)``; ``params (NPARAM,)`` with the material tables
+(or ``(nscen, NPARAM)``: a row of coefficients per scenario, as the
+finite differences run perturbed copies of scenarios side by side);
     scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code.
     """
 
@@ -95,9 +97,16 @@ class Model:
         return int(self.body_count.shape[0])
 
     def with_params(self, values):
-        """A new model with other coefficients (a mapping or a full vector)."""
+        """A new model with other coefficients: a mapping or a full vector
+        (shared by every scenario), or ``(nscen, NPARAM)`` (a row each)."""
         vec = P.vector(values) if isinstance(values, dict) else np.array(values, dtype=np.float64)
-        P.validate(vec)
+        if vec.ndim == 2:
+            if vec.shape[0] != self.nscen:
+                raise ValueError(f"parameter rows: {vec.shape[0]} for {self.nscen} scenarios")
+            for row in vec:
+                P.validate(row)
+        else:
+            P.validate(vec)
         return replace(self, params=vec)
 
     def subset(self, scen):
@@ -112,6 +121,7 @@ class Model:
                     "scen_t_end", "scen_dt")
         per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force")
         return replace(self, ctrl_ptr=ptr,
+                       params=self.params[scen] if self.params.ndim == 2 else self.params,
                        names=tuple(self.names[s] for s in scen) if self.names else (),
                        **{f: getattr(self, f)[scen] for f in per_scen},
                        **{f: getattr(self, f)[rows] for f in per_ctrl})

@@ -18,7 +18,9 @@ finite differences of their own loss and their curvature block from the
 rank-one proxy ``g g^T / (2 l)`` (``l`` the scenario's loss share; exact for
 one residual, and by Cauchy-Schwarz a lower bound of ``2 J^T W J``, so the
 intervals err wide); their tangents are not used at all, since in sustained
-contact they can blow up.  Their nuisance is held.
+contact they can blow up.  Their nuisance is held.  The perturbed copies of
+those scenarios run as one parallel batch, each with its own coefficients
+(a per-scenario ``Model.params``).
 """
 
 import copy
@@ -41,6 +43,9 @@ PUSH_MARGIN = 0.05
 #: A body within this [m] of resting on the ground in every sample of a
 #: window slides on it.
 GROUND_TOL = 5e-3
+#: The finite differences' batch buffers at most about this many events
+#: (see :meth:`Problem._fd_grad`).
+FD_EVENTS = 1 << 18
 
 
 @dataclass
@@ -269,7 +274,7 @@ class Problem:
         if bad.size and fd_fallback:
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
-            g = self._fd_grad(theta, free, kind, nuis, bad)
+            g = self._fd_grad(theta, free, kind, nuis, bad, np.diff(sim.event_ptr)[bad])
             lv.grad[bad, :nf] = g
             if want_gn:
                 # Their tangents can blow up (sustained contact): curvature from
@@ -281,31 +286,45 @@ class Problem:
         return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev,
                           self.nuisance_cut(kind, theta))
 
-    def loss_only(self, theta, kind="none", nuis=None, per_scenario=False):
-        """The total loss (or each scenario's share of it), without derivatives."""
+    def loss_only(self, theta, kind="none", nuis=None, per_scenario=False, event_capacity=64):
+        """The total loss (or each scenario's share of it), without derivatives.
+        ``theta``: a full vector, or a row per scenario; ``event_capacity``:
+        the engine's events buffered per scenario before a re-run."""
         model, state = self.apply(theta, kind, nuis)
         sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
-                       measured=self.targets.measured, keep_samples=False)
+                       measured=self.targets.measured, keep_samples=False,
+                       event_capacity=event_capacity)
         lv = L.combine(sim, self.targets, model, self.weights, False)
         return lv.per_scenario if per_scenario else lv.total
 
-    def _fd_grad(self, theta, free, kind, nuis, scen):
+    def _fd_grad(self, theta, free, kind, nuis, scen, events):
         """Central differences of the scenarios ``scen``'s loss along each free
-        coefficient (run on those scenarios alone)."""
-        sub = self.subset(scen)
-        sub_nuis = nuis[scen] if nuis is not None else None
-        share = scen.size / self.nscen  # the subset normalises by its own count
-        out = np.zeros((scen.size, len(free)))
+        coefficient.  The ``2 len(free)`` perturbed copies of those scenarios
+        run as one batch (a row of coefficients per copy), with room for the
+        ``events`` each had at ``theta`` and a quarter more, so that few
+        overflow into a re-run."""
+        nf, ns = len(free), scen.size
+        if not nf:
+            return np.zeros((ns, 0))
+        rows = np.empty((2 * nf, theta.shape[0]))
         for c, q in enumerate(free):
             h = 1e-6 * max(abs(theta[q]), 1e-2)
             up, dn = theta.copy(), theta.copy()
             up[q] += h
             dn[q] -= h
-            up, dn = project(up, [q]), project(dn, [q])
-            lu = sub.loss_only(up, kind, sub_nuis, per_scenario=True)
-            ld = sub.loss_only(dn, kind, sub_nuis, per_scenario=True)
-            out[:, c] = share * (lu - ld) / (up[q] - dn[q])
-        return out
+            rows[c], rows[nf + c] = project(up, [q]), project(dn, [q])
+        copies = 2 * nf * ns
+        sub = self.subset(np.tile(scen, 2 * nf))
+        sub_nuis = np.tile(nuis[scen], (2 * nf, 1)) if nuis is not None else None
+        cap = int(min(max(64, 1.25 * int(events.max(initial=0)) + 8),
+                      max(64, FD_EVENTS // copies)))
+        per = sub.loss_only(np.repeat(rows, ns, axis=0), kind, sub_nuis, per_scenario=True,
+                            event_capacity=cap)
+        # The batch normalises each copy's share by its own count of
+        # scenarios: rescale to this problem's.
+        per = per.reshape(2 * nf, ns) * (copies / self.nscen)
+        step = rows[np.arange(nf), free] - rows[nf + np.arange(nf), free]
+        return ((per[:nf] - per[nf:]) / step[:, None]).T
 
     @classmethod
     def from_dataset(cls, ds, weights=None, split=None, order=None):
@@ -333,8 +352,9 @@ class Problem:
                    ids=[sid for sid, _ in ids], name=ds.name, body_ids=[b for _, b in ids])
 
     def subset(self, scen):
-        """The problem restricted to the scenarios ``scen`` (indices).  A
-        contiguous ascending range shares the measured rows (a view, no copy)."""
+        """The problem on the scenarios ``scen`` (indices, in that order; an
+        index may repeat).  A contiguous ascending range shares the measured
+        rows (a view, no copy)."""
         scen = np.asarray(scen, np.int64)
         model = self.model.subset(scen)
         state = self.state.subset(scen)
@@ -346,11 +366,16 @@ class Problem:
                 else np.zeros(0, np.int64)
         ev = self.targets.events
         if ev:
-            sel = np.isin(ev["scen"], scen)
-            remap = np.full(self.nscen, -1)
-            remap[scen] = np.arange(scen.size)
-            ev = {k: v[sel] for k, v in ev.items()}
-            ev["scen"] = remap[ev["scen"]]
+            # Each position of ``scen`` gets its scenario's events (a scenario
+            # listed twice has them twice), kept in their order here.
+            by = np.argsort(ev["scen"], kind="stable")
+            lo = np.searchsorted(ev["scen"][by], scen, "left")
+            n = np.searchsorted(ev["scen"][by], scen, "right") - lo
+            take = by[np.repeat(lo - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(n.sum())]
+            pos = np.repeat(np.arange(scen.size), n)
+            keep = np.argsort(take, kind="stable")
+            ev = {k: v[take[keep]] for k, v in ev.items()}
+            ev["scen"] = pos[keep]
         nbmax = model.body_radius.shape[1]
         tg = L.Targets([self.targets.sample_times[s] for s in scen],
                        self.targets.measured[rows][:, :nbmax],

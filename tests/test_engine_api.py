@@ -117,6 +117,37 @@ def test_event_buffer_overflow_rerun_matches(monkeypatch, rerun_events):
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("capacity", [64, 1])
+def test_a_row_of_coefficients_per_scenario_runs_each_as_alone(capacity):
+    """``Model.params (nscen, NPARAM)``: each scenario runs with its own row,
+    bit-identical to a batch of that scenario alone with those coefficients
+    (also when it overflows its buffer and is re-run)."""
+    scenes, _ = _random_batch(9, n=12)
+    rng = np.random.default_rng(10)
+    rows = np.array([P.vector(random_params(rng)) for _ in scenes])
+    model, state = simcore.build(scenes)
+    times = [np.linspace(sc.t0, sc.t_end, 13) for sc in scenes]
+    both = simcore.simulate(model.with_params(rows), state, times, event_capacity=capacity)
+    assert both.event_count.max() > capacity
+    for s, sc in enumerate(scenes):
+        m1, s1 = simcore.build([sc], params=P.as_dict(rows[s]))
+        alone = simcore.simulate(m1, s1, times[s:s + 1], event_capacity=capacity)
+        e = slice(both.event_ptr[s], both.event_ptr[s + 1])
+        nb = len(sc.radius)
+        assert np.array_equal(both.samp_pos[both.samp_ptr[s]:both.samp_ptr[s + 1], :nb],
+                              alone.samp_pos[:, :nb])
+        assert np.array_equal(both.final.body_vel[s, :nb], alone.final.body_vel[0, :nb])
+        assert np.array_equal(both.event_t[e], alone.event_t)
+        assert np.array_equal(both.event_dva[e], alone.event_dva)
+    # A row per scenario, valid each.
+    with pytest.raises(ValueError, match="parameter rows: 2 for 12 scenarios"):
+        model.with_params(rows[:2])
+    bad = rows.copy()
+    bad[3, P.NAMES.index("e_bb")] = 1.5
+    with pytest.raises(ValueError, match="e_bb = 1.5"):
+        model.with_params(bad)
+
+
 # --- dt independence of the exact integrator --------------------------------
 
 

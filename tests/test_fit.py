@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from simcore import fit as F
-from simcore.problem import Problem
+from simcore.problem import Problem, project
 
 TABLE = "datasets/synthetic-table"
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
@@ -90,6 +90,32 @@ def test_scenarios_without_exact_tangents_get_a_rank_one_curvature(tmp_path_fact
         g = lv.grad[s, :7]
         assert np.allclose(lv.gn[s], np.outer(g, g) / (2 * lv.per_scenario[s]), rtol=1e-12)
     assert np.all(np.isfinite(lv.gn))
+
+
+def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory):
+    """The perturbed copies run as one batch with a row of coefficients each:
+    the same central differences as running each perturbation alone, and a
+    subset that lists a scenario twice scores both copies alike."""
+    prob, truth = _generated(tmp_path_factory, 5)
+    free = list(range(7))
+    theta = F.P.vector(truth)
+    ev = prob.evaluate(theta, free)
+    bad = np.flatnonzero(ev.nondiff)
+    sub = prob.subset(bad)
+    for c, q in enumerate(free):
+        h = 1e-6 * max(abs(theta[q]), 1e-2)
+        up, dn = theta.copy(), theta.copy()
+        up[q] += h
+        dn[q] -= h
+        up, dn = project(up, [q]), project(dn, [q])
+        ref = bad.size / prob.nscen * (sub.loss_only(up, per_scenario=True)
+                                       - sub.loss_only(dn, per_scenario=True)) / (up[q] - dn[q])
+        assert np.allclose(ev.loss.grad[bad, c], ref, rtol=1e-7, atol=1e-9 * np.abs(ref).max())
+    twice = prob.subset(np.r_[bad, bad])
+    assert len(twice.targets.events["t"]) == 2 * len(sub.targets.events["t"]) > 0
+    per = twice.loss_only(theta, per_scenario=True)
+    assert np.allclose(per[:bad.size], per[bad.size:], rtol=1e-14)
+    assert np.allclose(2 * per[:bad.size], sub.loss_only(theta, per_scenario=True), rtol=1e-12)
 
 
 def test_truncated_problem_keeps_the_first_part_of_each_scenario(table):
