@@ -363,13 +363,25 @@ def _count_nonfinite(x):
 
 
 @jit
-def _sorted_series(key, t):
-    """The rows are sorted by ``key`` and then by strictly increasing ``t``
-    (one pass; the series of a file written body by body)."""
-    for i in range(1, key.shape[0]):
-        if key[i] < key[i - 1] or (key[i] == key[i - 1] and t[i] <= t[i - 1]):
-            return False
-    return True
+def _sorted_series(code, body, t, low, span, counts):
+    """If the rows are sorted by (scenario code, body) and then by strictly
+    increasing ``t`` (a file written body by body), the samples of each
+    series into ``counts`` and their number; else (or if there are more
+    series than ``counts`` holds) -1.  One pass, no key array
+    (the key of a row is ``code * span + body - low``)."""
+    n = 0
+    prev = -1
+    for i in range(code.shape[0]):
+        k = code[i] * span + body[i] - low
+        if k == prev and t[i] > t[i - 1]:
+            counts[n - 1] += 1
+        elif k > prev and n < counts.shape[0]:
+            counts[n] = 1
+            n += 1
+            prev = k
+        else:
+            return -1
+    return n
 
 
 def _convert_units(table, length, time):
@@ -600,10 +612,10 @@ def scenarios(ds, integrator="exact"):
 def body_series(ds):
     """Trajectory samples sorted by scenario, body and time, for :mod:`targets`.
 
-    Returns ``(order, key, counts, t, p)``: the row order (index it as
+    Returns ``(order, keys, counts, t, p)``: the row order (index it as
     ``order[rows]``: :data:`IDENTITY` for a sorted file), the (scenario,
-    body) key of each sorted row, the samples per body, times and positions
-    (:class:`SeriesPositions`).
+    body) key of each series (ascending), the samples per series, times and
+    positions (:class:`SeriesPositions`).
     """
     if ds.series is not None:
         return ds.series
@@ -611,19 +623,25 @@ def body_series(ds):
     code = ds.codes["trajectories"]
     body = tr["body_id"].to_numpy()
     t = tr["t"].to_numpy()
-    key0 = _keys(code, body)[0]
+    low = int(body.min()) if body.size else 0
+    span = int(body.max()) - low + 1 if body.size else 1
     # Files are usually written sorted: check in one O(N) pass before sorting.
-    identity = _sorted_series(key0, t)
-    if identity:
-        order = IDENTITY
+    counts = np.empty(ds.scan.count.shape[0] if ds.scan is not None else code.shape[0], np.int64)
+    n = _sorted_series(code, body, t, low, span, counts) if code.size else 0
+    if n >= 0:
+        order, counts = IDENTITY, counts[:n].copy()
+        start = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
+        keys = code[start].astype(np.int64) * span + body[start] - low
     else:
+        key0 = _keys(code, body)[0]
         by_t = np.argsort(t, kind="stable")
         order = by_t[np.argsort(key0[by_t], kind="stable")]
-    key = key0 if identity else key0[order]
-    cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, len(key)]
-    p = SeriesPositions(*(tr[c].to_numpy() if identity else tr[c].to_numpy()[order]
+        key = key0[order]
+        cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, len(key)]
+        keys, counts = key[cut[:-1]], np.diff(cut)
+    p = SeriesPositions(*(tr[c].to_numpy() if n >= 0 else tr[c].to_numpy()[order]
                           for c in "xyz"))
-    ds.series = (order, key, np.diff(cut), t if identity else t[order], p)
+    ds.series = (order, keys, counts, t if n >= 0 else t[order], p)
     return ds.series
 
 

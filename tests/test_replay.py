@@ -58,6 +58,25 @@ def test_targets_of_ragged_interleaved_files(ragged):
     assert [list(b) for b in prob.body_ids] == [list(b) for _, b in ids]
 
 
+def test_body_series_of_a_sorted_file_equal_the_sorted_series(ragged, tmp_path):
+    """A file written body by body takes the one-pass path (no sort, the
+    identity order); the time-major file is sorted: the same series."""
+    import shutil
+
+    shutil.copytree(ragged, tmp_path / "sorted")
+    tr = pd.read_parquet(ragged / "trajectories.parquet")
+    tr.sort_values(["scenario_id", "body_id", "t"]).to_parquet(
+        tmp_path / "sorted" / "trajectories.parquet", index=False)
+    a = dataset.body_series(dataset.read(ragged))
+    b = dataset.body_series(dataset.read(tmp_path / "sorted"))
+    assert a[0] is not dataset.IDENTITY and b[0] is dataset.IDENTITY
+    assert len(b[1]) == tr.groupby(["scenario_id", "body_id"]).ngroups
+    assert np.all(np.diff(b[1]) > 0)
+    for x, y in zip(a[1:4], b[1:4]):
+        assert np.array_equal(x, y)
+    assert np.array_equal(np.asarray(a[4]), np.asarray(b[4]))
+
+
 def test_residual_table_equals_the_table_replay(ragged):
     """``residual_table`` (chunked, from the problem's arrays) gives the figures
     of ``residuals`` on the full simulated tables, for every chunk size."""

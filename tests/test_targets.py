@@ -39,10 +39,9 @@ def noisy(tmp_path_factory):
 def test_detector_precision_and_recall(noisy):
     """Documented figures: impacts of |dv| >= 0.3 m/s at 1 mm noise, 100 Hz."""
     ds = dataset.read(noisy)
-    _, key, counts, t, p = dataset.body_series(ds)
+    _, bodies, counts, t, p = dataset.body_series(ds)
     det_b, det_t, _ = targets.detect_events(t, p, counts)
     ev = ds.tables["events"]
-    bodies = key[np.r_[0, np.cumsum(counts)[:-1]]]
     ekey, _ = dataset._keys(ds.codes["events"], ev["body_id"].to_numpy())
     dv = np.linalg.norm(np.stack([ev[c].to_numpy() for c in ("dvx", "dvy", "dvz")], 1), axis=1)
     big = dv >= 0.3
