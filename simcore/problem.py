@@ -20,7 +20,8 @@ one residual, and by Cauchy-Schwarz a lower bound of ``2 J^T W J``, so the
 intervals err wide); their tangents are not used at all, since in sustained
 contact they can blow up.  Their nuisance is held.  The perturbed copies of
 those scenarios run as one parallel batch, each with its own coefficients
-(a per-scenario ``Model.params``).
+(a per-scenario ``Model.params``); a coefficient that a scenario's run never
+read is not perturbed in it (its difference is exactly 0).
 """
 
 import copy
@@ -274,7 +275,8 @@ class Problem:
         if bad.size and fd_fallback:
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
-            g = self._fd_grad(theta, free, kind, nuis, bad, np.diff(sim.event_ptr)[bad])
+            g = self._fd_grad(theta, free, kind, nuis, bad, np.diff(sim.event_ptr)[bad],
+                              sim.sens.signal[bad, :nf])
             lv.grad[bad, :nf] = g
             if want_gn:
                 # Their tangents can blow up (sustained contact): curvature from
@@ -297,15 +299,24 @@ class Problem:
         lv = L.combine(sim, self.targets, model, self.weights, False)
         return lv.per_scenario if per_scenario else lv.total
 
-    def _fd_grad(self, theta, free, kind, nuis, scen, events):
+    def _fd_grad(self, theta, free, kind, nuis, scen, events, signal):
         """Central differences of the scenarios ``scen``'s loss along each free
-        coefficient.  The ``2 len(free)`` perturbed copies of those scenarios
-        run as one batch (a row of coefficients per copy), with room for the
-        ``events`` each had at ``theta`` and a quarter more, so that few
-        overflow into a re-run."""
+        coefficient, ``(scen.size, len(free))``.
+
+        A coefficient that no event or segment of a scenario read at
+        ``theta`` (``signal`` 0, the engine's count per scenario and
+        coefficient) leaves that scenario's run bit-identical when it alone
+        is perturbed: its difference is exactly 0 and is not run.  The
+        perturbed copies of the other (scenario, coefficient) pairs run as
+        one batch, a row of coefficients each, with room for the ``events``
+        each scenario had at ``theta`` and a quarter more, so that few
+        overflow into a re-run.
+        """
         nf, ns = len(free), scen.size
-        if not nf:
-            return np.zeros((ns, 0))
+        out = np.zeros((ns, nf))
+        coef, which = np.nonzero(np.asarray(signal).T != 0)  # pairs, coefficient-major
+        if not coef.size:
+            return out
         rows = np.empty((2 * nf, theta.shape[0]))
         for c, q in enumerate(free):
             h = 1e-6 * max(abs(theta[q]), 1e-2)
@@ -313,18 +324,19 @@ class Problem:
             up[q] += h
             dn[q] -= h
             rows[c], rows[nf + c] = project(up, [q]), project(dn, [q])
-        copies = 2 * nf * ns
-        sub = self.subset(np.tile(scen, 2 * nf))
-        sub_nuis = np.tile(nuis[scen], (2 * nf, 1)) if nuis is not None else None
-        cap = int(min(max(64, 1.25 * int(events.max(initial=0)) + 8),
-                      max(64, FD_EVENTS // copies)))
-        per = sub.loss_only(np.repeat(rows, ns, axis=0), kind, sub_nuis, per_scenario=True,
-                            event_capacity=cap)
+        pairs = coef.size
+        sub = self.subset(np.tile(scen[which], 2))
+        sub_nuis = np.tile(nuis[scen[which]], (2, 1)) if nuis is not None else None
+        cap = int(min(max(64, 1.25 * int(events[which].max()) + 8),
+                      max(64, FD_EVENTS // (2 * pairs))))
+        per = sub.loss_only(np.r_[rows[coef], rows[nf + coef]], kind, sub_nuis,
+                            per_scenario=True, event_capacity=cap)
         # The batch normalises each copy's share by its own count of
         # scenarios: rescale to this problem's.
-        per = per.reshape(2 * nf, ns) * (copies / self.nscen)
-        step = rows[np.arange(nf), free] - rows[nf + np.arange(nf), free]
-        return ((per[:nf] - per[nf:]) / step[:, None]).T
+        per = per * (2 * pairs / self.nscen)
+        step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
+        out[which, coef] = (per[:pairs] - per[pairs:]) / step
+        return out
 
     @classmethod
     def from_dataset(cls, ds, weights=None, split=None, order=None):

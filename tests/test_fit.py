@@ -93,14 +93,17 @@ def test_scenarios_without_exact_tangents_get_a_rank_one_curvature(tmp_path_fact
 
 
 def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory):
-    """The perturbed copies run as one batch with a row of coefficients each:
-    the same central differences as running each perturbation alone, and a
+    """The perturbed copies run as one batch with a row of coefficients each,
+    skipping the coefficients a scenario's run never read: the same central
+    differences as running each perturbation alone on every scenario, and a
     subset that lists a scenario twice scores both copies alike."""
     prob, truth = _generated(tmp_path_factory, 5)
-    free = list(range(7))
+    free = list(range(8))
     theta = F.P.vector(truth)
     ev = prob.evaluate(theta, free)
     bad = np.flatnonzero(ev.nondiff)
+    unread = ev.sim.sens.signal[bad, :8] == 0
+    assert unread.any() and not unread.all()  # some pairs are skipped, not all
     sub = prob.subset(bad)
     for c, q in enumerate(free):
         h = 1e-6 * max(abs(theta[q]), 1e-2)
