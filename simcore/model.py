@@ -64,8 +64,8 @@ class Model:
     owns rows ``ctrl_ptr[s]:ctrl_ptr[s+1]`` of ``ctrl_body``, ``ctrl_t0``,
     ``ctrl_t1 (nctrl,)`` and ``ctrl_force (nctrl, 3)``; ``scen_t_end``,
     ``scen_dt (nscen,)``; ``params (NPARAM,)`` with the material tables
-(or ``(nscen, NPARAM)``: a row of coefficients per scenario, as the
-finite differences run perturbed copies of scenarios side by side);
+    (or ``(nscen, NPARAM)``: a row of coefficients per scenario, as the
+    finite differences run perturbed copies of scenarios side by side);
     scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code.
     """
 
