@@ -538,7 +538,8 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         if nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
             status = STATUS_GTOL
             break
-        accepted = saw_nan = False
+        accepted = saw_nan = rose = False
+        lam_start = lam
         for _trial in range(40):
             if method == "lm":
                 try:
@@ -588,6 +589,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 nfev += 1
                 if not (np.isfinite(new) and new <= loss):
                     saw_nan = saw_nan or not np.isfinite(new)
+                    rose = rose or bool(np.isfinite(new))
                     lam = max(4.0 * lam, 1.0)
                     continue
             try:
@@ -608,6 +610,7 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
                 # step only shrinks once lam nears 1: a rejected trial goes
                 # there at once (the next step is at most half as long)
                 # instead of paying for near-copies of the rejected one.
+                rose = rose or bool(np.isfinite(new))
                 lam = max(4.0 * lam, 1.0)
             else:
                 eta *= 0.5
@@ -621,7 +624,11 @@ def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precond
         rel = abs(loss - new) / max(abs(loss), 1e-300)
         theta, nuis, ev, loss = cand, cand_nuis, ev_new, new
         if method == "lm":
-            lam = max(lam / 3.0, 1e-12)
+            # A failed run (NaN) says nothing of the Gauss-Newton model: the
+            # damping it forced is not carried into the next iteration (where
+            # a run fails at every other evaluation it would grow without
+            # bound, and the steps shrink to nothing).
+            lam = max((lam if rose else lam_start) / 3.0, 1e-12)
         elif method == "gd":
             eta *= lr_growth
         rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": loss, "components": dict(ev.loss.components),

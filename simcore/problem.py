@@ -14,14 +14,20 @@ unknowns of every scenario:
 along all unknowns and returns the loss, its per-scenario gradient and
 Gauss-Newton blocks.  Scenarios whose tangents are not exact (``nondiff``,
 see :mod:`simcore.tangent`) get their coefficient gradient from central
-finite differences of their own loss and their curvature block from the
-rank-one proxy ``g g^T / (2 l)`` (``l`` the scenario's loss share; exact for
-one residual, and by Cauchy-Schwarz a lower bound of ``2 J^T W J``, so the
-intervals err wide); their tangents are not used at all, since in sustained
-contact they can blow up.  Their nuisance is held.  The perturbed copies of
-those scenarios run as one parallel batch, each with its own coefficients
-(a per-scenario ``Model.params``); a coefficient that a scenario's run never
-read is not perturbed in it (its difference is exactly 0).
+finite differences of their own loss, and their curvature block from the
+same runs: the trajectory loss's ``2 J^T W J`` with ``J`` the central
+differences of the sampled positions, plus, when other components are
+weighted, the rank-one proxy ``g g^T / (2 l)`` of the rest of the gradient
+(``l`` the rest's loss share; exact for one residual, and by Cauchy-Schwarz
+a lower bound of its ``2 J^T W J``, so the intervals err wide there).  The
+rank-one proxy alone, used for the whole block before, underestimated the
+curvature of mu_s and v_th in sticking contact so far that the last
+Gauss-Newton steps swung by one to two standard errors and were rejected.
+Their tangents are not used at all, since in sustained contact they can
+blow up.  Their nuisance is held.  The perturbed copies of those scenarios
+run as one parallel batch, each with its own coefficients (a per-scenario
+``Model.params``); a coefficient that a scenario's run never read is not
+perturbed in it (its differences are exactly 0).
 """
 
 import copy
@@ -275,15 +281,25 @@ class Problem:
         if bad.size and fd_fallback:
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
-            g = self._fd_grad(theta, free, kind, nuis, bad, np.diff(sim.event_ptr)[bad],
-                              sim.sens.signal[bad, :nf])
+            g, gn, g_traj = self._fd_grad(theta, free, kind, nuis, bad,
+                                          np.diff(sim.event_ptr)[bad],
+                                          sim.sens.signal[bad, :nf], want_gn)
             lv.grad[bad, :nf] = g
             if want_gn:
-                # Their tangents can blow up (sustained contact): curvature from
-                # the rank-one proxy g g^T / (2 l), a lower bound of 2 J^T W J.
-                share = np.maximum(lv.per_scenario[bad], 1e-300)
+                # Their tangents can blow up (sustained contact): the trajectory
+                # loss's 2 J^T W J from the perturbed runs' samples, and for
+                # the rest of the gradient (the other components, if weighted)
+                # the rank-one proxy g g^T / (2 l), a lower bound of theirs.
+                w = self.weights.get("trajectory", 0.0)
+                count = np.maximum(self.targets.sample_count()[bad], 1)
+                rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.nscen * count)
+                if any(v for k, v in self.weights.items() if k != "trajectory"):
+                    g_rest = g - g_traj
+                    some = rest > 1e-12 * np.maximum(lv.per_scenario[bad], 1e-300)
+                    gn[some] += g_rest[some, :, None] * g_rest[some, None, :] / (
+                        2.0 * rest[some, None, None])
                 lv.gn[bad] = 0.0
-                lv.gn[bad, :nf, :nf] = g[:, :, None] * g[:, None, :] / (2.0 * share[:, None, None])
+                lv.gn[bad, :nf, :nf] = gn
             nfev += 2 * nf
         return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev,
                           self.nuisance_cut(kind, theta))
@@ -292,31 +308,41 @@ class Problem:
         """The total loss (or each scenario's share of it), without derivatives.
         ``theta``: a full vector, or a row per scenario; ``event_capacity``:
         the engine's events buffered per scenario before a re-run."""
-        model, state = self.apply(theta, kind, nuis)
-        sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
-                       measured=self.targets.measured, keep_samples=False,
-                       event_capacity=event_capacity)
-        lv = L.combine(sim, self.targets, model, self.weights, False)
+        lv = self._forward(theta, kind, nuis, False, event_capacity)[1]
         return lv.per_scenario if per_scenario else lv.total
 
-    def _fd_grad(self, theta, free, kind, nuis, scen, events, signal):
+    def _forward(self, theta, kind, nuis, keep_samples, event_capacity=64):
+        """A forward run (no sensitivities) and its loss: ``(sim, LossValue)``."""
+        model, state = self.apply(theta, kind, nuis)
+        sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
+                       measured=self.targets.measured, keep_samples=keep_samples,
+                       event_capacity=event_capacity)
+        return sim, L.combine(sim, self.targets, model, self.weights, False)
+
+    def _fd_grad(self, theta, free, kind, nuis, scen, events, signal, want_gn=False):
         """Central differences of the scenarios ``scen``'s loss along each free
-        coefficient, ``(scen.size, len(free))``.
+        coefficient: ``(g, gn, g_traj)``, ``g (scen.size, len(free))``; with
+        ``want_gn``, the trajectory loss's Gauss-Newton blocks ``2 J^T W J``
+        and gradients ``2 J^T W r``, with ``J`` the central differences of
+        the sampled positions (else None).
 
         A coefficient that no event or segment of a scenario read at
         ``theta`` (``signal`` 0, the engine's count per scenario and
         coefficient) leaves that scenario's run bit-identical when it alone
-        is perturbed: its difference is exactly 0 and is not run.  The
+        is perturbed: its differences are exactly 0 and are not run.  The
         perturbed copies of the other (scenario, coefficient) pairs run as
         one batch, a row of coefficients each, with room for the ``events``
         each scenario had at ``theta`` and a quarter more, so that few
-        overflow into a re-run.
+        overflow into a re-run.  ``r`` is taken at the mean of a pair's two
+        runs (``theta`` up to O(h^2)).
         """
         nf, ns = len(free), scen.size
         out = np.zeros((ns, nf))
+        gn = np.zeros((ns, nf, nf)) if want_gn else None
+        g_traj = np.zeros((ns, nf)) if want_gn else None
         coef, which = np.nonzero(np.asarray(signal).T != 0)  # pairs, coefficient-major
         if not coef.size:
-            return out
+            return out, gn, g_traj
         rows = np.empty((2 * nf, theta.shape[0]))
         for c, q in enumerate(free):
             h = 1e-6 * max(abs(theta[q]), 1e-2)
@@ -329,14 +355,28 @@ class Problem:
         sub_nuis = np.tile(nuis[scen[which]], (2, 1)) if nuis is not None else None
         cap = int(min(max(64, 1.25 * int(events[which].max()) + 8),
                       max(64, FD_EVENTS // (2 * pairs))))
-        per = sub.loss_only(np.r_[rows[coef], rows[nf + coef]], kind, sub_nuis,
-                            per_scenario=True, event_capacity=cap)
+        sim, lv = sub._forward(np.r_[rows[coef], rows[nf + coef]], kind, sub_nuis, want_gn, cap)
         # The batch normalises each copy's share by its own count of
         # scenarios: rescale to this problem's.
-        per = per * (2 * pairs / self.nscen)
+        per = lv.per_scenario * (2 * pairs / self.nscen)
         step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
         out[which, coef] = (per[:pairs] - per[pairs:]) / step
-        return out
+        if want_gn:
+            f = 2.0 * self.weights.get("trajectory", 0.0) / (
+                self.nscen * np.maximum(self.targets.sample_count()[scen], 1))
+            ptr, pos = sim.samp_ptr, sim.samp_pos
+            for i in np.unique(which):
+                js = np.flatnonzero(which == i)
+                meas = sub.targets.measured[ptr[js[0]]:ptr[js[0] + 1]]
+                ok = ~np.isnan(meas)
+                up = [pos[ptr[j]:ptr[j + 1]][ok] for j in js]
+                dn = [pos[ptr[pairs + j]:ptr[pairs + j + 1]][ok] for j in js]
+                J = np.stack([(u - d) / step[j] for u, d, j in zip(up, dn, js)], axis=1)
+                r = 0.5 * (up[0] + dn[0]) - meas[ok]
+                c = coef[js]
+                gn[i][np.ix_(c, c)] = f[i] * (J.T @ J)
+                g_traj[i, c] = f[i] * (J.T @ r)
+        return out, gn, g_traj
 
     @classmethod
     def from_dataset(cls, ds, weights=None, split=None, order=None):

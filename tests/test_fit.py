@@ -77,19 +77,43 @@ def test_recovers_100_generated_scenarios_from_the_defaults(tmp_path_factory):
     assert single.loss > 2 * r.loss  # the stall the continuation is for
 
 
-def test_scenarios_without_exact_tangents_get_a_rank_one_curvature(tmp_path_factory):
-    """Sustained-contact scenarios take finite-difference gradients; their
-    tangent Gauss-Newton block (which can blow up) is replaced by g g^T / (2 l)."""
+def test_scenarios_without_exact_tangents_get_finite_difference_curvature(tmp_path_factory):
+    """Sustained-contact scenarios take finite-difference gradients, and
+    their Gauss-Newton block (whose tangents can blow up) is 2 J^T W J of
+    the trajectory loss with J the central differences of the sampled
+    positions, computed here one scenario and one coefficient at a time.
+    It bounds the old rank-one proxy g g^T / (2 l) from above."""
+    from simcore.engine import simulate
+
     prob, truth = _generated(tmp_path_factory, 5)
     free = list(range(7))
-    ev = prob.evaluate(F.P.vector(truth), free)
+    theta = F.P.vector(truth)
+    ev = prob.evaluate(theta, free)
     bad = np.flatnonzero(ev.nondiff)
     assert bad.size >= 1
     lv = ev.loss
-    for s in bad:
-        g = lv.grad[s, :7]
-        assert np.allclose(lv.gn[s], np.outer(g, g) / (2 * lv.per_scenario[s]), rtol=1e-12)
     assert np.all(np.isfinite(lv.gn))
+    count = prob.targets.sample_count()
+    for s in bad:
+        sub = prob.subset([s])
+        meas = sub.targets.measured
+        ok = ~np.isnan(meas)
+        cols, mid = [], None
+        for q in free:
+            h = 1e-6 * max(abs(theta[q]), 1e-2)
+            up, dn = theta.copy(), theta.copy()
+            up[q] += h
+            dn[q] -= h
+            up, dn = project(up, [q]), project(dn, [q])
+            pu = simulate(sub.model.with_params(up), sub.state, sub.targets.sample_times).samp_pos
+            pd = simulate(sub.model.with_params(dn), sub.state, sub.targets.sample_times).samp_pos
+            cols.append((pu[ok] - pd[ok]) / (up[q] - dn[q]))
+        J = np.stack(cols, axis=1)
+        want = 2.0 / (prob.nscen * count[s]) * J.T @ J
+        assert np.allclose(lv.gn[s], want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+        g = lv.grad[s, :7]
+        gap = np.linalg.eigvalsh(lv.gn[s] - np.outer(g, g) / (2 * lv.per_scenario[s]))
+        assert gap.min() >= -1e-6 * np.abs(want).max()
 
 
 def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory):
