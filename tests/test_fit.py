@@ -98,7 +98,7 @@ def test_scenarios_without_exact_tangents_get_finite_difference_curvature(tmp_pa
         sub = prob.subset([s])
         meas = sub.targets.measured
         ok = ~np.isnan(meas)
-        cols, mid = [], None
+        cols = []
         for q in free:
             h = 1e-6 * max(abs(theta[q]), 1e-2)
             up, dn = theta.copy(), theta.copy()
