@@ -50,9 +50,11 @@ PUSH_MARGIN = 0.05
 #: A body within this [m] of resting on the ground in every sample of a
 #: window slides on it.
 GROUND_TOL = 5e-3
-#: The finite differences' batch buffers at most about this many events
-#: (see :meth:`Problem._fd_grad`).
+#: The finite differences' batch buffers at most about this many events,
+#: and holds at most about this many sample rows in all its copies (beyond
+#: them, the copies run in several batches; see :meth:`Problem._fd_grad`).
 FD_EVENTS = 1 << 18
+FD_ROWS = 1 << 21
 
 
 @dataclass
@@ -330,11 +332,13 @@ class Problem:
         ``theta`` (``signal`` 0, the engine's count per scenario and
         coefficient) leaves that scenario's run bit-identical when it alone
         is perturbed: its differences are exactly 0 and are not run.  The
-        perturbed copies of the other (scenario, coefficient) pairs run as
-        one batch, a row of coefficients each, with room for the ``events``
-        each scenario had at ``theta`` and a quarter more, so that few
-        overflow into a re-run.  ``r`` is taken at the mean of a pair's two
-        runs (``theta`` up to O(h^2)).
+        perturbed copies of the other (scenario, coefficient) pairs run side
+        by side, a row of coefficients each, in batches of whole scenarios
+        of at most about ``FD_ROWS`` sample rows (the kept samples stay
+        bounded), with room for the ``events`` each scenario had at
+        ``theta`` and a quarter more, so that few overflow into a re-run.
+        ``r`` is taken at the mean of a pair's two runs (``theta`` up to
+        O(h^2)).
         """
         nf, ns = len(free), scen.size
         out = np.zeros((ns, nf))
@@ -350,33 +354,58 @@ class Problem:
             up[q] += h
             dn[q] -= h
             rows[c], rows[nf + c] = project(up, [q]), project(dn, [q])
-        pairs = coef.size
-        sub = self.subset(np.tile(scen[which], 2))
-        sub_nuis = np.tile(nuis[scen[which]], (2, 1)) if nuis is not None else None
-        cap = int(min(max(64, 1.25 * int(events[which].max()) + 8),
+        step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
+        f = 2.0 * self.weights.get("trajectory", 0.0) / (
+            self.nscen * np.maximum(self.targets.sample_count()[scen], 1)) if want_gn else None
+        # Batches of whole scenarios (all their pairs) holding at most about
+        # FD_ROWS sample rows in all their copies.
+        by = np.argsort(which, kind="stable")
+        rows_of = np.array([np.size(self.targets.sample_times[s]) for s in scen])
+        cut, total = [0], 0
+        for k, j in enumerate(by):
+            first = k == 0 or which[j] != which[by[k - 1]]
+            if first and total and total + 2 * rows_of[which[j]] > FD_ROWS:
+                cut.append(k)
+                total = 0
+            total += 2 * rows_of[which[j]]
+        cut.append(by.size)
+        for lo, hi in zip(cut[:-1], cut[1:]):
+            self._fd_batch(by[lo:hi], coef, which, scen, rows, nf, step, kind, nuis, events,
+                           f, out, gn, g_traj)
+        return out, gn, g_traj
+
+    def _fd_batch(self, js, coef, which, scen, rows, nf, step, kind, nuis, events, f, out,
+                  gn, g_traj):
+        """One batch of :meth:`_fd_grad`: the pairs ``js`` (indices into
+        ``coef`` and ``which``) run up and down side by side; writes their
+        differences into ``out`` and, with ``f`` (the trajectory loss's
+        factor per scenario), their ``2 J^T W J`` and ``2 J^T W r`` into
+        ``gn`` and ``g_traj``."""
+        pairs = js.size
+        sub = self.subset(np.tile(scen[which[js]], 2))
+        sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
+        cap = int(min(max(64, 1.25 * int(events[which[js]].max()) + 8),
                       max(64, FD_EVENTS // (2 * pairs))))
-        sim, lv = sub._forward(np.r_[rows[coef], rows[nf + coef]], kind, sub_nuis, want_gn, cap)
+        sim, lv = sub._forward(np.r_[rows[coef[js]], rows[nf + coef[js]]], kind, sub_nuis,
+                               f is not None, cap)
         # The batch normalises each copy's share by its own count of
         # scenarios: rescale to this problem's.
-        per = lv.per_scenario * (2 * pairs / self.nscen)
-        step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
-        out[which, coef] = (per[:pairs] - per[pairs:]) / step
-        if want_gn:
-            f = 2.0 * self.weights.get("trajectory", 0.0) / (
-                self.nscen * np.maximum(self.targets.sample_count()[scen], 1))
-            ptr, pos = sim.samp_ptr, sim.samp_pos
-            for i in np.unique(which):
-                js = np.flatnonzero(which == i)
-                meas = sub.targets.measured[ptr[js[0]]:ptr[js[0] + 1]]
-                ok = ~np.isnan(meas)
-                up = [pos[ptr[j]:ptr[j + 1]][ok] for j in js]
-                dn = [pos[ptr[pairs + j]:ptr[pairs + j + 1]][ok] for j in js]
-                J = np.stack([(u - d) / step[j] for u, d, j in zip(up, dn, js)], axis=1)
-                r = 0.5 * (up[0] + dn[0]) - meas[ok]
-                c = coef[js]
-                gn[i][np.ix_(c, c)] = f[i] * (J.T @ J)
-                g_traj[i, c] = f[i] * (J.T @ r)
-        return out, gn, g_traj
+        per = lv.per_scenario * (sub.nscen / self.nscen)
+        out[which[js], coef[js]] = (per[:pairs] - per[pairs:]) / step[js]
+        if f is None:
+            return
+        ptr, pos = sim.samp_ptr, sim.samp_pos
+        for i in np.unique(which[js]):
+            mine = np.flatnonzero(which[js] == i)  # copies of scenario i in this batch
+            meas = sub.targets.measured[ptr[mine[0]]:ptr[mine[0] + 1]]
+            ok = ~np.isnan(meas)
+            up = [pos[ptr[k]:ptr[k + 1]][ok] for k in mine]
+            dn = [pos[ptr[pairs + k]:ptr[pairs + k + 1]][ok] for k in mine]
+            J = np.stack([(u - d) / step[js[k]] for u, d, k in zip(up, dn, mine)], axis=1)
+            r = 0.5 * (up[0] + dn[0]) - meas[ok]
+            c = coef[js[mine]]
+            gn[i][np.ix_(c, c)] = f[i] * (J.T @ J)
+            g_traj[i, c] = f[i] * (J.T @ r)
 
     @classmethod
     def from_dataset(cls, ds, weights=None, split=None, order=None):

@@ -116,7 +116,8 @@ def test_scenarios_without_exact_tangents_get_finite_difference_curvature(tmp_pa
         assert gap.min() >= -1e-6 * np.abs(want).max()
 
 
-def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory):
+def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory,
+                                                                    monkeypatch):
     """The perturbed copies run as one batch with a row of coefficients each,
     skipping the coefficients a scenario's run never read: the same central
     differences as running each perturbation alone on every scenario, and a
@@ -138,6 +139,21 @@ def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_fac
         ref = bad.size / prob.nscen * (sub.loss_only(up, per_scenario=True)
                                        - sub.loss_only(dn, per_scenario=True)) / (up[q] - dn[q])
         assert np.allclose(ev.loss.grad[bad, c], ref, rtol=1e-7, atol=1e-9 * np.abs(ref).max())
+    # Split into one batch per scenario (a tiny sample-row budget): the same.
+    import simcore.problem as PR
+
+    both = prob.subset(np.r_[np.arange(prob.nscen), bad])  # each of ``bad`` twice
+    one = both.evaluate(theta, free)
+    monkeypatch.setattr(PR, "FD_ROWS", 1)
+    batches = []
+    raw = Problem._fd_batch
+    monkeypatch.setattr(Problem, "_fd_batch", lambda self, js, *a: (batches.append(js),
+                                                                    raw(self, js, *a)))
+    split = both.evaluate(theta, free)
+    assert len(batches) == 2 * bad.size
+    assert np.allclose(split.loss.grad, one.loss.grad, rtol=1e-7, atol=1e-12)
+    assert np.allclose(split.loss.gn, one.loss.gn, rtol=1e-7,
+                       atol=1e-12 * np.abs(one.loss.gn).max())
     twice = prob.subset(np.r_[bad, bad])
     assert len(twice.targets.events["t"]) == 2 * len(sub.targets.events["t"]) > 0
     per = twice.loss_only(theta, per_scenario=True)
