@@ -116,6 +116,23 @@ def test_scenarios_without_exact_tangents_get_finite_difference_curvature(tmp_pa
         assert gap.min() >= -1e-6 * np.abs(want).max()
 
 
+def test_other_weighted_losses_add_a_rank_one_curvature_of_their_gradient(tmp_path_factory):
+    """With the output and velocity losses weighted too, a sustained-contact
+    scenario's block is the trajectory loss's 2 J^T W J plus the rank-one
+    proxy of the rest of its gradient: positive semi-definite, rank one."""
+    prob, truth = _generated(tmp_path_factory, 5)
+    free = list(range(7))
+    theta = F.P.vector(truth)
+    traj = prob.evaluate(theta, free)
+    mixed = replace(prob, weights=dict(prob.weights, output=1.0, velocity=0.5)).evaluate(
+        theta, free)
+    bad = np.flatnonzero(mixed.nondiff)
+    assert bad.size >= 1 and np.array_equal(bad, np.flatnonzero(traj.nondiff))
+    for s in bad:
+        eig = np.linalg.eigvalsh(mixed.loss.gn[s] - traj.loss.gn[s])
+        assert eig[-1] > 0 and eig.min() >= -1e-9 * eig[-1] and eig[-2] <= 1e-9 * eig[-1]
+
+
 def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_factory,
                                                                     monkeypatch):
     """The perturbed copies run as one batch with a row of coefficients each,
