@@ -1288,7 +1288,7 @@ def _check_first_sample(ds, f, scan, report, b_sid):
     given = all(c in bodies for c in ("x0", "y0", "z0"))
     if scan.count.min() >= 3 and not all(c in bodies for c in ("x0", "y0", "z0", "vx0", "vy0",
                                                                  "vz0")):
-        ds.initial = scan.initial_states(radius, ds.ground_z)
+        fitted_initial_states(ds)
     if given:
         p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
     elif ds.initial is not None:

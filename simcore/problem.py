@@ -292,10 +292,10 @@ class Problem:
                 # loss's 2 J^T W J from the perturbed runs' samples, and for
                 # the rest of the gradient (the other components, if weighted)
                 # the rank-one proxy g g^T / (2 l), a lower bound of theirs.
-                w = self.weights.get("trajectory", 0.0)
-                count = np.maximum(self.targets.sample_count()[bad], 1)
-                rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.nscen * count)
                 if any(v for k, v in self.weights.items() if k != "trajectory"):
+                    w = self.weights.get("trajectory", 0.0)
+                    count = np.maximum(self.targets.sample_count()[bad], 1)
+                    rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.nscen * count)
                     g_rest = g - g_traj
                     some = rest > 1e-12 * np.maximum(lv.per_scenario[bad], 1e-300)
                     gn[some] += g_rest[some, :, None] * g_rest[some, None, :] / (
