@@ -128,7 +128,9 @@ def content_hash(path):
         if p.is_file():
             digest.update(p.name.encode())
             with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
+                # Large chunks: hashlib releases the GIL while it hashes one,
+                # and each chunk takes it back (the load runs beside it).
+                for chunk in iter(lambda: f.read(1 << 24), b""):
                     digest.update(chunk)
     return digest.hexdigest()
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import yaml
 from numba import njit, prange
 
+from . import buffers
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
@@ -457,7 +458,8 @@ def _read(root, report, keep=True, batch_rows=None):
             saved = dict(report.counts), list(report.items)
             try:
                 scan, kept = _stream_trajectories(file, report, tables.get("bodies"), scale,
-                                                  batch_rows or BATCH_ROWS, keep)
+                                                  batch_rows or (KEEP_BATCH_ROWS if keep
+                                                                 else BATCH_ROWS), keep)
                 continue
             except _Unstreamable:
                 if not keep:
@@ -693,16 +695,6 @@ def _series_index(ds):
             "range": np.stack([lo, hi], axis=1), "t": t}
 
 
-@njit(**JIT_PARALLEL)
-def fill_nan(a):
-    """``a[:] = NaN`` for a flat array, in parallel blocks (the first touch
-    of freshly allocated pages is shared among the threads)."""
-    block = 1 << 16
-    for k in prange((a.shape[0] + block - 1) // block):
-        for i in range(k * block, min((k + 1) * block, a.shape[0])):
-            a[i] = np.nan
-
-
 @jit
 def _scatter_series(ser_start, ser_count, ser_row0, ser_row1, ser_slot, t, x, y, z, samp_t,
                     out):
@@ -839,6 +831,11 @@ def validate(path, summary=True):
 
 #: Rows per batch of :func:`validate_stream`.
 BATCH_ROWS = 1 << 18
+#: Rows per batch when the whole table is kept (:func:`validate`, :func:`read`):
+#: a Parquet row group's worth, so that a 60M-row file is 60 batches, not
+#: 230, each of which takes the GIL back from whatever runs beside the read
+#: (up to the 5 ms switch interval per take).
+KEEP_BATCH_ROWS = 1 << 20
 
 
 def validate_stream(path, batch_rows=BATCH_ROWS):
@@ -906,9 +903,11 @@ def _batches(path, batch_rows, columns=tuple(TABLES["trajectories"])):
             table = pa.Table.from_batches([batch]).select(keep)
             yield table, row0
             row0 += table.num_rows
+            # Not handed back to the OS batch by batch: Arrow's pool reuses a
+            # freed batch's blocks for the next (its peak stays a few batches),
+            # and a release per batch costs a page fault on every page again
+            # (1 s of a 60M-row file's 1.8 s read, benchmarks/ingest.py).
             del table, batch
-            # Arrow's pool would keep every batch's pages: hand them back.
-            pa.default_memory_pool().release_unused()
         if row0 == 0:  # an empty file still has its columns checked
             yield schema.empty_table().select(keep), 0
     except (pa.ArrowInvalid, OSError) as exc:
@@ -972,7 +971,7 @@ class _Kept:
                 self.parts.setdefault(c, []).append(np.array(v))
             else:
                 if c not in self.cols:
-                    self.cols[c] = np.empty(self.total, v.dtype)
+                    self.cols[c] = buffers.empty(self.total, v.dtype)
                 self.cols[c][self.rows:self.rows + n] = v
         self.rows += n
 

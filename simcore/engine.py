@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from . import contact, impulse, tangent
+from . import buffers, contact, impulse, tangent
 from .params import GROUND_OFFSET, TIME_OFFSET
 from .collision import (
     SHAPE_SPHERE,
@@ -1235,8 +1235,8 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
     nscen = scen.shape[0]
     nbmax = m.body_radius.shape[1]
     rows = samp_t.shape[0] if keep else 0
-    out_pos = np.zeros((rows, nbmax, 3))
-    out_vel = np.zeros((rows, nbmax, 3))
+    out_pos = buffers.zeros((rows, nbmax, 3))
+    out_vel = buffers.zeros((rows, nbmax, 3))
     ev = _event_buffers(nscen, cap)
     status = np.zeros(nscen, np.int64)
     ev_count = np.zeros(nscen, np.int64)

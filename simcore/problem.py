@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import buffers
 from . import dataset as D
 from . import losses as L
 from . import params as P
@@ -524,8 +525,7 @@ def dataset_targets(ds, model, times, ids):
     nscen = model.nscen
     nbmax = model.body_radius.shape[1]
     ptr = np.r_[0, np.cumsum([len(t) for t in times])]
-    measured = np.empty((ptr[-1], nbmax, 3))
-    D.fill_nan(measured.reshape(-1))  # in parallel: the first touch of the pages is most of it
+    measured = buffers.full((ptr[-1], nbmax, 3), np.nan)
     final_pos = np.full((nscen, nbmax, 3), np.nan)
     final_vel = np.full((nscen, nbmax, 3), np.nan)
     tr = ds.tables["trajectories"]
