@@ -2,8 +2,9 @@
 
 ``calibrate``: load and validate -> shard -> fit (each evaluation of the fit
 simulates the shards in parallel through the flow's task runner) ->
-evaluate (per-scenario residuals, the test split when the dataset has one)
--> log to MLflow -> register.  ``recalibrate``: fit new data starting from
+evaluate (per-scenario residuals, the test split when the dataset has one;
+the plots are drawn and the model saved beside it) -> log to MLflow ->
+register.  ``recalibrate``: fit new data starting from
 the champion's coefficients, score challenger and champion on the new
 data's test split, and move the champion alias only when the challenger is
 better by ``promote_margin``.
@@ -182,35 +183,45 @@ def make_shards(loaded, n):
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate(loaded, params, train_loss, n_overlay, baseline=None):
+def evaluate(loaded, params, train_loss, baseline=None):
     """Scores and per-scenario residuals of coefficients ``params`` (the fit
     already knows their ``train_loss``), and the test loss of ``baseline``
-    coefficients when given; the measured and simulated paths of an overlay
-    sample (test scenarios first, in a stable order)."""
+    coefficients when given."""
     vec = P.vector(params)
     scores = {"train_loss": train_loss}
     if loaded.test is not None:
         scores["test_loss"] = loaded.test.loss_only(vec)
         if baseline is not None:
             scores["baseline_test_loss"] = loaded.test.loss_only(P.vector(baseline))
-    parts = [(loaded.train, "train")] + ([(loaded.test, "test")] if loaded.test is not None else [])
+    parts = _parts(loaded)
     tabs = [replay.residual_table(prob, vec) for prob, _ in parts]
     res = _concat(tabs)
     res["split"] = [name for prob, name in parts for _ in range(prob.nscen)]
     for (prob, name), tab in zip(parts, tabs):
         if prob.nscen:
             scores[f"{name}_rms_m"] = float(np.sqrt(np.nanmean(np.square(tab["rms_m"]))))
-    # The overlay sample: test scenarios first, in a stable order.
+    return scores, res
+
+
+@task(cache_policy=NO_CACHE)
+def overlay_paths(loaded, params, n_overlay):
+    """The measured and simulated paths of ``n_overlay`` scenarios (test
+    scenarios first, in a stable order), or None."""
+    vec = P.vector(params)
+    parts = _parts(loaded)
     pick = sorted((name != "test", D.stable_hash(sid), sid, part, k)
                   for part, (prob, name) in enumerate(parts) for k, sid in enumerate(prob.ids))
     pick = pick[:n_overlay]
-    overlay = None
-    if pick:
-        runs = [replay.paths(prob, vec, [r[4] for r in pick if r[3] == part])
-                for part, (prob, _) in enumerate(parts) if any(r[3] == part for r in pick)]
-        overlay = (_concat([m for m, _ in runs]), _concat([s for _, s in runs]),
-                   [r[2] for r in pick])
-    return scores, res, overlay
+    if not pick:
+        return None
+    runs = [replay.paths(prob, vec, [r[4] for r in pick if r[3] == part])
+            for part, (prob, _) in enumerate(parts) if any(r[3] == part for r in pick)]
+    return (_concat([m for m, _ in runs]), _concat([s for _, s in runs]), [r[2] for r in pick])
+
+
+def _parts(loaded):
+    return [(loaded.train, "train")] + ([(loaded.test, "test")] if loaded.test is not None
+                                        else [])
 
 
 def _concat(tables):
@@ -367,19 +378,29 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         t0 = time.perf_counter()
         result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger)
         fit_s = time.perf_counter() - t0
-        scores, res, overlay = evaluate(quote(loaded), result.params, result.loss, cfg.overlays,
-                                        baseline)
-        doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
-        doc["fit_s"] = fit_s
-        _log_results(c, run_id, result, doc, res, overlay,
-                     report.nuisance_table(result, loaded.train, cfg.nuisance)
-                     if result.nuisance is not None else None)
-        if result.starts:
-            _log_starts(c, exp_id, run_id, result, report.converged(result))
-        if not report.converged(result):
-            raise CalibrationFailed(f"fit did not converge: {result.message}", doc)
-        version = registry.register(
-            c, track, run_id, result.params,
+        ok = report.converged(result)
+        # The plots are drawn and the model artifact saved by a worker beside
+        # the evaluation's simulations (their kernels release the GIL); the
+        # version is registered only once everything else is in.
+        with ThreadPoolExecutor(1) as side:
+            conv = side.submit(report.convergence_png, result)
+            model = side.submit(registry.log_model, c, run_id, result.params) if ok else None
+            overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
+            over = side.submit(report.overlays_png, *overlay) if overlay else None
+            scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
+            doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
+            doc["fit_s"] = fit_s
+            _log_results(c, run_id, result, doc, res, conv.result(),
+                         over.result() if over else b"",
+                         report.nuisance_table(result, loaded.train, cfg.nuisance)
+                         if result.nuisance is not None else None)
+            if result.starts:
+                _log_starts(c, exp_id, run_id, result, ok)
+            if not ok:
+                raise CalibrationFailed(f"fit did not converge: {result.message}", doc)
+            model.result()
+        version = registry.register_version(
+            c, track, run_id,
             {"dataset": loaded.ds.name, "dataset_digest": loaded.digest[:16],
              "loss": result.loss, "test_loss": scores.get("test_loss", ""),
              "unidentified": ",".join(n for n in result.free
@@ -426,7 +447,7 @@ def _parquet(columns):
     return buf.getvalue()
 
 
-def _log_results(c, run_id, result, doc, res, overlay, nuisance=None):
+def _log_results(c, run_id, result, doc, res, conv, over, nuisance=None):
     final = {"final_loss": result.loss, "iterations": result.nit,
              "evaluations": result.nfev}
     final.update({f"final_loss_{k}": v for k, v in result.components.items()})
@@ -444,8 +465,6 @@ def _log_results(c, run_id, result, doc, res, overlay, nuisance=None):
         "unidentified": ",".join(n for n in result.free
                                  if not result.identifiability[n]["identifiable"]),
     })
-    conv = report.convergence_png(result)
-    over = report.overlays_png(*overlay) if overlay else b""
     files = {"fit.json": report.dumps(doc), "convergence.png": conv, "overlays.png": over,
              "residuals.parquet": _parquet(res), "report.html": report.report_html(doc, conv, over)}
     if nuisance is not None:

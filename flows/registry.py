@@ -40,7 +40,13 @@ SIGNATURE = ModelSignature(
 def register(c, settings, run_id, params, tags):
     """Log the coefficients as the run's ``model`` artifact and register it;
     returns the version (a string).  The first version becomes champion."""
-    name = settings.registered_model
+    log_model(c, run_id, params)
+    return register_version(c, settings, run_id, tags)
+
+
+def log_model(c, run_id, params):
+    """Save the coefficients as a pyfunc model in the run's ``model``
+    artifact (registers nothing)."""
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         # An input example would make MLflow run predict (a whole simulation) at save time.
         warnings.filterwarnings("ignore", message=".*input example was not provided")
@@ -49,6 +55,12 @@ def register(c, settings, run_id, params, tags):
                                  model_config={"params": dict(params)},
                                  signature=SIGNATURE, pip_requirements=["contactfit"])
         c.log_artifacts(run_id, path, "model")
+
+
+def register_version(c, settings, run_id, tags):
+    """Register the run's ``model`` artifact (:func:`log_model`) as a new
+    version; returns it (a string).  The first version becomes champion."""
+    name = settings.registered_model
     if c.search_registered_models(filter_string=f"name = '{name}'") == []:
         with contextlib.suppress(mlflow.exceptions.MlflowException):
             c.create_registered_model(name)  # another run may have made it meanwhile

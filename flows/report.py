@@ -76,27 +76,25 @@ def dumps(doc):
     return json.dumps(clean(doc), indent=2, sort_keys=True)
 
 
-def _figure():
-    import matplotlib
+def _figure(**kw):
+    """A figure of its own (no pyplot state): the plots may be drawn in a
+    worker thread while the flow goes on."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kw)
 
 
 def _png(fig):
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    _figure().close(fig)
     return buf.getvalue()
 
 
 def convergence_png(result):
     """Loss (log scale) and each coefficient, relative to its final value, over
     the iterations; continuation stages shaded."""
-    plt = _figure()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig = _figure(figsize=(10, 3.6))
+    a, b = fig.subplots(1, 2)
     it = [h["iter"] for h in result.history]
     a.semilogy(it, [h["loss"] for h in result.history], "k.-")
     a.set_xlabel("iteration")
@@ -117,11 +115,11 @@ def convergence_png(result):
 def overlays_png(measured, simulated, scenario_ids):
     """Measured (dots) and simulated (lines) x-y paths of a few scenarios.
     ``measured``/``simulated``: column dicts with scenario_id, body_id, t, x, y."""
-    plt = _figure()
     n = max(len(scenario_ids), 1)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    fig = _figure(figsize=(3.6 * cols, 3.4 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     m_sid = np.asarray(measured["scenario_id"], dtype=object)
     s_sid = np.asarray(simulated["scenario_id"], dtype=object)
     for ax, sid in zip(axes.ravel(), scenario_ids):
