@@ -39,7 +39,6 @@ it never shows a traceback.
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -174,8 +173,6 @@ def _run_flow(args, which):
     from flows import pipeline, report
 
     config = _fit_config(args)
-    # One line per shard evaluation would drown the progress lines.
-    logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate

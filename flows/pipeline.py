@@ -27,7 +27,9 @@ the benchmark's 10,000-scenario dataset): the loaded dataset goes in
 ``quote``, a shard's scenario ids in an array.
 """
 
+import contextlib
 import io
+import logging
 import platform
 import subprocess
 import time
@@ -248,9 +250,35 @@ def task_runner(cfg):
 
 
 def run(flow_fn, dataset, config=None):
-    """Run ``calibrate`` or ``recalibrate`` on the task runner its config names."""
+    """Run ``calibrate`` or ``recalibrate`` on the task runner its config names,
+    as the CLI does (:func:`_run_settings`)."""
     cfg = settings.calibration(**(config or {}))
-    return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
+    with _run_settings():
+        return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
+
+
+@contextlib.contextmanager
+def _run_settings():
+    """Task runs log at WARNING (a line per shard evaluation would drown the
+    fit's progress lines); on Prefect's temporary server (no
+    ``PREFECT_API_URL``) flow runs send no heartbeats: the server ends with
+    the process, nothing watches them, and a flow's end waits up to 1 s for
+    the heartbeat thread's sleep (``shared/docs/stack-notes.md``).  A
+    configured server keeps Prefect's heartbeats (crashed-run detection)."""
+    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+                                  temporary_settings)
+
+    log = logging.getLogger("prefect.task_runs")
+    level = log.level
+    log.setLevel(max(level, logging.WARNING))
+    try:
+        if PREFECT_API_URL.value():
+            yield
+        else:
+            with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+                yield
+    finally:
+        log.setLevel(level)
 
 
 def _code_version():
