@@ -1304,19 +1304,41 @@ def _check_first_sample(ds, f, scan, report, b_sid):
                         "trajectories", "z", b_index[below],
                         "z - radius below ground_z (beyond the 3 mm snap of the initial fit)",
                         {int(b_index[r]): b_sid[r] for r in below[:Report.SHOW]})
-    # Overlaps: a loop over scenarios (not rows), pairwise distances inside.
-    for sid, rows in _groups(ds, "bodies").items():
-        if rows.size < 2:
-            continue
-        d = np.linalg.norm(p0[rows, None, :] - p0[None, rows, :], axis=2)
-        gap = d - radius[rows, None] - radius[None, rows]
-        i, j = np.nonzero(np.triu(gap < -tol, 1))
-        for a, b in zip(i[:2], j[:2]):
+    # Overlaps: every pair of a scenario's bodies, in one pass.
+    groups = _groups(ds, "bodies")
+    rows = np.concatenate(list(groups.values())) if groups else np.zeros(0, np.int64)
+    start = np.r_[0, np.cumsum([g.size for g in groups.values()])].astype(np.int64)
+    pairs = np.zeros((len(groups), 2, 2), np.int64)
+    found = np.zeros(len(groups), np.int64)
+    _overlapping_pairs(rows, start, np.ascontiguousarray(p0, np.float64), radius, tol, pairs,
+                       found)
+    body_id = _col(ds, "bodies", "body_id")
+    for g in np.flatnonzero(found):
+        sid = str(ds.names[ds.codes["bodies"][rows[start[g]]]])
+        for a, b in pairs[g, :found[g]]:
+            gap = np.linalg.norm(p0[a] - p0[b]) - radius[a] - radius[b]
             report.add("spheres overlapping at the first sample",
-                       f"{f['trajectories']}: table trajectories, row {int(b_index[rows[b]])}",
-                       f"bodies {int(_col(ds, 'bodies', 'body_id')[rows[a]])} and "
-                       f"{int(_col(ds, 'bodies', 'body_id')[rows[b]])} overlap by "
-                       f"{-gap[a, b]:.3g} m", sid)
+                       f"{f['trajectories']}: table trajectories, row {int(b_index[b])}",
+                       f"bodies {int(body_id[a])} and {int(body_id[b])} overlap by "
+                       f"{-gap:.3g} m", sid)
+
+
+@jit
+def _overlapping_pairs(rows, start, p0, radius, tol, pairs, found):
+    """The first two overlapping pairs ``(a, b)`` of bodies rows of each group
+    ``rows[start[g]:start[g + 1]]`` (a before b in the group, pairs in row-major
+    order) into ``pairs[g]``, their number into ``found[g]``."""
+    for g in range(start.shape[0] - 1):
+        for i in range(start[g], start[g + 1]):
+            a = rows[i]
+            for j in range(i + 1, start[g + 1]):
+                b = rows[j]
+                d = np.sqrt((p0[a, 0] - p0[b, 0]) ** 2 + (p0[a, 1] - p0[b, 1]) ** 2
+                            + (p0[a, 2] - p0[b, 2]) ** 2)
+                if d - radius[a] - radius[b] < -tol and found[g] < pairs.shape[1]:
+                    pairs[g, found[g], 0] = a
+                    pairs[g, found[g], 1] = b
+                    found[g] += 1
 
 
 def _summary(ds, scan, detected):

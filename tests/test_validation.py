@@ -90,6 +90,32 @@ def test_each_rule_names_table_column_row(good, tmp_path, table, change, words, 
     assert streamed.text() == text and summary == {}
 
 
+def test_overlaps_are_the_first_two_pairs_of_each_scenario(good, tmp_path):
+    """Every body of every scenario at one point: each scenario reports its
+    first two overlapping pairs; a scenario of 3 or more bodies reports
+    (0, 1) and (0, 2), with the overlap."""
+    bad = _copy(good, tmp_path)
+    bodies = pd.read_parquet(bad / "bodies.parquet")
+    crowded = bodies.groupby("scenario_id").size()
+    want = sum(min(2, n * (n - 1) // 2) for n in crowded)
+    _edit(bad, "bodies", lambda df: df.assign(x0=0.0, y0=0.0))
+    _, report, _ = dataset.validate(bad)
+    assert f"- spheres overlapping at the first sample: {want}" in report.text()
+    # One crowded scenario alone: its two lines are among the three shown.
+    sid = crowded[crowded >= 3].index[0]
+    (tmp_path / "one").mkdir()
+    bad = _copy(good, tmp_path / "one")
+    at = bodies.scenario_id == sid
+    _edit(bad, "bodies", lambda df: df.assign(x0=np.where(at, 0.0, df.x0),
+                                              y0=np.where(at, 0.0, df.y0)))
+    _, report, _ = dataset.validate(bad)
+    lines = [ln for ln in report.text().splitlines() if "overlap by" in ln]
+    r = float(bodies[at].radius.iloc[0])
+    assert len(lines) == 2 and all(f"[scenario {sid}]" in ln for ln in lines), lines
+    assert "bodies 0 and 1" in lines[0] and "bodies 0 and 2" in lines[1], lines
+    assert f"overlap by {2 * r:.3g} m" in lines[0]
+
+
 def test_many_errors_give_one_grouped_report(good, tmp_path):
     bad = _copy(good, tmp_path)
     _edit(bad, "trajectories", lambda df: df.assign(x=np.where(df.index % 10 == 0, np.nan, df.x)))
