@@ -8,9 +8,12 @@ machines this project is measured on), writing a fresh 1.9 GB array runs at
 0.5-0.7 GB/s: 3-4 s, where a 10,000-scenario dataset's columns and its
 measured positions take several such arrays.  An anonymous mapping with
 ``MAP_POPULATE`` and ordinary pages has all of them in place when it
-returns: 0.55 s for the same 1.9 GB, and the first write after it runs at
-memory speed (0.08 s).  Figures from ``python -m benchmarks.pipeline`` and a
-probe that writes 1.9 GB once in a fresh process.
+returns: 0.55-0.6 s for the same 1.9 GB, and the first write after it runs
+at memory speed (0.08 s).  (Memory the virtual machine has not backed yet
+costs more either way: 1.4 GB took 3.9 s to populate in a fresh process
+right after a 3 GB read.)  Figures from a probe that writes 1.9 GB once in
+a fresh process, and from ``python -m benchmarks.pipeline``, whose read of
+60 M rows went from 10-12 s to 3.2-3.9 s.
 
 Only arrays of at least :data:`MIN_BYTES` go this way (below it the
 difference is noise), and only where the platform has ``MAP_POPULATE``
