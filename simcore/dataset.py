@@ -905,8 +905,8 @@ def _batches(path, batch_rows, columns=tuple(TABLES["trajectories"])):
             row0 += table.num_rows
             # Not handed back to the OS batch by batch: Arrow's pool reuses a
             # freed batch's blocks for the next (its peak stays a few batches),
-            # and a release per batch costs a page fault on every page again
-            # (1 s of a 60M-row file's 1.8 s read, benchmarks/ingest.py).
+            # and a release per batch faults every page in again (iterating
+            # the 60M-row benchmark file took 1.8 s with it, 0.8 s without).
             del table, batch
         if row0 == 0:  # an empty file still has its columns checked
             yield schema.empty_table().select(keep), 0
