@@ -24,13 +24,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
-from numba import njit, prange
 
 from . import buffers
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
-from .config import JIT_PARALLEL, jit
+from .config import jit
 from .model import Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -353,11 +352,13 @@ def _check_columns(table, name, path, report, row0=0):
     return pa.table(cols)
 
 
-@njit(**JIT_PARALLEL)
+@jit
 def _count_nonfinite(x):
-    """How many values of ``x`` are NaN or infinite (one parallel pass, no temporaries)."""
+    """How many values of ``x`` are NaN or infinite (one pass, no temporaries;
+    serial: a batch is memory-bound, and a parallel kernel here would start
+    numba's thread pool inside the read)."""
     n = 0
-    for i in prange(x.shape[0]):
+    for i in range(x.shape[0]):
         if not np.isfinite(x[i]):
             n += 1
     return n
