@@ -373,3 +373,27 @@ def test_fitted_nuisance_is_logged_with_its_standard_errors(store):
     assert set(tab.component) == {"x", "y"}
     assert np.all(np.isfinite(tab.value))
     assert np.all(np.isnan(tab.stderr[tab.held])) and np.all(tab.stderr[~tab.held] > 0)
+
+
+def test_run_settings_drop_heartbeats_only_on_the_temporary_server():
+    """``pipeline.run``'s settings: task-run logs at WARNING for the run and
+    restored after; no heartbeats without a configured server (the flow's
+    end would wait for the heartbeat thread), Prefect's own with one."""
+    import logging
+
+    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+                                  get_current_settings, temporary_settings)
+
+    log = logging.getLogger("prefect.task_runs")
+    before = log.level
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert get_current_settings().flows.heartbeat_frequency is not None
+        with pipeline._run_settings():
+            assert get_current_settings().flows.heartbeat_frequency is None
+            assert log.getEffectiveLevel() >= logging.WARNING
+        assert get_current_settings().flows.heartbeat_frequency is not None
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4200/api",
+                             PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
+        with pipeline._run_settings():
+            assert get_current_settings().flows.heartbeat_frequency == 60
+    assert log.level == before
