@@ -32,23 +32,30 @@ _FLAGS = (mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
           if hasattr(mmap, "MAP_POPULATE") else None)
 
 
-def zeros(shape, dtype=np.float64):
-    """``np.zeros(shape, dtype)``; a large one is mapped populated (anonymous
-    pages are zero)."""
+def _mapped(shape, dtype):
+    """A populated anonymous mapping as a zeroed array of ``shape``, or None
+    when it is under :data:`MIN_BYTES`, empty, or the platform has no
+    ``MAP_POPULATE``."""
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     nbytes = count * dtype.itemsize
-    if _FLAGS is None or nbytes < max(MIN_BYTES, 1):
-        return np.zeros(shape, dtype)
+    if _FLAGS is None or nbytes == 0 or nbytes < MIN_BYTES:
+        return None
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=_FLAGS), dtype, count).reshape(shape)
+
+
+def zeros(shape, dtype=np.float64):
+    """``np.zeros(shape, dtype)``; a large one is mapped populated (anonymous
+    pages are zero)."""
+    out = _mapped(shape, dtype)
+    return np.zeros(shape, dtype) if out is None else out
 
 
 def empty(shape, dtype=np.float64):
     """``np.empty(shape, dtype)`` (a large one comes zeroed: :func:`zeros`)."""
-    if _FLAGS is None or np.prod(shape, dtype=np.int64) * np.dtype(dtype).itemsize < max(MIN_BYTES, 1):
-        return np.empty(shape, dtype)
-    return zeros(shape, dtype)
+    out = _mapped(shape, dtype)
+    return np.empty(shape, dtype) if out is None else out
 
 
 def full(shape, value, dtype=np.float64):

@@ -1286,11 +1286,7 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     """
     from . import params as P
 
-    for row in np.atleast_2d(model.params):
-        P.validate(row)
-    if model.params.ndim == 2 and model.params.shape[0] != model.nscen:
-        raise ValueError(f"model.params has {model.params.shape[0]} rows for "
-                         f"{model.nscen} scenarios")
+    P.validate_rows(model.params, model.nscen)
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
     nscen = model.nscen
     cap = max(1, int(event_capacity))

@@ -100,13 +100,7 @@ class Model:
         """A new model with other coefficients: a mapping or a full vector
         (shared by every scenario), or ``(nscen, NPARAM)`` (a row each)."""
         vec = P.vector(values) if isinstance(values, dict) else np.array(values, dtype=np.float64)
-        if vec.ndim == 2:
-            if vec.shape[0] != self.nscen:
-                raise ValueError(f"parameter rows: {vec.shape[0]} for {self.nscen} scenarios")
-            for row in vec:
-                P.validate(row)
-        else:
-            P.validate(vec)
+        P.validate_rows(vec, self.nscen)
         return replace(self, params=vec)
 
     def subset(self, scen):

@@ -147,6 +147,20 @@ def validate(vec):
         )
 
 
+def validate_rows(values, nscen=None):
+    """:func:`validate` a vector, or each distinct row of an ``(n, NPARAM)``
+    array once (the finite differences' copies repeat a few rows many
+    times); with ``nscen``, such an array must have that many rows."""
+    vec = np.asarray(values, dtype=np.float64)
+    if vec.ndim != 2:
+        validate(vec)
+        return
+    if nscen is not None and vec.shape[0] != nscen:
+        raise ValueError(f"parameter rows: {vec.shape[0]} for {nscen} scenarios")
+    for row in np.unique(vec, axis=0):
+        validate(row)
+
+
 @dataclass(frozen=True)
 class MaterialTables:
     """Index tables from material ids to rows of the parameter vector.
