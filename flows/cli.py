@@ -272,15 +272,37 @@ def build_parser():
     return parser
 
 
+#: Seconds the first run of a command spends compiling the kernels with an
+#: empty numba cache on 2 cores (docs/PERFORMANCE.md, "Cold start").
+COMPILE_S = {"simulate": 150, "calibrate": 200, "recalibrate": 200}
+
+
+def _compile_notice(command):
+    """Say so before a command's first run compiles the kernels; returns
+    whether it will (the caller marks the cache once the run succeeded)."""
+    from simcore import config
+
+    if command not in COMPILE_S or config.compiled(command):
+        return False
+    print(f"compiling the engine, first run only, about {COMPILE_S[command]} s", flush=True)
+    return True
+
+
 def main(argv=None):
     # No internet here: Prefect's local server would log a telemetry error at each start.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        cold = _compile_notice(args.command)
+        code = args.func(args)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"contactfit {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    if cold and code == 0:
+        from simcore import config
+
+        config.mark_compiled(args.command)
+    return code
 
 
 if __name__ == "__main__":

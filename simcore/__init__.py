@@ -3,9 +3,10 @@
 Pure computation: nothing here imports Prefect or MLflow.
 """
 
-from .engine import EVENT_KINDS, SimResult, simulate
+from .engine import SimResult, simulate
+from .events import EVENT_KINDS, EventKind
 from .model import Model, Scenario, State, build
 from .params import DEFAULTS, NAMES
 
-__all__ = ["EVENT_KINDS", "DEFAULTS", "NAMES", "Model", "Scenario", "SimResult", "State",
+__all__ = ["EVENT_KINDS", "EventKind", "DEFAULTS", "NAMES", "Model", "Scenario", "SimResult", "State",
            "build", "simulate"]

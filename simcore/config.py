@@ -30,35 +30,113 @@ Tolerances (SI units):
     Iteration cap of the safeguarded Newton root finder.
 """
 
+import ast
+import functools
 import hashlib
 import os
 import tempfile
 from pathlib import Path
 
-import numba
 from numba import njit
+from numba.core import caching
+
+_PACKAGE = Path(__file__).resolve().parent
 
 
-def _source_keyed_cache_dir():
-    """A numba cache directory keyed by the hash of every simcore source file.
-
-    numba's ``cache=True`` invalidates a kernel only when its own file
-    changes; a kernel that inlines functions from another module would keep
-    a stale compilation after that module is edited.  Keying the directory on
-    all of simcore's sources makes any edit a fresh cache.  ``NUMBA_CACHE_DIR``
-    set by the user wins.
-    """
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+def cache_root():
+    """Where the compiled kernels are kept: ``NUMBA_CACHE_DIR`` when set (it
+    then holds the whole cache), else ``$XDG_CACHE_HOME/contactfit/numba``
+    (``~/.cache`` when unset; the temporary directory without a home)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
     base = os.environ.get("XDG_CACHE_HOME") or (
-        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else tempfile.gettempdir())
-    return os.path.join(base, "contactfit", "numba-" + digest.hexdigest()[:16])
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME")
+        else tempfile.gettempdir())
+    return os.path.join(base, "contactfit", "numba")
 
 
-if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = _source_keyed_cache_dir()
+def _local_imports(path):
+    """The simcore modules a module imports (``from . import x``, ``from .x import y``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            else:
+                names.update(alias.name for alias in node.names)
+    return {n for n in names if (_PACKAGE / f"{n}.py").exists()}
+
+
+@functools.cache
+def source_closure(module):
+    """The digest of a simcore module and every simcore module it imports,
+    transitively: what its jitted code can read (callees and global
+    constants, which numba freezes into the compiled code)."""
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_local_imports(_PACKAGE / f"{name}.py"))
+    digest = hashlib.sha256()
+    for name in sorted(seen):
+        digest.update(name.encode())
+        digest.update((_PACKAGE / f"{name}.py").read_bytes())
+    return digest.hexdigest()
+
+
+class _ClosureLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """numba's cache locator for simcore's kernels.
+
+    numba's own stamp is the hash of the kernel's file alone, but a kernel's
+    compiled code inlines callees from other modules: editing one of those
+    would leave a stale kernel.  This stamp is :func:`source_closure` of the
+    kernel's module, so a kernel recompiles exactly when a module it can
+    read changes, and editing a module no jitted code imports (``fit.py``,
+    ``problem.py``, ``flows/``) recompiles nothing.
+    """
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(cache_root(), self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    def get_source_stamp(self):
+        return source_closure(Path(self._py_file).stem)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if Path(py_file).resolve().parent != _PACKAGE:
+            return None
+        return super().from_function(py_func, py_file)
+
+
+caching.CacheImpl._locator_classes.insert(0, _ClosureLocator)
+
+
+def _ready_marker(task, module):
+    return Path(cache_root()) / f"ready-{task}-{source_closure(module)[:16]}"
+
+
+def compiled(task, module="replay"):
+    """Whether a run of ``task`` (a name of the caller's) compiled and cached
+    the kernels of ``module``'s closure for its current sources (it then
+    called :func:`mark_compiled`)."""
+    return _ready_marker(task, module).exists()
+
+
+def mark_compiled(task, module="replay"):
+    """Note that ``task``'s kernels are in the cache (see :func:`compiled`)."""
+    try:
+        path = _ready_marker(task, module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass  # an unwritable cache only costs the compile message next time
+
 
 JIT = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
 JIT_PARALLEL = dict(JIT, parallel=True)

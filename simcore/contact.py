@@ -213,33 +213,31 @@ def _unit_tangent(vec, n, out):
 
 
 @jit
-def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-          ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
-          resting, starting, start_dir, acc, started, h_dir):
-    """Contact forces of one scenario (see :func:`_solve_general` for the arrays).
+def solve(nb, nplane, mass, w, pos, vel, h_dir):
+    """Contact forces of one scenario: writes ``w.acc (nb, 3)``.
 
-    Bodies whose only contact is the ground (the common case: a ball on the
-    table) are solved in closed form, with the same arithmetic as the
-    general system gives for them; the others go through the general system.
-    Returns True when some friction direction rotates (bound the step by dt).
+    ``w`` is the scenario's :class:`simcore.records.Work` (planes, per-body
+    coefficients, contact flags, free accelerations); see
+    :func:`_solve_general` for what each array means.  Bodies whose only
+    contact is the ground (the common case: a ball on the table) are solved
+    in closed form, with the same arithmetic as the general system gives for
+    them; the others go through the general system.  Returns True when some
+    friction direction rotates (bound the step by dt).
     """
     simple = np.ones(nb, dtype=np.bool_)
     for i in range(nb):
-        started[i] = False
+        w.started[i] = False
         for k in range(1, nplane):
-            if plane_contact[i, k]:
+            if w.plane_contact[i, k]:
                 simple[i] = False
         for j in range(nb):
-            if j != i and body_contact[i, j]:
+            if j != i and w.body_contact[i, j]:
                 simple[i] = False
-    rotating = _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-                              ground_mu_s, ground_mu_k, above, plane_contact, body_contact,
-                              body_mu, resting, starting, start_dir, acc, started, h_dir,
-                              simple)
+    rotating = _solve_general(nb, nplane, mass, w, pos, vel, h_dir, simple)
     for i in range(nb):
-        if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], ground_mu_s[i],
-                                            ground_mu_k[i], above, plane_contact, resting,
-                                            starting, start_dir, acc, started, h_dir):
+        if simple[i] and _solve_ground_only(i, mass[i], vel[i], w.free_acc[i], w.g_mu_s[i],
+                                            w.g_mu_k[i], w.above, w.plane_contact, w.resting,
+                                            w.starting, w.start_dir, w.acc, w.started, h_dir):
             rotating = True
     return rotating
 
@@ -314,12 +312,11 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
 
 
 @jit
-def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-                   ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
-                   resting, starting, start_dir, acc, started, h_dir, skip):
+def _solve_general(nb, nplane, mass, ws, pos, vel, h_dir, skip):
     """Contact forces of the bodies not in ``skip``; writes ``acc (nb, 3)``.
 
-    Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
+    ``ws`` is the scenario's :class:`simcore.records.Work`; its arrays, as
+    this function names them: ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
     (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
     (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
     body and plane, ``ground_mu_s``/``ground_mu_k (nb,)``, ``above (nb,)``
@@ -338,6 +335,11 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
 
     Returns True when some friction direction rotates (bound the step by dt).
     """
+    free_acc, plane_n, plane_mu_tab = ws.free_acc, ws.plane_n, ws.pl_mu
+    ground_mu_s, ground_mu_k, above = ws.g_mu_s, ws.g_mu_k, ws.above
+    plane_contact, body_contact, body_mu = ws.plane_contact, ws.body_contact, ws.b_mu
+    resting, starting, start_dir = ws.resting, ws.starting, ws.start_dir
+    acc, started = ws.acc, ws.started
     # Count the unknowns; one equation per unknown.
     nu = 0
     for i in range(nb):

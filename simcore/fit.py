@@ -291,7 +291,7 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
     return cov
 
 
-def fit(problem, params0=None, free=None, method="lm", nuisance="none", lr=None,
+def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=100,
         starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
         step_sigma=STEP_SIGMA):
@@ -484,7 +484,7 @@ def _rescue(problem, theta, nuis, nuisance, **kw):
     return (out if improved else None), nfev
 
 
-def _fit_one(problem, theta0, free_idx, method, nuisance, lr, lr_growth, precondition, ftol,
+def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
              gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
              robust=0.0, step_sigma=0.0):
     nf = len(free_idx)

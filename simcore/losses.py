@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import targets as T
+from .events import EventKind, is_impact
 
 #: Default weights: the trajectory loss carries the data; the patent's
 #: losses are there to be switched on (weights from config).
@@ -135,10 +136,10 @@ def dv(sim, tg, model, want_gn, window=MATCH_WINDOW):
         return Component(sse, grad, gn, count)
     # Simulated impacts as (scenario, body, partner, t, dv, tangent) rows, one per body involved.
     kind = sim.event_kind
-    imp = np.flatnonzero(kind <= 2)
+    imp = np.flatnonzero(is_impact(kind))
     owner = np.repeat(np.arange(nscen), np.diff(sim.event_ptr))[imp]
     a, b = sim.event_a[imp], sim.event_b[imp]
-    bb = kind[imp] == 0
+    bb = kind[imp] == EventKind.BODY_BODY
     s_scen = np.r_[owner, owner[bb]]
     s_body = np.r_[a, b[bb]]
     s_other = np.r_[np.where(bb, b, -1), a[bb]]

@@ -20,7 +20,8 @@ from numba import njit, prange
 from . import dataset as D
 from . import params as P
 from .config import JIT_PARALLEL
-from .engine import EVENT_KINDS, simulate
+from .engine import simulate
+from .events import EVENT_KINDS, EventKind
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
 
@@ -74,7 +75,7 @@ def _events(res, ids):
         ev["t"].append(e["t"])
         ev["kind"] += [EVENT_KINDS[k] for k in e["kind"]]
         ev["body_a"].append(body_ids[e["a"]])
-        body_kind = e["kind"] == 0
+        body_kind = e["kind"] == EventKind.BODY_BODY
         ev["body_b"].append(np.where(body_kind, body_ids[np.where(body_kind, e["b"], 0)], e["b"]))
         for d, c in enumerate("xyz"):
             ev["n" + c].append(e["normal"][:, d])

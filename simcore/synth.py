@@ -19,7 +19,8 @@ import yaml
 
 from . import params as P
 from .dataset import write_table
-from .engine import EVENT_KINDS, simulate
+from .engine import simulate
+from .events import EVENT_KINDS
 from .model import Scenario, build
 
 
