@@ -30,10 +30,10 @@ Tolerances (SI units):
     Iteration cap of the safeguarded Newton root finder.
 """
 
-import ast
 import functools
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -55,33 +55,42 @@ def cache_root():
     return os.path.join(base, "contactfit", "numba")
 
 
-def _local_imports(path):
-    """The simcore modules a module imports (``from . import x``, ``from .x import y``)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                names.add(node.module.split(".")[0])
-            else:
-                names.update(alias.name for alias in node.names)
-    return {n for n in names if (_PACKAGE / f"{n}.py").exists()}
+_FROM_MODULE = re.compile(r"^\s*from \.(\w+)\s+import\b", re.M)
+_FROM_PACKAGE = re.compile(r"^\s*from \.\s+import\s+\(?([\w ,]+)", re.M)
 
 
 @functools.cache
-def source_closure(module):
-    """The digest of a simcore module and every simcore module it imports,
-    transitively: what its jitted code can read (callees and global
-    constants, which numba freezes into the compiled code)."""
+def _source(name):
+    """A simcore module's source bytes and the simcore modules it imports
+    (``from .x import ...``, ``from . import x, y``)."""
+    path = _PACKAGE / f"{name}.py"
+    text = path.read_text()
+    names = set(_FROM_MODULE.findall(text))
+    for group in _FROM_PACKAGE.findall(text):
+        names.update(n.split(" as ")[0].strip() for n in group.split(","))
+    return path.read_bytes(), frozenset(n for n in names if (_PACKAGE / f"{n}.py").exists())
+
+
+def closure_modules(module):
+    """A simcore module and every simcore module it imports, transitively:
+    what its jitted code can read (callees, and global constants, which
+    numba freezes into the compiled code)."""
     seen, todo = set(), [module]
     while todo:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo.extend(_local_imports(_PACKAGE / f"{name}.py"))
+            todo.extend(_source(name)[1])
+    return seen
+
+
+@functools.cache
+def source_closure(module):
+    """The digest of :func:`closure_modules`' sources."""
     digest = hashlib.sha256()
-    for name in sorted(seen):
+    for name in sorted(closure_modules(module)):
         digest.update(name.encode())
-        digest.update((_PACKAGE / f"{name}.py").read_bytes())
+        digest.update(_source(name)[0])
     return digest.hexdigest()
 
 
@@ -115,6 +124,10 @@ class _ClosureLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocat
 
 
 caching.CacheImpl._locator_classes.insert(0, _ClosureLocator)
+# Every stamp now, from the sources as this process imports them: a file
+# edited while a long run compiles cannot pair old code with a new stamp.
+for _path in _PACKAGE.glob("*.py"):
+    source_closure(_path.stem)
 
 
 def _ready_marker(task, module):

@@ -1,0 +1,35 @@
+"""The numba cache: keyed by what each kernel can read, and the CLI's notice."""
+
+from simcore import config, engine
+
+
+def test_a_kernel_is_keyed_by_the_modules_it_can_read():
+    """The engine's kernels read the stages, the contact solve, the impulse
+    law, tangents, collision, parameters and tolerances; not the optimiser,
+    the problem, the losses or the reader, so editing those recompiles nothing."""
+    reads = config.closure_modules("engine")
+    assert {"engine", "stages", "resolve", "contact", "impulse", "tangent", "collision",
+            "integrate", "params", "config", "records", "events"} <= reads
+    assert not reads & {"fit", "problem", "losses", "dataset", "model", "synth"}
+    assert "engine" in config.closure_modules("problem")  # problem reads the engine
+    assert config.source_closure("engine") != config.source_closure("stages")
+
+
+def test_simcore_kernels_use_the_closure_stamp():
+    locator = engine._simulate_serial._cache._impl.locator
+    assert isinstance(locator, config._ClosureLocator)
+    assert locator.get_source_stamp() == config.source_closure("engine")
+    assert locator.get_cache_path().startswith(config.cache_root())
+
+
+def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
+    from flows import cli
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert config.cache_root() == str(tmp_path)
+    assert cli._compile_notice("simulate")
+    assert "compiling the engine, first run only, about" in capsys.readouterr().out
+    config.mark_compiled("simulate")
+    assert not cli._compile_notice("simulate") and capsys.readouterr().out == ""
+    assert cli._compile_notice("calibrate")  # each command compiles its own kernels
+    assert not cli._compile_notice("validate")
