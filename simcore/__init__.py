@@ -8,5 +8,5 @@ from .events import EVENT_KINDS, EventKind
 from .model import Model, Scenario, State, build
 from .params import DEFAULTS, NAMES
 
-__all__ = ["EVENT_KINDS", "EventKind", "DEFAULTS", "NAMES", "Model", "Scenario", "SimResult", "State",
-           "build", "simulate"]
+__all__ = ["EVENT_KINDS", "EventKind", "DEFAULTS", "NAMES", "Model", "Scenario", "SimResult",
+           "State", "build", "simulate"]

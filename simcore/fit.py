@@ -521,18 +521,7 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
     for it in range(1, max_iter + 1):
         scen_hold = _nuisance_hold(ev, nf, k)
         g_full = ev.loss.grad
-        gg = g_full[:, :nf].sum(axis=0)
-        gg[hold] = 0.0
-        gnuis = g_full[:, nf:].copy() if k else None
-        if k:
-            gnuis[scen_hold] = 0.0
-        if precondition:
-            # Jacobi: the Gauss-Newton diagonal, so eta is dimensionless.
-            diag = np.einsum("sii->si", ev.loss.gn)
-            pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
-            pre_n = np.maximum(diag[:, nf:], 1e-300) if k else None
-        else:
-            pre_g, pre_n = 1.0, 1.0
+        gg, gnuis, pre_g, pre_n = _gradients(ev, nf, k, hold, scen_hold, precondition)
         scale = np.maximum(np.abs(theta[free_idx]), 0.1)
         gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
         if nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
@@ -557,13 +546,7 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
                 lam *= 4.0
                 eta *= 0.5
                 continue
-            # Trust region: no coefficient moves by more than MAX_REL_STEP of
-            # its size in one step (event sequences change under big steps).
-            room = MAX_REL_STEP * np.maximum(np.abs(theta[free_idx]), size_floor)
-            over = float(np.max(np.abs(d) / room, initial=0.0))
-            if over > 1.0:
-                d = d / over
-                dn = dn / over if dn is not None else None
+            d, dn = _trust_region(d, dn, theta[free_idx], size_floor)
             if method == "lm" and step_sigma and nf and not robust and not saw_nan and \
                     _settled(ev, nf, k, scen_hold, hold, step_sigma,
                              None if _trial == 0 else d):
@@ -631,7 +614,8 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
             lam = max((lam if rose else lam_start) / 3.0, 1e-12)
         elif method == "gd":
             eta *= lr_growth
-        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": loss, "components": dict(ev.loss.components),
+        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": loss,
+               "components": dict(ev.loss.components),
                "theta": {n: float(theta[q]) for n, q in zip(names, free_idx)},
                "grad_norm": gnorm, "step": step}
         history.append(rec)
@@ -646,6 +630,37 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
         status = STATUS_UNIDENTIFIABLE
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
                    fd_gap, k, nuisance)
+
+
+def _gradients(ev, nf, k, hold, scen_hold, precondition):
+    """``(gg, gnuis, pre_g, pre_n)``: the free coefficients' gradient (held
+    ones zeroed), the nuisance gradient (held values zeroed; None without
+    nuisance) and gd's Jacobi preconditioners, the Gauss-Newton diagonal,
+    so that its learning rate is dimensionless (1 without ``precondition``)."""
+    g_full = ev.loss.grad
+    gg = g_full[:, :nf].sum(axis=0)
+    gg[hold] = 0.0
+    gnuis = g_full[:, nf:].copy() if k else None
+    if k:
+        gnuis[scen_hold] = 0.0
+    if not precondition:
+        return gg, gnuis, 1.0, 1.0
+    diag = np.einsum("sii->si", ev.loss.gn)
+    pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
+    pre_n = np.maximum(diag[:, nf:], 1e-300) if k else None
+    return gg, gnuis, pre_g, pre_n
+
+
+def _trust_region(d, dn, free_values, size_floor):
+    """The step scaled so that no coefficient moves by more than
+    ``MAX_REL_STEP`` of its size (at least ``size_floor``) in one step:
+    event sequences change under big steps."""
+    room = MAX_REL_STEP * np.maximum(np.abs(free_values), size_floor)
+    over = float(np.max(np.abs(d) / room, initial=0.0))
+    if over > 1.0:
+        d = d / over
+        dn = dn / over if dn is not None else None
+    return d, dn
 
 
 def _nuisance_hold(ev, nf, k):
