@@ -225,13 +225,16 @@ def cmd_serve(args):
 
 
 def build_parser():
+    from simcore.integrate import INTEGRATORS
+
     parser = argparse.ArgumentParser(prog="contactfit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="simulate a dataset's scenarios with given coefficients")
     sim.add_argument("dataset")
     sim.add_argument("--params", help="JSON object of parameter names to numbers")
     sim.add_argument("--out", required=True, help="output directory")
-    sim.add_argument("--integrator", choices=["exact", "symplectic"], default="exact")
+    sim.add_argument("--integrator", choices=list(INTEGRATORS),
+                     help="default: the first registered integrator that runs the dataset")
     sim.set_defaults(func=cmd_simulate)
     val = sub.add_parser("validate", help="check a dataset against the contract")
     val.add_argument("dataset")

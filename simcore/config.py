@@ -99,16 +99,21 @@ class _ClosureLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocat
 
     numba's own stamp is the hash of the kernel's file alone, but a kernel's
     compiled code inlines callees from other modules: editing one of those
-    would leave a stale kernel.  This stamp is :func:`source_closure` of the
-    kernel's module, so a kernel recompiles exactly when a module it can
-    read changes, and editing a module no jitted code imports (``fit.py``,
-    ``problem.py``, ``flows/``) recompiles nothing.
+    would leave a stale kernel.  This stamp, and the directory the kernels
+    are kept in, is :func:`source_closure` of the kernel's module, so a
+    kernel recompiles exactly when a module it can read changes, and editing
+    a module no jitted code imports (``fit.py``, ``problem.py``, ``flows/``)
+    recompiles nothing.
     """
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = os.path.join(cache_root(), self.get_suitable_cache_subpath(py_file))
+        # A directory per source version: numba unpickles an index before it
+        # compares stamps, and an index written by other sources may name
+        # types that no longer exist.
+        self._cache_path = os.path.join(cache_root(), self.get_suitable_cache_subpath(py_file),
+                                        source_closure(Path(py_file).stem)[:16])
 
     def get_cache_path(self):
         return self._cache_path

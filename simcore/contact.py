@@ -48,8 +48,6 @@ step by ``dt`` (the friction direction is then re-evaluated every ``dt``: first
 order in ``dt``, and exact again once the directions line up).
 """
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .config import DIR_TOL, PIVOT_TOL, V_STOP, jit
@@ -215,31 +213,33 @@ def _unit_tangent(vec, n, out):
 
 
 @jit
-def solve(nb, nplane, mass, w, pos, vel, h_dir):
-    """Contact forces of one scenario: writes ``w.acc (nb, 3)``.
+def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+          ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
+          resting, starting, start_dir, acc, started, h_dir):
+    """Contact forces of one scenario (see :func:`_solve_general` for the arrays).
 
-    ``w`` is the scenario's :class:`simcore.records.Work` (planes, per-body
-    coefficients, contact flags, free accelerations); see
-    :func:`_solve_general` for what each array means.  Bodies whose only
-    contact is the ground (the common case: a ball on the table) are solved
-    in closed form, with the same arithmetic as the general system gives for
-    them; the others go through the general system.  Returns True when some
-    friction direction rotates (bound the step by dt).
+    Bodies whose only contact is the ground (the common case: a ball on the
+    table) are solved in closed form, with the same arithmetic as the
+    general system gives for them; the others go through the general system.
+    Returns True when some friction direction rotates (bound the step by dt).
     """
     simple = np.ones(nb, dtype=np.bool_)
     for i in range(nb):
-        w.started[i] = False
+        started[i] = False
         for k in range(1, nplane):
-            if w.plane_contact[i, k]:
+            if plane_contact[i, k]:
                 simple[i] = False
         for j in range(nb):
-            if j != i and w.body_contact[i, j]:
+            if j != i and body_contact[i, j]:
                 simple[i] = False
-    rotating = _solve_general(nb, nplane, mass, w, pos, vel, h_dir, simple)
+    rotating = _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+                              ground_mu_s, ground_mu_k, above, plane_contact, body_contact,
+                              body_mu, resting, starting, start_dir, acc, started, h_dir,
+                              simple)
     for i in range(nb):
-        if simple[i] and _solve_ground_only(i, mass[i], vel[i], w.free_acc[i], w.g_mu_s[i],
-                                            w.g_mu_k[i], w.above, w.plane_contact, w.resting,
-                                            w.starting, w.start_dir, w.acc, w.started, h_dir):
+        if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], ground_mu_s[i],
+                                            ground_mu_k[i], above, plane_contact, resting,
+                                            starting, start_dir, acc, started, h_dir):
             rotating = True
     return rotating
 
@@ -313,391 +313,13 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
     return np.sqrt(p0 * p0 + p1 * p1) > DIR_TOL * (np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2) + 1.0)
 
 
-class System(NamedTuple):
-    """The contact system's unknowns (room for ``cap`` of them).
-
-    Unknown ``u`` is of ``kind[u]`` (``U_PLANE``: the normal force of body
-    ``ui[u]`` on plane ``uj[u]``; ``U_BODY``: of bodies ``ui[u] < uj[u]``;
-    ``U_STATIC_X``/``_Y``: a resting body's static force); ``gdir (cap, 3)``
-    its force direction per unit (on body ``uj`` for a body pair, ``ui``
-    sees the opposite), ``hdir`` the acceleration it constrains.  Clamp
-    order of each contact's normal force (0 = free): ``plane_clamp (nb,
-    npl)``, ``body_clamp (nb, nb)``, the last order in ``clamp_count (1,)``.
-    ``ptan (nb, 3)``: each body's free acceleration tangential to its
-    planes (for the implicit direction); ``hold (nb,)``: bodies put back at
-    rest (exempt from the cone test); ``tang``, ``nrm``, ``rel``, ``slide
-    (3,)``: scratch.
-    """
-
-    kind: np.ndarray
-    ui: np.ndarray
-    uj: np.ndarray
-    gdir: np.ndarray
-    hdir: np.ndarray
-    plane_clamp: np.ndarray
-    body_clamp: np.ndarray
-    clamp_count: np.ndarray
-    ptan: np.ndarray
-    hold: np.ndarray
-    tang: np.ndarray
-    nrm: np.ndarray
-    rel: np.ndarray
-    slide: np.ndarray
-
-
 @jit
-def _system(nb, nplane, cap):
-    return System(np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-                  np.empty(cap, dtype=np.int64), np.empty((cap, 3)), np.empty((cap, 3)),
-                  np.zeros((nb, nplane), dtype=np.int64), np.zeros((nb, nb), dtype=np.int64),
-                  np.zeros(1, dtype=np.int64), np.zeros((nb, 3)), np.zeros(nb, dtype=np.bool_),
-                  np.empty(3), np.empty(3), np.empty(3), np.empty(3))
-
-
-@jit
-def _count_unknowns(nb, nplane, ws, skip):
-    """One unknown per active contact, two per resting body (not in ``skip``)."""
-    nu = 0
-    for i in range(nb):
-        if skip[i]:
-            continue
-        for k in range(nplane):
-            if ws.plane_contact[i, k]:
-                nu += 1
-        for j in range(i + 1, nb):
-            if ws.body_contact[i, j]:
-                nu += 1
-        if ws.resting[i]:
-            nu += 2
-    return nu
-
-
-@jit
-def _tangential_free_acc(nb, nplane, ws, ptan):
-    """``free_acc`` less its parts along the normals of each body's plane contacts."""
-    plane_n = ws.plane_n
-    for i in range(nb):
-        for d in range(3):
-            ptan[i, d] = ws.free_acc[i, d]
-        for k in range(nplane):
-            if ws.plane_contact[i, k]:
-                an = (ptan[i, 0] * plane_n[k, 0] + ptan[i, 1] * plane_n[k, 1]
-                      + ptan[i, 2] * plane_n[k, 2])
-                for d in range(3):
-                    ptan[i, d] -= an * plane_n[k, d]
-
-
-@jit
-def _unknowns(nb, nplane, ws, pos, vel, h_dir, skip, cs):
-    """(Re)build the unknown list from the current active set; returns its length."""
-    kind, ui, uj, gdir, hdir = cs.kind, cs.ui, cs.uj, cs.gdir, cs.hdir
-    nrm, tang, rel, slide = cs.nrm, cs.tang, cs.rel, cs.slide
-    m = 0
-    for i in range(nb):
-        if skip[i]:
-            continue
-        for k in range(nplane):
-            if ws.plane_contact[i, k]:
-                kind[m] = U_PLANE
-                ui[m] = i
-                uj[m] = k
-                for d in range(3):
-                    nrm[d] = ws.plane_n[k, d]
-                # Sliding direction of the body over the plane.
-                for d in range(3):
-                    slide[d] = vel[i, d] + h_dir * cs.ptan[i, d]
-                size = _unit_tangent(slide, nrm, tang)
-                if size == 0.0 and ws.starting[i]:
-                    _unit_tangent(ws.start_dir[i], nrm, tang)
-                if k == 0:
-                    mu = ws.g_mu_k[i] if ws.above[i] else ws.g_mu_s[i]
-                else:
-                    mu = ws.pl_mu[i, k]
-                if ws.resting[i]:
-                    mu = 0.0
-                for d in range(3):
-                    gdir[m, d] = nrm[d] - mu * tang[d]
-                    hdir[m, d] = nrm[d]
-                m += 1
-        for j in range(i + 1, nb):
-            if ws.body_contact[i, j]:
-                kind[m] = U_BODY
-                ui[m] = i
-                uj[m] = j
-                for d in range(3):
-                    nrm[d] = pos[j, d] - pos[i, d]
-                inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
-                for d in range(3):
-                    nrm[d] *= inv
-                    rel[d] = vel[j, d] - vel[i, d]
-                if _unit_tangent(rel, nrm, tang) <= V_STOP:
-                    # Not sliding (rounding): no tangential force.
-                    tang[0] = 0.0
-                    tang[1] = 0.0
-                    tang[2] = 0.0
-                mu = ws.b_mu[i, j]
-                # gdir/hdir hold the direction acting on body j; body i
-                # sees the opposite.
-                for d in range(3):
-                    gdir[m, d] = nrm[d] - mu * tang[d]
-                    hdir[m, d] = nrm[d]
-                m += 1
-        if ws.resting[i]:
-            for axis in range(2):
-                kind[m] = U_STATIC_X + axis
-                ui[m] = i
-                uj[m] = -1
-                for d in range(3):
-                    gdir[m, d] = 0.0
-                    hdir[m, d] = 0.0
-                gdir[m, axis] = 1.0
-                hdir[m, axis] = 1.0
-                m += 1
-    return m
-
-
-@jit
-def _assemble(nu, mass, free_acc, cs):
-    """``A[r, u] = sum over bodies of h_r . g_u / m_b`` and the right-hand side
-    (minus the free accelerations the rows constrain)."""
-    kind, ui, uj, gdir, hdir = cs.kind, cs.ui, cs.uj, cs.gdir, cs.hdir
-    a_mat = np.zeros((nu, nu))
-    rhs = np.zeros(nu)
-    for r in range(nu):
-        rb_j = uj[r] if kind[r] == U_BODY else -1
-        rb_i = ui[r]
-        # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
-        hs_i = -1.0 if kind[r] == U_BODY else 1.0
-        rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
-                          + hdir[r, 1] * free_acc[rb_i, 1]
-                          + hdir[r, 2] * free_acc[rb_i, 2])
-        if rb_j >= 0:
-            rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
-                       + hdir[r, 1] * free_acc[rb_j, 1]
-                       + hdir[r, 2] * free_acc[rb_j, 2])
-        for u in range(nu):
-            ub_j = uj[u] if kind[u] == U_BODY else -1
-            ub_i = ui[u]
-            gs_i = -1.0 if kind[u] == U_BODY else 1.0
-            dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
-                   + hdir[r, 2] * gdir[u, 2])
-            val = 0.0
-            if rb_i == ub_i:
-                val += hs_i * gs_i * dot / mass[rb_i]
-            if rb_i == ub_j:
-                val += hs_i * dot / mass[rb_i]
-            if rb_j >= 0 and rb_j == ub_i:
-                val += gs_i * dot / mass[rb_j]
-            if rb_j >= 0 and rb_j == ub_j:
-                val += dot / mass[rb_j]
-            a_mat[r, u] = val
-    return a_mat, rhs
-
-
-@jit
-def _reset_clamps(cs):
-    cs.plane_clamp[:, :] = 0
-    cs.body_clamp[:, :] = 0
-    cs.clamp_count[0] = 0
-
-
-@jit
-def _forces(nu, a_mat, rhs, ws, cs):
-    """Solve for the forces with the clamped normal forces held at zero;
-    ``(z, released)``: ``released`` when the rows cannot all hold that way
-    and the contact clamped last was released instead."""
-    kind, ui, uj = cs.kind, cs.ui, cs.uj
-    nclamp = 0
-    for u in range(nu):
-        if _clamp_order(kind[u], ui[u], uj[u], cs.plane_clamp, cs.body_clamp) > 0:
-            nclamp += 1
-    if nclamp == 0:
-        z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
-        if ok:
-            return z, False
-    # Redundant contacts or clamped forces: the minimum-norm force set
-    # with the clamped normal forces held at zero (their columns
-    # removed, their no-penetration rows kept).
-    a_red = a_mat.copy()
-    for u in range(nu):
-        if _clamp_order(kind[u], ui[u], uj[u], cs.plane_clamp, cs.body_clamp) > 0:
-            for r in range(nu):
-                a_red[r, u] = 0.0
-    z = _min_norm_solve(a_red, rhs, nu)
-    if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
-        # The rows cannot all hold with those forces at zero: the
-        # contact clamped last really separates.
-        last = -1
-        order = 0
-        for u in range(nu):
-            o = _clamp_order(kind[u], ui[u], uj[u], cs.plane_clamp, cs.body_clamp)
-            if o > order:
-                order = o
-                last = u
-        _release(kind[last], ui[last], uj[last], ws.plane_contact, ws.body_contact,
-                 ws.resting, ws.starting)
-        _reset_clamps(cs)
-        return z, True
-    return z, False
-
-
-@jit
-def _clamp_pulling(nu, z, mass, free_acc, cs):
-    """Complementarity 1: clamp the most negative (pulling) normal force to
-    zero (its row stays); returns whether one was clamped."""
-    worst = -1
-    worst_val = 0.0
-    for u in range(nu):
-        if cs.kind[u] == U_PLANE or cs.kind[u] == U_BODY:
-            scale = N_TOL * mass[cs.ui[u]] * (1.0 + abs(free_acc[cs.ui[u], 2]))
-            if z[u] < -scale and z[u] < worst_val:
-                worst_val = z[u]
-                worst = u
-    if worst < 0:
-        return False
-    cs.clamp_count[0] += 1
-    if cs.kind[worst] == U_PLANE:
-        cs.plane_clamp[cs.ui[worst], cs.uj[worst]] = cs.clamp_count[0]
-    else:
-        cs.body_clamp[cs.ui[worst], cs.uj[worst]] = cs.clamp_count[0]
-    return True
-
-
-@jit
-def _static_cone(nu, z, ws, cs):
-    """Complementarity 2: static friction within its cone, else a start.
-    Returns whether a body started."""
-    kind, ui, uj, plane_n = cs.kind, cs.ui, cs.uj, ws.plane_n
-    changed = False
-    for u in range(nu):
-        if kind[u] != U_STATIC_X:
-            continue
-        i = ui[u]
-        sx = z[u]
-        sy = z[u + 1]
-        # Along a vertical wall's normal the static force and the wall's
-        # normal force are interchangeable (indeterminate): move that part
-        # to the wall (keeping N >= 0), so only the tangential remainder
-        # is friction.
-        for q in range(nu):
-            if kind[q] == U_PLANE and ui[q] == i and uj[q] > 0:
-                k = uj[q]
-                if plane_n[k, 2] == 0.0:
-                    delta = sx * plane_n[k, 0] + sy * plane_n[k, 1]
-                    if z[q] + delta < 0.0:
-                        delta = -z[q]
-                    z[q] += delta
-                    sx -= delta * plane_n[k, 0]
-                    sy -= delta * plane_n[k, 1]
-        z[u] = sx
-        z[u + 1] = sy
-        cap = 0.0
-        for q in range(nu):
-            if kind[q] == U_PLANE and ui[q] == i:
-                k = uj[q]
-                cap += (ws.g_mu_s[i] if k == 0 else ws.pl_mu[i, k]) * z[q]
-        smag = np.sqrt(sx * sx + sy * sy)
-        if not cs.hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
-            _start(i, sx, sy, smag, ws.resting, ws.starting, ws.started, ws.start_dir)
-            changed = True
-    return changed
-
-
-@jit
-def _accelerations(nb, nplane, nu, z, mass, ws, cs):
-    """The accelerations the solved forces leave, rounding removed from the
-    constrained directions."""
-    acc, plane_n = ws.acc, ws.plane_n
-    for i in range(nb):
-        for d in range(3):
-            acc[i, d] = ws.free_acc[i, d]
-    for u in range(nu):
-        i = cs.ui[u]
-        if cs.kind[u] == U_BODY:
-            j = cs.uj[u]
-            for d in range(3):
-                acc[j, d] += z[u] * cs.gdir[u, d] / mass[j]
-                acc[i, d] -= z[u] * cs.gdir[u, d] / mass[i]
-        else:
-            for d in range(3):
-                acc[i, d] += z[u] * cs.gdir[u, d] / mass[i]
-    for i in range(nb):
-        if ws.resting[i]:
-            acc[i, 0] = 0.0
-            acc[i, 1] = 0.0
-            acc[i, 2] = 0.0
-            continue
-        for k in range(nplane):
-            if ws.plane_contact[i, k]:
-                an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
-                      + acc[i, 2] * plane_n[k, 2])
-                for d in range(3):
-                    acc[i, d] -= an * plane_n[k, d]
-        if ws.plane_contact[i, 0]:
-            acc[i, 2] = 0.0
-
-
-@jit
-def _revert_starts(nb, ws, cs):
-    """A body started by the cone test but decelerating at once under kinetic
-    friction is put back at rest and held; returns whether one was."""
-    reverted = False
-    for i in range(nb):
-        if ws.started[i]:
-            along = ws.acc[i, 0] * ws.start_dir[i, 0] + ws.acc[i, 1] * ws.start_dir[i, 1]
-            if along <= 0.0:
-                ws.resting[i] = True
-                ws.starting[i] = False
-                ws.started[i] = False
-                cs.hold[i] = True
-                reverted = True
-    return reverted
-
-
-@jit
-def _directions_rotate(nu, ws, vel, cs):
-    """Do the sliding directions stay put under the solved accelerations?
-    True when the tangential acceleration of a sliding plane contact has a
-    part across its velocity, or a body contact slides (its normal turns)."""
-    acc, nrm, tang, rel = ws.acc, cs.nrm, cs.tang, cs.rel
-    rotating = False
-    for u in range(nu):
-        i = cs.ui[u]
-        if cs.kind[u] == U_BODY:
-            j = cs.uj[u]
-            for d in range(3):
-                rel[d] = vel[j, d] - vel[i, d]
-                nrm[d] = cs.hdir[u, d]
-            if _unit_tangent(rel, nrm, tang) > V_STOP:
-                rotating = True
-        elif cs.kind[u] == U_PLANE:
-            for d in range(3):
-                nrm[d] = ws.plane_n[cs.uj[u], d]
-            size = _unit_tangent(vel[i], nrm, tang)
-            if size == 0.0:
-                if not ws.starting[i]:
-                    continue
-                _unit_tangent(ws.start_dir[i], nrm, tang)
-            an = acc[i, 0] * nrm[0] + acc[i, 1] * nrm[1] + acc[i, 2] * nrm[2]
-            at0 = acc[i, 0] - an * nrm[0]
-            at1 = acc[i, 1] - an * nrm[1]
-            at2 = acc[i, 2] - an * nrm[2]
-            along = at0 * tang[0] + at1 * tang[1] + at2 * tang[2]
-            p0 = at0 - along * tang[0]
-            p1 = at1 - along * tang[1]
-            p2 = at2 - along * tang[2]
-            perp = np.sqrt(p0 * p0 + p1 * p1 + p2 * p2)
-            if perp > DIR_TOL * (np.sqrt(at0 * at0 + at1 * at1 + at2 * at2) + 1.0):
-                rotating = True
-    return rotating
-
-
-@jit
-def _solve_general(nb, nplane, mass, ws, pos, vel, h_dir, skip):
+def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
+                   ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
+                   resting, starting, start_dir, acc, started, h_dir, skip):
     """Contact forces of the bodies not in ``skip``; writes ``acc (nb, 3)``.
 
-    ``ws`` is the scenario's :class:`simcore.records.Work`; its arrays, as
-    this function names them: ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
+    Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
     (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
     (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
     body and plane, ``ground_mu_s``/``ground_mu_k (nb,)``, ``above (nb,)``
@@ -716,40 +338,326 @@ def _solve_general(nb, nplane, mass, ws, pos, vel, h_dir, skip):
 
     Returns True when some friction direction rotates (bound the step by dt).
     """
-    nu = _count_unknowns(nb, nplane, ws, skip)
+    # Count the unknowns; one equation per unknown.
+    nu = 0
+    for i in range(nb):
+        if skip[i]:
+            continue
+        for k in range(nplane):
+            if plane_contact[i, k]:
+                nu += 1
+        for j in range(i + 1, nb):
+            if body_contact[i, j]:
+                nu += 1
+        if resting[i]:
+            nu += 2
     if nu == 0:
         for i in range(nb):
             for d in range(3):
-                ws.acc[i, d] = ws.free_acc[i, d]
+                acc[i, d] = free_acc[i, d]
         return False
+
     cap_nu = nu + 2 * nb  # room for bodies put back at rest
-    cs = _system(nb, nplane, cap_nu)
-    if h_dir > 0.0:
-        _tangential_free_acc(nb, nplane, ws, cs.ptan)
     nu = cap_nu
+    kind = np.empty(nu, dtype=np.int64)
+    ui = np.empty(nu, dtype=np.int64)
+    uj = np.empty(nu, dtype=np.int64)
+    gdir = np.empty((nu, 3))   # force direction per unit unknown, on body ui
+    hdir = np.empty((nu, 3))   # measured acceleration direction (on ui)
     z = np.zeros(nu)
+    tang = np.empty(3)
+    nrm = np.empty(3)
+    rel = np.empty(3)
+    slide = np.empty(3)
+    rotating = False
+    # Clamp order of each contact's normal force (0 = free), see below.
+    plane_clamp = np.zeros((nb, nplane), dtype=np.int64)
+    body_clamp = np.zeros((nb, nb), dtype=np.int64)
+    clamp_count = 0
+    # Tangential free acceleration of each body (free_acc less its parts
+    # along the normals of its plane contacts), for the implicit direction.
+    ptan = np.zeros((nb, 3))
+    if h_dir > 0.0:
+        for i in range(nb):
+            for d in range(3):
+                ptan[i, d] = free_acc[i, d]
+            for k in range(nplane):
+                if plane_contact[i, k]:
+                    an = (ptan[i, 0] * plane_n[k, 0] + ptan[i, 1] * plane_n[k, 1]
+                          + ptan[i, 2] * plane_n[k, 2])
+                    for d in range(3):
+                        ptan[i, d] -= an * plane_n[k, d]
+
     # A body started by the cone test but decelerating at once under kinetic
     # friction is inconsistent: mu_s >= mu_k, so static friction holds it.
     # It is put back at rest, held (exempt from the cone test), and the
     # system solved again; held flags never revert, so this ends.
+    hold = np.zeros(nb, dtype=np.bool_)
     for _outer in range(nb + 1):
-        _reset_clamps(cs)
+        plane_clamp[:, :] = 0
+        body_clamp[:, :] = 0
+        clamp_count = 0
         for _it in range(8 * nu + 8):
-            nu = _unknowns(nb, nplane, ws, pos, vel, h_dir, skip, cs)
-            a_mat, rhs = _assemble(nu, mass, ws.free_acc, cs)
-            z, released = _forces(nu, a_mat, rhs, ws, cs)
-            if released:
+            # (Re)build the unknown list from the current active set.
+            m = 0
+            for i in range(nb):
+                if skip[i]:
+                    continue
+                for k in range(nplane):
+                    if plane_contact[i, k]:
+                        kind[m] = U_PLANE
+                        ui[m] = i
+                        uj[m] = k
+                        for d in range(3):
+                            nrm[d] = plane_n[k, d]
+                        # Sliding direction of the body over the plane.
+                        for d in range(3):
+                            slide[d] = vel[i, d] + h_dir * ptan[i, d]
+                        size = _unit_tangent(slide, nrm, tang)
+                        if size == 0.0 and starting[i]:
+                            _unit_tangent(start_dir[i], nrm, tang)
+                        if k == 0:
+                            mu = ground_mu_k[i] if above[i] else ground_mu_s[i]
+                        else:
+                            mu = plane_mu_tab[i, k]
+                        if resting[i]:
+                            mu = 0.0
+                        for d in range(3):
+                            gdir[m, d] = nrm[d] - mu * tang[d]
+                            hdir[m, d] = nrm[d]
+                        m += 1
+                for j in range(i + 1, nb):
+                    if body_contact[i, j]:
+                        kind[m] = U_BODY
+                        ui[m] = i
+                        uj[m] = j
+                        for d in range(3):
+                            nrm[d] = pos[j, d] - pos[i, d]
+                        inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
+                        for d in range(3):
+                            nrm[d] *= inv
+                            rel[d] = vel[j, d] - vel[i, d]
+                        if _unit_tangent(rel, nrm, tang) <= V_STOP:
+                            # Not sliding (rounding): no tangential force.
+                            tang[0] = 0.0
+                            tang[1] = 0.0
+                            tang[2] = 0.0
+                        mu = body_mu[i, j]
+                        # gdir/hdir hold the direction acting on body j; body i
+                        # sees the opposite.
+                        for d in range(3):
+                            gdir[m, d] = nrm[d] - mu * tang[d]
+                            hdir[m, d] = nrm[d]
+                        m += 1
+                if resting[i]:
+                    for axis in range(2):
+                        kind[m] = U_STATIC_X + axis
+                        ui[m] = i
+                        uj[m] = -1
+                        for d in range(3):
+                            gdir[m, d] = 0.0
+                            hdir[m, d] = 0.0
+                        gdir[m, axis] = 1.0
+                        hdir[m, axis] = 1.0
+                        m += 1
+            nu = m
+
+            # Assemble A[r, u] = sum over bodies of h_r . g_u / m_b and the rhs.
+            a_mat = np.zeros((nu, nu))
+            rhs = np.zeros(nu)
+            for r in range(nu):
+                rb_j = uj[r] if kind[r] == U_BODY else -1
+                rb_i = ui[r]
+                # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
+                hs_i = -1.0 if kind[r] == U_BODY else 1.0
+                rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
+                                  + hdir[r, 1] * free_acc[rb_i, 1]
+                                  + hdir[r, 2] * free_acc[rb_i, 2])
+                if rb_j >= 0:
+                    rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
+                               + hdir[r, 1] * free_acc[rb_j, 1]
+                               + hdir[r, 2] * free_acc[rb_j, 2])
+                for u in range(nu):
+                    ub_j = uj[u] if kind[u] == U_BODY else -1
+                    ub_i = ui[u]
+                    gs_i = -1.0 if kind[u] == U_BODY else 1.0
+                    dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
+                           + hdir[r, 2] * gdir[u, 2])
+                    val = 0.0
+                    if rb_i == ub_i:
+                        val += hs_i * gs_i * dot / mass[rb_i]
+                    if rb_i == ub_j:
+                        val += hs_i * dot / mass[rb_i]
+                    if rb_j >= 0 and rb_j == ub_i:
+                        val += gs_i * dot / mass[rb_j]
+                    if rb_j >= 0 and rb_j == ub_j:
+                        val += dot / mass[rb_j]
+                    a_mat[r, u] = val
+            nclamp = 0
+            for u in range(nu):
+                if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+                    nclamp += 1
+            ok = False
+            if nclamp == 0:
+                z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
+            if not ok:
+                # Redundant contacts or clamped forces: the minimum-norm force set
+                # with the clamped normal forces held at zero (their columns
+                # removed, their no-penetration rows kept).
+                a_red = a_mat.copy()
+                for u in range(nu):
+                    if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+                        for r in range(nu):
+                            a_red[r, u] = 0.0
+                z = _min_norm_solve(a_red, rhs, nu)
+                if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
+                    # The rows cannot all hold with those forces at zero: the
+                    # contact clamped last really separates.
+                    last = -1
+                    order = 0
+                    for u in range(nu):
+                        o = _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp)
+                        if o > order:
+                            order = o
+                            last = u
+                    _release(kind[last], ui[last], uj[last], plane_contact, body_contact,
+                             resting, starting)
+                    plane_clamp[:, :] = 0
+                    body_clamp[:, :] = 0
+                    clamp_count = 0
+                    continue
+
+            # Complementarity 1: a pulling normal force is clamped to zero (the
+            # row stays); if that leaves the rows inconsistent the contact is
+            # released above.
+            worst = -1
+            worst_val = 0.0
+            for u in range(nu):
+                if kind[u] == U_PLANE or kind[u] == U_BODY:
+                    scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
+                    if z[u] < -scale and z[u] < worst_val:
+                        worst_val = z[u]
+                        worst = u
+            if worst >= 0:
+                clamp_count += 1
+                if kind[worst] == U_PLANE:
+                    plane_clamp[ui[worst], uj[worst]] = clamp_count
+                else:
+                    body_clamp[ui[worst], uj[worst]] = clamp_count
                 continue
-            if _clamp_pulling(nu, z, mass, ws.free_acc, cs):
-                continue
-            if _static_cone(nu, z, ws, cs):
+
+            # Complementarity 2: static friction within its cone, else start.
+            changed = False
+            for u in range(nu):
+                if kind[u] != U_STATIC_X:
+                    continue
+                i = ui[u]
+                sx = z[u]
+                sy = z[u + 1]
+                # Along a vertical wall's normal the static force and the wall's
+                # normal force are interchangeable (indeterminate): move that part
+                # to the wall (keeping N >= 0), so only the tangential remainder
+                # is friction.
+                for w in range(nu):
+                    if kind[w] == U_PLANE and ui[w] == i and uj[w] > 0:
+                        k = uj[w]
+                        if plane_n[k, 2] == 0.0:
+                            delta = sx * plane_n[k, 0] + sy * plane_n[k, 1]
+                            if z[w] + delta < 0.0:
+                                delta = -z[w]
+                            z[w] += delta
+                            sx -= delta * plane_n[k, 0]
+                            sy -= delta * plane_n[k, 1]
+                z[u] = sx
+                z[u + 1] = sy
+                cap = 0.0
+                for w in range(nu):
+                    if kind[w] == U_PLANE and ui[w] == i:
+                        k = uj[w]
+                        cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
+                smag = np.sqrt(sx * sx + sy * sy)
+                if not hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
+                    _start(i, sx, sy, smag, resting, starting, started, start_dir)
+                    changed = True
+            if changed:
                 # Clamps hold for the active set they were found in; a body that
                 # starts to slide changes it (starts never revert: this ends).
-                _reset_clamps(cs)
+                plane_clamp[:, :] = 0
+                body_clamp[:, :] = 0
+                clamp_count = 0
                 continue
             break
-        _accelerations(nb, nplane, nu, z, mass, ws, cs)
-        if not _revert_starts(nb, ws, cs):
+
+        # Accelerations from the solved forces.
+        for i in range(nb):
+            for d in range(3):
+                acc[i, d] = free_acc[i, d]
+        for u in range(nu):
+            i = ui[u]
+            if kind[u] == U_BODY:
+                j = uj[u]
+                for d in range(3):
+                    acc[j, d] += z[u] * gdir[u, d] / mass[j]
+                    acc[i, d] -= z[u] * gdir[u, d] / mass[i]
+            else:
+                for d in range(3):
+                    acc[i, d] += z[u] * gdir[u, d] / mass[i]
+        # Remove rounding from the constrained directions.
+        for i in range(nb):
+            if resting[i]:
+                acc[i, 0] = 0.0
+                acc[i, 1] = 0.0
+                acc[i, 2] = 0.0
+                continue
+            for k in range(nplane):
+                if plane_contact[i, k]:
+                    an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
+                          + acc[i, 2] * plane_n[k, 2])
+                    for d in range(3):
+                        acc[i, d] -= an * plane_n[k, d]
+            if plane_contact[i, 0]:
+                acc[i, 2] = 0.0
+        reverted = False
+        for i in range(nb):
+            if started[i]:
+                along = acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1]
+                if along <= 0.0:
+                    resting[i] = True
+                    starting[i] = False
+                    started[i] = False
+                    hold[i] = True
+                    reverted = True
+        if not reverted:
             break
         nu = cap_nu
-    return _directions_rotate(nu, ws, vel, cs)
+
+    # Do the sliding directions stay put under these accelerations?
+    for u in range(nu):
+        i = ui[u]
+        if kind[u] == U_BODY:
+            j = uj[u]
+            for d in range(3):
+                rel[d] = vel[j, d] - vel[i, d]
+                nrm[d] = hdir[u, d]
+            if _unit_tangent(rel, nrm, tang) > V_STOP:
+                rotating = True
+        elif kind[u] == U_PLANE:
+            for d in range(3):
+                nrm[d] = plane_n[uj[u], d]
+            size = _unit_tangent(vel[i], nrm, tang)
+            if size == 0.0:
+                if not starting[i]:
+                    continue
+                _unit_tangent(start_dir[i], nrm, tang)
+            an = acc[i, 0] * nrm[0] + acc[i, 1] * nrm[1] + acc[i, 2] * nrm[2]
+            at0 = acc[i, 0] - an * nrm[0]
+            at1 = acc[i, 1] - an * nrm[1]
+            at2 = acc[i, 2] - an * nrm[2]
+            along = at0 * tang[0] + at1 * tang[1] + at2 * tang[2]
+            p0 = at0 - along * tang[0]
+            p1 = at1 - along * tang[1]
+            p2 = at2 - along * tang[2]
+            perp = np.sqrt(p0 * p0 + p1 * p1 + p2 * p2)
+            if perp > DIR_TOL * (np.sqrt(at0 * at0 + at1 * at1 + at2 * at2) + 1.0):
+                rotating = True
+    return rotating

@@ -17,7 +17,6 @@ batches, in memory bounded whatever their length (``contactfit validate``);
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -513,7 +512,7 @@ def _groups(ds, table):
     return ds.groups[table]
 
 
-def scenarios(ds, integrator="exact"):
+def scenarios(ds, integrator=None):
     """Engine scenarios of a dataset: ``(Model, State, sample_times, ids)``.
 
     Initial states come from the bodies' x0..vz0 when given, otherwise from a
@@ -1072,9 +1071,6 @@ class _Scan:
         self.state = np.array([-1, 1], np.int64)  # last scenario code; rows grouped
         self.found = {"t": [[], {}, 0], "orphan": [[], {}, 0]}
 
-    def index(self):
-        return _BodyIndex(self.low, self.span, self.lut, self.skeys, self.srows)
-
     @property
     def grouped(self):
         """Every scenario's rows come in one run (so far)."""
@@ -1089,10 +1085,9 @@ class _Scan:
         m = self._codes(names)
         found = np.zeros((2, Report.SHOW), np.int64)
         nfound = np.zeros(2, np.int64)
-        st = _ScanState(self.bcode, self.count, self.first_row, self.last_t, self.head_t,
-                        self.head_p, self.closed, self.state)
-        _scan_rows(code, m, np.ascontiguousarray(body, np.int64), t, x, y, z, self.index(), st,
-                   row0, found, nfound)
+        _scan_rows(code, m, np.ascontiguousarray(body, np.int64), t, x, y, z, self.low, self.span,
+                   self.lut, self.skeys, self.srows, self.bcode, row0, self.count, self.first_row,
+                   self.last_t, self.head_t, self.head_p, self.closed, self.state, found, nfound)
         for k, what in enumerate(("t", "orphan")):
             rows, sids, n = self.found[what]
             for i in found[k, :min(nfound[k], Report.SHOW)]:
@@ -1138,8 +1133,8 @@ class _Scan:
         pend, npend = [], 0
         for code, names, body, t, x, y, z, _ in batches:
             brow = np.empty(code.size, np.int64)
-            _body_rows(code, self._codes(names), np.ascontiguousarray(body, np.int64),
-                       self.index(), brow)
+            _body_rows(code, self._codes(names), np.ascontiguousarray(body, np.int64), self.low,
+                       self.span, self.lut, self.skeys, self.srows, brow)
             pend.append((brow, t, x, y, z))
             npend += code.size
             if npend < size or not self.grouped:
@@ -1164,76 +1159,44 @@ class _Scan:
         return t[order], np.stack([x[order], y[order], z[order]], axis=1), np.diff(cut)
 
 
-class _BodyIndex(NamedTuple):
-    """(scenario code, body_id) -> bodies row: key ``code * span + (body_id
-    - low)`` through the lookup table ``lut`` over the key range when it is
-    small, else the sorted keys ``skeys`` and their rows ``srows``."""
-
-    low: int
-    span: int
-    lut: np.ndarray
-    skeys: np.ndarray
-    srows: np.ndarray
-
-
-class _ScanState(NamedTuple):
-    """What :func:`_scan_rows` keeps per bodies row (see :class:`_Scan`):
-    ``bcode`` its scenario code; ``count``, ``first_row``, ``last_t``, the
-    first samples ``head_t (nb, HEAD)``, ``head_p (nb, HEAD, 3)``; per
-    scenario ``closed`` (its run of rows ended); ``state``: the last row's
-    scenario and whether every scenario's rows came in one run."""
-
-    bcode: np.ndarray
-    count: np.ndarray
-    first_row: np.ndarray
-    last_t: np.ndarray
-    head_t: np.ndarray
-    head_p: np.ndarray
-    closed: np.ndarray
-    state: np.ndarray
-
-
 @jit
-def _body_row(c, body, m, ix):
+def _body_row(c, body, m, low, span, lut, skeys, srows):
     """Bodies row of one trajectory row (scenario code ``c`` into ``m``'s
-    bodies codes, its ``body`` id; ``ix`` a :class:`_BodyIndex`); -1 when
-    no body has that key."""
+    bodies codes, its ``body`` id); -1 when no body has that key."""
     bc = m[c]
-    off = body - ix.low
-    if bc < 0 or off < 0 or off >= ix.span:
+    off = body - low
+    if bc < 0 or off < 0 or off >= span:
         return -1
-    key = bc * ix.span + off
-    if ix.lut.shape[0]:
-        return ix.lut[key]
-    j = np.searchsorted(ix.skeys, key)
-    if j < ix.skeys.shape[0] and ix.skeys[j] == key:
-        return ix.srows[j]
+    key = bc * span + off
+    if lut.shape[0]:
+        return lut[key]
+    j = np.searchsorted(skeys, key)
+    if j < skeys.shape[0] and skeys[j] == key:
+        return srows[j]
     return -1
 
 
 @jit
-def _body_rows(code, m, body, ix, out):
+def _body_rows(code, m, body, low, span, lut, skeys, srows, out):
     for i in range(code.shape[0]):
-        out[i] = _body_row(code[i], body[i], m, ix)
+        out[i] = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
 
 
 @jit
-def _scan_rows(code, m, body, t, x, y, z, ix, st, row0, found, nfound):
-    """One pass over a batch of trajectory rows in file order (see :class:`_Scan`):
-    ``ix`` the :class:`_BodyIndex`, ``st`` the :class:`_ScanState` it updates.
+def _scan_rows(code, m, body, t, x, y, z, low, span, lut, skeys, srows, bcode, row0, count,
+               first_row, last_t, head_t, head_p, closed, state, found, nfound):
+    """One pass over a batch of trajectory rows in file order (see :class:`_Scan`).
 
     ``found[0]`` gets the first rows (in the batch) where t does not
     increase for the body, ``found[1]`` the first rows of no body;
     ``nfound`` counts both.  ``state``: the last row's scenario (bodies
     code) and whether every scenario's rows so far came in one run."""
-    count, first_row, last_t = st.count, st.first_row, st.last_t
-    head_t, head_p, bcode, closed, state = st.head_t, st.head_p, st.bcode, st.closed, st.state
     nh = head_t.shape[1]
     b = -1
     for i in range(code.shape[0]):
         # Rows come in runs of one body: look the body up where a run starts.
         if i == 0 or code[i] != code[i - 1] or body[i] != body[i - 1]:
-            b = _body_row(code[i], body[i], m, ix)
+            b = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
             if b >= 0 and bcode[b] != state[0]:
                 c = bcode[b]
                 if closed[c]:

@@ -31,6 +31,8 @@ Mode events (exact integrator only):
   reaches zero along its direction.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .collision import NO_ROOT, first_entry_quadratic
@@ -38,7 +40,50 @@ from .config import jit
 
 INTEGRATOR_EXACT = 0
 INTEGRATOR_SYMPLECTIC = 1
-INTEGRATORS = {"exact": INTEGRATOR_EXACT, "symplectic": INTEGRATOR_SYMPLECTIC}
+
+
+@dataclass(frozen=True)
+class Integrator:
+    """A registered integrator: its name (``build(integrator=...)``,
+    ``contactfit simulate --integrator``), its code in the kernels, and its
+    capabilities: the shapes it can run and whether its sensitivities are
+    exact (``differentiable``)."""
+
+    name: str
+    code: int
+    shapes: tuple
+    differentiable: bool
+    meaning: str
+
+
+#: The integrators, in order of preference: :func:`choose` takes the first
+#: whose capabilities cover a batch.
+REGISTRY = (
+    Integrator("exact", INTEGRATOR_EXACT, ("sphere",), True,
+               "event-exact: closed-form motion between events, exact event times"),
+    Integrator("symplectic", INTEGRATOR_SYMPLECTIC, ("sphere",), False,
+               "the patent's symplectic Euler over the dt grid, impacts found exactly"),
+)
+INTEGRATORS = {i.name: i.code for i in REGISTRY}
+
+
+def choose(shapes, name=None):
+    """The :class:`Integrator` for a batch with these shape names: ``name``
+    when given (a ``ValueError`` says what it cannot run), else the first
+    registered one that runs them all."""
+    shapes = set(shapes)
+    if name is not None:
+        it = next((i for i in REGISTRY if i.name == name), None)
+        if it is None:
+            raise ValueError(f"integrator = {name!r}: expected one of {list(INTEGRATORS)}")
+        if shapes - set(it.shapes):
+            raise ValueError(f"integrator {name!r} cannot run shapes "
+                             f"{sorted(shapes - set(it.shapes))} (it runs {list(it.shapes)})")
+        return it
+    for it in REGISTRY:
+        if not shapes - set(it.shapes):
+            return it
+    raise ValueError(f"no integrator runs shapes {sorted(shapes)}")
 
 
 @jit

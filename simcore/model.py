@@ -22,7 +22,7 @@ import numpy as np
 
 from . import params as P
 from .collision import SHAPE_NAMES, SHAPE_SPHERE
-from .integrate import INTEGRATORS
+from .integrate import choose
 
 MAX_BODIES = 32
 
@@ -229,11 +229,16 @@ def _check_geometry(label, radius, pos, walls, ground_z):
                     f"{label} bodies {i} and {j}: overlap by {-gap:.3g} m at the start")
 
 
-def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator="exact",
+def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
           tables=None):
-    """Validate scenarios and pack them into a ``(Model, State)`` pair."""
-    if integrator not in INTEGRATORS:
-        raise ValueError(f"integrator = {integrator!r}: expected one of {list(INTEGRATORS)}")
+    """Validate scenarios and pack them into a ``(Model, State)`` pair.
+
+    ``integrator``: a registered name (checked against the shapes), or None
+    for the first registered one that runs them
+    (:func:`simcore.integrate.choose`).
+    """
+    if integrator is not None:
+        choose((), integrator)  # an unknown name fails before the scenarios are checked
     if not (np.isfinite(gravity) and gravity >= 0):
         raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
     if not np.isfinite(ground_z):
@@ -300,11 +305,11 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator="exact"
         time[s] = sc.t0
     tables = tables or P.MaterialTables.single(
         int(body_material.max()) + 1, int(wall_material.max()) + 1)
+    chosen = choose({SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}, integrator)
     model = Model(body_count, body_shape, body_radius, body_mass, body_material,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
                   scen_t_end, scen_dt, vec, tables, float(gravity), float(ground_z),
-                  INTEGRATORS[integrator],
-                  tuple(sc.name or str(s) for s, sc in enumerate(scenarios)))
+                  chosen.code, tuple(sc.name or str(s) for s, sc in enumerate(scenarios)))
     state = State(pos, vel, np.zeros_like(pos), time)
     return model, state

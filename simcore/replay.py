@@ -26,7 +26,7 @@ from .events import EVENT_KINDS, EventKind
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
 
 
-def simulate_dataset(ds, params=None, integrator="exact"):
+def simulate_dataset(ds, params=None, integrator=None):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
     fixed values, then the defaults).  Returns ``{"trajectories", "events",

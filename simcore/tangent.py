@@ -309,25 +309,16 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
 
 
 @jit
-def impact_body(i, j, vel, pos, inv_m, e, mu, sustained, p_e, p_mu, tw, signal):
+def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, tpos,
+                tvel, tdvi, tdvj, signal):
     """Tangent of ``impulse.body_body`` (then of the sustained normal removal).
 
     ``n = (p_j - p_i) / |p_j - p_i|`` with ``dn = (I - n n^T) d(p_j - p_i) / |.|``;
     ``u = v_j - v_i``; ``J_n = -(1 + e) u . n / W`` (``W = 1/m_i + 1/m_j``);
     ``u_t = u - (u . n) n``; the friction impulse ``J_t = mu J_n`` (slip) or
     ``|u_t| / W`` (stick) along ``t = u_t / |u_t|``; impulse on j ``J_n n - J_t t``.
-    ``vel`` holds the velocities before the impact; ``tw`` is the tangent
-    workspace (:class:`simcore.records.TangentWork`): ``tpos``, ``tvel`` are
-    read and ``tvel``, ``tdva`` (body i), ``tdvb`` (body j) written.
+    ``vi``, ``vj`` are the velocities before the impact.
     """
-    vi = vel[i]
-    vj = vel[j]
-    inv_mi = inv_m[i]
-    inv_mj = inv_m[j]
-    tpos = tw.tpos
-    tvel = tw.tvel
-    tdvi = tw.tdva
-    tdvj = tw.tdvb
     nt = tdvi.shape[1]
     w = inv_mi + inv_mj
     n = np.empty(3)
@@ -392,7 +383,8 @@ def impact_body(i, j, vel, pos, inv_m, e, mu, sustained, p_e, p_mu, tw, signal):
 
 
 @jit
-def accumulate_segment(nb, vel, acc, t0, samp_t, k0, k1, tw, out_pos, meas, sens):
+def accumulate_segment(nb, vel, acc, t0, samp_t, k0, k1, tpos, tvel, tacc, ttau, out_pos, meas,
+                       sse, grad, gn):
     """:func:`accumulate` for the samples ``k0:k1`` of one segment between
     events, by moments.
 
@@ -402,12 +394,8 @@ def accumulate_segment(nb, vel, acc, t0, samp_t, k0, k1, tw, out_pos, meas, sens
     A R0 + B R1 + C R2`` with ``R_n = sum_k s^n r_k`` and ``sum_k J J^T`` is a
     combination of ``S_n = sum_k s^n`` (n <= 4).  The cost per sample is a
     dozen operations instead of ``3 (NT + NT (NT + 1) / 2)``; the moments are
-    sums in ``s`` itself, so there is no cancellation.  ``tw`` and ``sens``
-    are the scenario's :class:`simcore.records.TangentWork` and
-    :class:`simcore.records.Sens`.
+    sums in ``s`` itself, so there is no cancellation.
     """
-    tpos, tvel, tacc, ttau = tw.tpos, tw.tvel, tw.tacc, tw.ttau
-    sse, grad, gn = sens.tr_sse, sens.tr_grad, sens.tr_gn
     nt = grad.shape[0]
     full = gn.shape[0] == nt
     for i in range(nb):

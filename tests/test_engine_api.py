@@ -216,3 +216,22 @@ def test_sensitivities_never_change_the_forward_result():
         for x, y in zip(_all_arrays(plain), _all_arrays(sens)):
             assert np.array_equal(x, y)
         assert np.array_equal(plain.event_kind, sens.event_kind)
+
+
+def test_integrator_is_chosen_by_capability():
+    """The registry picks the first integrator that runs the batch's shapes;
+    a named one is checked; an unknown name is an error."""
+    from simcore import integrate
+
+    assert integrate.choose({"sphere"}).name == "exact"
+    assert integrate.choose({"sphere"}, "symplectic").code == integrate.INTEGRATOR_SYMPLECTIC
+    with pytest.raises(ValueError, match=r"integrator = 'rk4': expected one of"):
+        integrate.choose({"sphere"}, "rk4")
+    with pytest.raises(ValueError, match=r"integrator 'exact' cannot run shapes \['box'\]"):
+        integrate.choose({"sphere", "box"}, "exact")
+    with pytest.raises(ValueError, match=r"no integrator runs shapes \['box'\]"):
+        integrate.choose({"box"})
+    model, _ = simcore.build([one()])
+    assert model.integrator == integrate.INTEGRATOR_EXACT
+    with pytest.raises(ValueError, match="integrator = 'rk4'"):
+        simcore.build([one()], integrator="rk4")
