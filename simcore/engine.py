@@ -49,12 +49,13 @@ from .integrate import INTEGRATOR_SYMPLECTIC, drift, sample, stop_time, vth_cros
 #: one sample at a time; both give the same sums.
 SEGMENT_MOMENTS = 3
 
-# Event kinds of the log (simcore.events).
-EV_BODY_BODY = EventKind.BODY_BODY
-EV_BODY_WALL = EventKind.BODY_WALL
-EV_BODY_GROUND = EventKind.BODY_GROUND
-EV_STOP = EventKind.STOP
-EV_START = EventKind.START
+# Event kinds of the log (simcore.events), as the plain integers the
+# kernels write (an IntEnum constant makes numba compile other overloads).
+EV_BODY_BODY = int(EventKind.BODY_BODY)
+EV_BODY_WALL = int(EventKind.BODY_WALL)
+EV_BODY_GROUND = int(EventKind.BODY_GROUND)
+EV_STOP = int(EventKind.STOP)
+EV_START = int(EventKind.START)
 
 
 class Status(NamedTuple):
