@@ -277,7 +277,7 @@ def build_parser():
 
 #: Seconds the first run of a command spends compiling the kernels with an
 #: empty numba cache on 2 cores (docs/PERFORMANCE.md, "Cold start").
-COMPILE_S = {"simulate": 150, "calibrate": 200, "recalibrate": 200}
+COMPILE_S = {"simulate": 130, "calibrate": 160, "recalibrate": 160}
 
 
 def _compile_notice(command):
