@@ -74,7 +74,10 @@ def cmd_simulate(args):
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
     vec = _params(args.params, ds.fixed_params)
+    cold = _compile_notice("simulate")
     tables = replay.simulate_dataset(ds, P.as_dict(vec), integrator=args.integrator)
+    if cold:
+        _compiled("simulate")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
@@ -177,6 +180,7 @@ def _run_flow(args, which):
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
     pipeline.preload(args.dataset)  # a bad dataset is reported before any flow starts
+    cold = _compile_notice(which)
     try:
         doc = pipeline.run(flow_fn, args.dataset, config)
     except pipeline.CalibrationFailed as exc:
@@ -184,6 +188,8 @@ def _run_flow(args, which):
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
               f"nothing registered: {exc}\nwrote {out}/fit.json", file=sys.stderr)
         return 1
+    if cold:
+        _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))
     _print_fit(doc, out)
     return 0
@@ -281,8 +287,9 @@ COMPILE_S = {"simulate": 130, "calibrate": 160, "recalibrate": 160}
 
 
 def _compile_notice(command):
-    """Say so before a command's first run compiles the kernels; returns
-    whether it will (the caller marks the cache once the run succeeded)."""
+    """Say so before a command's first run compiles the kernels (once its
+    input was read and checked); returns whether it will, and then the
+    caller calls :func:`_compiled` once the run succeeded."""
     from simcore import config
 
     if command not in COMPILE_S or config.compiled(command):
@@ -291,21 +298,21 @@ def _compile_notice(command):
     return True
 
 
+def _compiled(command):
+    from simcore import config
+
+    config.mark_compiled(command)
+
+
 def main(argv=None):
     # No internet here: Prefect's local server would log a telemetry error at each start.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
     try:
-        cold = _compile_notice(args.command)
-        code = args.func(args)
+        return args.func(args)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"contactfit {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    if cold and code == 0:
-        from simcore import config
-
-        config.mark_compiled(args.command)
-    return code
 
 
 if __name__ == "__main__":

@@ -36,3 +36,13 @@ def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
     assert not cli._compile_notice("simulate") and capsys.readouterr().out == ""
     assert cli._compile_notice("calibrate")  # each command compiles its own kernels
     assert not cli._compile_notice("validate")
+
+
+def test_cli_says_nothing_of_compiling_when_the_input_is_bad(tmp_path, monkeypatch, capsys):
+    """The notice comes once the input was read and checked."""
+    from flows import cli
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    code = cli.main(["simulate", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert code == 1 and "compiling" not in out.out + out.err
