@@ -221,8 +221,17 @@ def cmd_ui(args):
 
 
 def cmd_serve(args):
+    from prefect.settings import PREFECT_API_URL
+
     from flows import deploy, settings
 
+    if not PREFECT_API_URL.value():
+        # On the temporary server a bare flow run starts, cron never fires.
+        print("contactfit serve: error: no Prefect server is configured, and schedules never "
+              "fire without one; start one with `prefect server start`, then run\n"
+              f"  PREFECT_API_URL=http://127.0.0.1:4200/api contactfit serve {args.dataset} "
+              f"--cron \"{args.cron}\"", file=sys.stderr)
+        return 1
     config = settings.calibration(args.config).as_dict() if args.config else None
     print(f"serving deployment contactfit-recalibrate/{deploy.NAME} on cron '{args.cron}' "
           f"for {args.dataset} (needs `prefect server start`; Ctrl-C pauses it)")

@@ -115,3 +115,22 @@ def test_generate_records_its_settings(tmp_path, capsys):
     again = tmp_path / "gen2"
     main(["generate", str(again), "--scenarios", "3", "--seed", "9", "--format", "csv"])
     assert (out / "trajectories.csv").read_text() == (again / "trajectories.csv").read_text()
+
+
+def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys):
+    """Cron never fires on the temporary server: serve needs a configured one."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows import cli, deploy
+
+    def never(*a, **k):
+        raise AssertionError("served without a server")
+
+    monkeypatch.setattr(deploy, "serve", never)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        code = cli.main(["serve", "datasets/synthetic-table", "--cron", "0 3 * * *"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no Prefect server is configured" in err and "prefect server start" in err
+    assert "PREFECT_API_URL=http://127.0.0.1:4200/api contactfit serve" in err
+    assert "Traceback" not in err
