@@ -206,13 +206,17 @@ def cmd_recalibrate(args):
 def cmd_ui(args):
     import subprocess
 
-    from flows import settings
+    from flows import settings, tracking
 
     track = settings.tracking()
+    # The experiment exists before the UI starts (and a new store is made
+    # once, here): its runs view is the page to open, not MLflow's start page.
+    _, exp_id = tracking.client(track)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", track.tracking_uri,
            "--registry-store-uri", track.registry_uri, "--host", "127.0.0.1",
            "--port", str(args.port), "--workers", "1"]
-    print(f"MLflow UI for {track.tracking_uri} on http://127.0.0.1:{args.port} (Ctrl-C stops)")
+    print(f"MLflow UI for {track.tracking_uri}: the runs of experiment {track.experiment!r} at "
+          f"http://127.0.0.1:{args.port}/#/experiments/{exp_id}/runs (Ctrl-C stops)")
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     try:
         return subprocess.call(cmd, env=env)

@@ -134,3 +134,22 @@ def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys
     assert "no Prefect server is configured" in err and "prefect server start" in err
     assert "PREFECT_API_URL=http://127.0.0.1:4200/api contactfit serve" in err
     assert "Traceback" not in err
+
+
+def test_ui_prints_the_runs_view_of_the_experiment(tmp_path, monkeypatch, capsys):
+    """The URL printed opens the experiment's runs, on 127.0.0.1."""
+    import subprocess
+
+    from flows import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/ui.db")
+    monkeypatch.setenv("CONTACTFIT_EXPERIMENT", "ui-test")
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: calls.append(cmd) or 0)
+    assert cli.main(["ui", "--port", "5077"]) == 0
+    out = capsys.readouterr().out
+    from mlflow import MlflowClient
+
+    exp = MlflowClient(f"sqlite:///{tmp_path}/ui.db").get_experiment_by_name("ui-test")
+    assert f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs" in out
+    assert calls and "127.0.0.1" in calls[0] and "5077" in calls[0]
