@@ -5,8 +5,9 @@
     ``DIR/trajectories.parquet`` (scenario_id, body_id, t, x, y, z, vx, vy, vz
     at the dataset's trajectory sample times), ``DIR/events.parquet`` and
     ``DIR/final.parquet``.  PARAMS.json is a flat JSON object of parameter
-    names to numbers; missing names take the dataset's fixed values, then
-    the defaults; an unknown name is an error.
+    names to numbers, or a calibration's ``fit.json`` (its ``params``);
+    missing names take the dataset's fixed values, then the defaults; an
+    unknown name is an error.
 
 ``contactfit validate DATASET``
     Prints a summary of a valid dataset, or the grouped report of every
@@ -56,6 +57,8 @@ def _params(path, fixed):
             raise ValueError(f"{path}: cannot read a JSON object ({exc})") from None
         if not isinstance(given, dict):
             raise ValueError(f"{path}: expected a flat JSON object of parameter names to numbers")
+        if isinstance(given.get("params"), dict):
+            given = given["params"]  # a calibration's fit.json: its fitted coefficients
         for k, v in given.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ValueError(f"{path}: parameter {k} = {v!r}: expected a number")

@@ -153,3 +153,22 @@ def test_ui_prints_the_runs_view_of_the_experiment(tmp_path, monkeypatch, capsys
     exp = MlflowClient(f"sqlite:///{tmp_path}/ui.db").get_experiment_by_name("ui-test")
     assert f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs" in out
     assert calls and "127.0.0.1" in calls[0] and "5077" in calls[0]
+
+
+def test_simulate_takes_a_calibrations_fit_json(small, tmp_path):
+    """``--params fit.json`` uses its fitted coefficients (the intervals,
+    status and lineage beside them are not parameters)."""
+    truth = yaml.safe_load((small / "dataset.yaml").read_text())["truth"]
+    doc = {"params": truth, "free": sorted(truth), "stderr": dict.fromkeys(truth, 1e-4),
+           "ci95": {k: [v - 1e-4, v + 1e-4] for k, v in truth.items()}, "converged": True,
+           "status": "converged_ftol", "mlflow_run_id": "abc", "model_version": "1"}
+    (tmp_path / "fit.json").write_text(json.dumps(doc))
+    flat = tmp_path / "flat"
+    fitted = tmp_path / "fitted"
+    assert main(["simulate", str(small), "--params", str(_truth(small, tmp_path)),
+                 "--out", str(flat)]) == 0
+    assert main(["simulate", str(small), "--params", str(tmp_path / "fit.json"),
+                 "--out", str(fitted)]) == 0
+    a = pd.read_parquet(flat / "final.parquet")
+    b = pd.read_parquet(fitted / "final.parquet")
+    assert a.equals(b)
