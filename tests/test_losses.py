@@ -123,7 +123,7 @@ def test_dv_loss_matches_both_velocity_jumps_of_an_impact():
     for k, name in enumerate(["e_bb", "mu_k"]):
         assert grad[k] == pytest.approx(_central(pb, theta, name), rel=1e-6)
     # A measured impact of a body with no simulated impact is counted, not dropped.
-    meas2 = {k: np.r_[v, v[:1]] if v.ndim == 1 else np.r_[v, v[:1]] for k, v in meas.items()}
+    meas2 = {k: np.r_[v, v[:1]] for k, v in meas.items()}
     meas2["t"][-1] = 0.55
     pb2 = _problem([_head_on(v0, gap)], prm, {"dv": 1.0}, events=meas2)
     assert pb2.evaluate(theta, [P.NAMES.index("e_bb")]).loss.unmatched == 1
