@@ -14,7 +14,13 @@
     violation (table, column, row, scenario); exit code 0 or 1.
 
 ``contactfit generate OUT [--scenarios N] [--seed S] [--noise-mm X] ...``
-    Writes a synthetic dataset with known coefficients.
+    Writes a synthetic dataset with known coefficients (``--materials``,
+    ``--wall-material`` and ``--truth`` for per-material ones).
+
+``contactfit params [DATASET]``
+    Prints every coefficient (default, bounds, unit, meaning, what carries
+    its signal); with a dataset, also its materials and the per-material
+    names they allow (``mu_bb@A+B``, ``mu_s@MAT``, ...).
 
 ``contactfit calibrate DATASET [--config C.yaml] [--fit mu_k,mu_s,...]
 [--method lm|gd|adam] [--out DIR] [--task-runner threads|dask]
@@ -62,23 +68,24 @@ def _params(path, fixed):
         for k, v in given.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ValueError(f"{path}: parameter {k} = {v!r}: expected a number")
-        unknown = sorted(set(given) - set(P.NAMES))
-        if unknown:
-            raise ValueError(f"{path}: unknown parameter name(s) {unknown}; "
-                             f"expected some of {list(P.NAMES)}")
+        for k in given:
+            try:
+                P.parse(k)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
         values.update(given)
-    return P.vector(values)
+    return values
 
 
 def cmd_simulate(args):
     from simcore import dataset, replay
-    from simcore import params as P
 
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
-    vec = _params(args.params, ds.fixed_params)
+    values = _params(args.params, ds.fixed_params)
+    ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
-    tables = replay.simulate_dataset(ds, P.as_dict(vec), integrator=args.integrator)
+    tables = replay.simulate_dataset(ds, values, integrator=args.integrator)
     if cold:
         _compiled("simulate")
     out = Path(args.out)
@@ -126,13 +133,46 @@ def cmd_validate(args):
     return 0
 
 
+def cmd_params(args):
+    from rich.console import Console
+    from rich.table import Table
+
+    from simcore import dataset
+    from simcore import params as P
+
+    table = Table(title="coefficients", title_justify="left")
+    for col in ("name", "default", "bounds", "unit", "per material", "meaning", "signal from"):
+        table.add_column(col, overflow="fold")
+    address = {"ground": "NAME@MAT", "wall": "NAME@MAT, NAME@A+B", "body": "NAME@A+B",
+               "global": "-"}
+    for p in P.REGISTRY:
+        table.add_row(p.name, f"{p.default:g}", f"[{p.bounds[0]:g}, {p.bounds[1]:g}]", p.unit,
+                      address[p.contact], p.meaning, p.signal)
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    if args.dataset:
+        ds = dataset.read(args.dataset)
+        mats = ds.materials
+        if not mats:
+            console.print(f"{ds.name}: no materials (every contact takes the plain names)")
+            return 0
+        pairs = [f"{a}+{b}" for i, a in enumerate(mats) for b in mats[i:]]
+        console.print(f"{ds.name}: materials {', '.join(mats)}\n"
+                      f"  ground, wall without material: NAME@MAT with MAT in {', '.join(mats)}\n"
+                      f"  body-body, body-wall: NAME@A+B with A+B in {', '.join(pairs)}")
+    return 0
+
+
 def cmd_generate(args):
     from simcore import synth
 
     cfg = synth.GeneratorSettings(scenarios=args.scenarios, seed=args.seed,
                                   duration=args.duration, rate=args.rate,
-                                  noise_mm=args.noise_mm, fmt=args.format)
-    out = synth.generate(args.out, cfg)
+                                  noise_mm=args.noise_mm, fmt=args.format,
+                                  materials=[m for m in (args.materials or "").split(",") if m],
+                                  wall_material=args.wall_material or "")
+    truth = _params(args.truth, synth.TRUTH) if args.truth else None
+    out = synth.generate(args.out, cfg, truth)
     print(f"wrote {cfg.scenarios} scenarios to {out}/")
     return 0
 
@@ -263,6 +303,9 @@ def build_parser():
     val.add_argument("--time-offset", action="store_true",
                      help="estimate a constant time offset of each body id's samples vs body 0")
     val.set_defaults(func=cmd_validate)
+    par = sub.add_parser("params", help="list the coefficients (and a dataset's materials)")
+    par.add_argument("dataset", nargs="?")
+    par.set_defaults(func=cmd_params)
     gen = sub.add_parser("generate", help="write a synthetic dataset with known coefficients")
     gen.add_argument("out")
     gen.add_argument("--scenarios", type=int, default=40)
@@ -271,6 +314,11 @@ def build_parser():
     gen.add_argument("--rate", type=float, default=100.0, help="sample rate [Hz]")
     gen.add_argument("--noise-mm", type=float, default=1.0)
     gen.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    gen.add_argument("--materials", help="comma-separated body materials, drawn per body")
+    gen.add_argument("--wall-material", help="the walls' material (default: none)")
+    gen.add_argument("--truth", help="JSON object of true coefficients (per-material names "
+                                     "such as mu_bb@resin+rubber too); the rest: the defaults "
+                                     "of the generator")
     gen.set_defaults(func=cmd_generate)
     for name, func, text in (("calibrate", cmd_calibrate, "fit the coefficients (Prefect flow, "
                               "MLflow run, registered model version)"),

@@ -89,6 +89,8 @@ class ShardRef:
     #: The shard's scenario ids: an array, which Prefect does not walk
     #: element by element (a ``quote`` would not survive Dask's pickling).
     ids: np.ndarray = field(repr=False)
+    #: The per-material coefficients of the fit's layout.
+    coefficients: tuple = ()
 
 
 #: Shard problems built in this process, by ``(ShardRef.key, horizon)``.
@@ -102,7 +104,8 @@ def _part(ref, horizon):
         if base is None:
             # A worker of another process: build this shard's scenarios alone.
             base = Problem.from_dataset(D.read(ref.path), dict(ref.weights),
-                                        order=[str(s) for s in ref.ids])
+                                        order=[str(s) for s in ref.ids],
+                                        coefficients=ref.coefficients)
             _PARTS[(ref.key, 1.0)] = base
         _PARTS[key] = base.truncated(horizon)
     return _PARTS[key]
@@ -189,12 +192,12 @@ def evaluate(loaded, params, train_loss, baseline=None):
     """Scores and per-scenario residuals of coefficients ``params`` (the fit
     already knows their ``train_loss``), and the test loss of ``baseline``
     coefficients when given."""
-    vec = P.vector(params)
+    vec = _vector(loaded, params)
     scores = {"train_loss": train_loss}
     if loaded.test is not None:
         scores["test_loss"] = loaded.test.loss_only(vec)
         if baseline is not None:
-            scores["baseline_test_loss"] = loaded.test.loss_only(P.vector(baseline))
+            scores["baseline_test_loss"] = loaded.test.loss_only(_vector(loaded, baseline))
     parts = _parts(loaded)
     tabs = [replay.residual_table(prob, vec) for prob, _ in parts]
     res = _concat(tabs)
@@ -209,7 +212,7 @@ def evaluate(loaded, params, train_loss, baseline=None):
 def overlay_paths(loaded, params, n_overlay):
     """The measured and simulated paths of ``n_overlay`` scenarios (test
     scenarios first, in a stable order), or None."""
-    vec = P.vector(params)
+    vec = _vector(loaded, params)
     parts = _parts(loaded)
     pick = sorted((name != "test", D.stable_hash(sid), sid, part, k)
                   for part, (prob, name) in enumerate(parts) for k, sid in enumerate(prob.ids))
@@ -219,6 +222,11 @@ def overlay_paths(loaded, params, n_overlay):
     runs = [replay.paths(prob, vec, [r[4] for r in pick if r[3] == part])
             for part, (prob, _) in enumerate(parts) if any(r[3] == part for r in pick)]
     return (_concat([m for m, _ in runs]), _concat([s for _, s in runs]), [r[2] for r in pick])
+
+
+def _vector(loaded, params):
+    """The coefficient vector of ``params`` on the loaded problems' layout."""
+    return loaded.train.model.layout.vector(params)
 
 
 def _parts(loaded):
@@ -321,9 +329,10 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
     for k, ix in enumerate(s for s in shards if s):
+        extra = loaded.train.model.layout.names[P.NPARAM:]
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
-                       f"{D.stable_hash(repr(weights))}", loaded.path, weights,
-                       np.array([loaded.train.ids[i] for i in ix], dtype=str))
+                       f"{D.stable_hash(repr((weights, extra)))}", loaded.path, weights,
+                       np.array([loaded.train.ids[i] for i in ix], dtype=str), extra)
         _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix)
         refs.append(ref)
 
@@ -363,13 +372,22 @@ def _log_starts(c, exp_id, run_id, result, ok):
         c.set_terminated(child, "FINISHED" if ok else "FAILED")
 
 
-def _free_and_start(loaded, cfg, start):
+def _free_and_start(loaded, cfg, start, baseline=None):
+    """The free names and start values of a calibration, and ``loaded`` with
+    every per-material coefficient they (or the ``baseline``) name in its
+    problems' layout; a name or value that does not fit the dataset raises
+    here, before any run exists."""
     fixed = loaded.ds.fixed_params
     free = cfg.fit or [n for n in P.COEFFICIENTS if n not in fixed]
     values = dict(fixed)
     values.update(start or {})
     values.update(cfg.start)
-    return free, values
+    names = [*free, *values, *(baseline or {})]
+    loaded = replace(loaded, train=loaded.train.with_coefficients(names),
+                     test=loaded.test.with_coefficients(names) if loaded.test is not None
+                     else None)
+    _vector(loaded, values)
+    return loaded, [P.canonical(n) for n in free], values
 
 
 @flow(name="contactfit-calibrate", task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -394,7 +412,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         store = pool.submit(tracking.client, track)
         loaded = load(dataset, cfg, need_test=hold_out)
         c, exp_id = store.result()
-    free, start = _free_and_start(loaded, cfg, start)
+    loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
     run_id = tracking.start_run(c, exp_id, f"calibrate {loaded.ds.name}",
                                 dict({"contactfit.flow": "calibrate",
                                       "dataset": loaded.ds.name}, **(tags or {})))
@@ -447,7 +465,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
 
 
 def _run_params(loaded, cfg, start, free, n_shards):
-    out = {f"theta0_{k}": v for k, v in P.as_dict(P.vector(start)).items()}
+    layout = loaded.train.model.layout
+    out = {f"theta0_{k}": v for k, v in layout.as_dict(layout.vector(start)).items()}
     out.update({"free": ",".join(free), "method": cfg.method, "lr": cfg.lr, "ftol": cfg.ftol,
                 "gtol": cfg.gtol, "step_sigma": cfg.step_sigma, "patience": cfg.patience,
                 "max_iter": cfg.max_iter,
@@ -459,7 +478,7 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "train_scenarios": loaded.train.nscen,
                 "test_scenarios": loaded.test.nscen if loaded.test is not None else 0,
                 "code_version": _code_version(), "python": platform.python_version()})
-    out.update({f"bounds_{n}": list(P.BOUNDS[n]) for n in free})
+    out.update({f"bounds_{n}": list(P.BOUNDS[P.base(n)]) for n in free})
     out.update({f"rows_{k}": v for k, v in loaded.rows.items()})
     return out
 
@@ -530,7 +549,8 @@ def recalibrate(dataset: str, config: dict | None = None):
             champion_score = doc["scores"]["baseline_test_loss"]
         else:
             test = load.fn(dataset, cfg, need_test=True).test
-            champion_score = test.loss_only(P.vector(current_params))
+            test = test.with_coefficients(current_params)
+            champion_score = test.loss_only(test.model.layout.vector(current_params))
         better = challenger_score < (1.0 - cfg.promote_margin) * champion_score
         if better:
             registry.set_champion(c, track, doc["model_version"])

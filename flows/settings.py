@@ -142,14 +142,15 @@ def calibration(path=None, **overrides):
                 t.__name__ for t in kind)
             raise ValueError(f"{where}: {k} = {v!r}: expected {want}")
     cfg = CalibrationConfig(**given)
-    for n in cfg.fit or []:
-        if n not in P.NAMES:
-            raise ValueError(f"{where}: fit: unknown coefficient {n!r}; expected some of "
-                             f"{list(P.NAMES)}")
+    for what, names in (("fit", cfg.fit or []), ("start", cfg.start)):
+        for n in names:
+            try:
+                P.parse(n)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {what}: {exc}") from None
     for n, v in cfg.start.items():
-        if n not in P.NAMES or isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where}: start: {n} = {v!r}: expected a coefficient name "
-                             f"({list(P.NAMES)}) and a number")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: start: {n} = {v!r}: expected a number")
     checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
               ("nuisance", cfg.nuisance in ("none", "velocity", "push"),
                "none, velocity or push"),

@@ -8,6 +8,11 @@ A run is opened RUNNING by :func:`start_run` and closed by :func:`finish`
 (FINISHED) or :func:`fail` (FAILED, with the error as the ``error`` tag and
 ``error.txt``); nothing sets FINISHED before the last artifact and the
 registration are in.
+
+MLflow keys cannot hold ``@`` or ``+``: a per-material coefficient's name
+becomes its key with both replaced by ``.`` (:func:`key`;
+``fitted_mu_bb@resin+rubber`` is logged as ``fitted_mu_bb.resin.rubber``,
+and :func:`simcore.params.from_mlflow_key` reads a coefficient's key back).
 """
 
 import hashlib
@@ -41,15 +46,20 @@ def start_run(c, exp_id, name, tags):
     return run.info.run_id
 
 
+def key(name):
+    """``name`` as an MLflow key (see the module docstring)."""
+    return name.replace("@", ".").replace("+", ".")
+
+
 def log_params(c, run_id, params):
-    items = [Param(k, _text(v)) for k, v in sorted(params.items())]
+    items = [Param(key(k), _text(v)) for k, v in sorted(params.items())]
     for i in range(0, len(items), MAX_PARAMS):
         c.log_batch(run_id, params=items[i:i + MAX_PARAMS])
 
 
 def log_metrics(c, run_id, values, step=0):
     now = int(time.time() * 1000)
-    items = [Metric(k, float(v), now, step) for k, v in values.items()]
+    items = [Metric(key(k), float(v), now, step) for k, v in values.items()]
     for i in range(0, len(items), MAX_METRICS):
         c.log_batch(run_id, metrics=items[i:i + MAX_METRICS])
 
@@ -75,7 +85,7 @@ class History:
                   f"{p}step_size": rec["step"], f"{p}horizon": rec.get("horizon", 1.0)}
         values.update({f"{p}loss_{k}": v for k, v in rec["components"].items()})
         values.update({f"{p}theta_{k}": v for k, v in rec["theta"].items()})
-        self.buffer += [Metric(k, float(v), now, step) for k, v in values.items()]
+        self.buffer += [Metric(key(k), float(v), now, step) for k, v in values.items()]
         self.count += 1
         if self.count % self.every == 0:
             self.flush()

@@ -51,6 +51,21 @@ order in ``dt``, and exact again once the directions line up).
 import numpy as np
 
 from .config import DIR_TOL, PIVOT_TOL, V_STOP, jit
+from .parameter import MU_K, MU_S, V_TH, Parameter
+
+#: The ground friction of sustained contact (claim 9), per body material.
+PARAMETERS = (
+    Parameter("mu_s", 0.30, (0.0, np.inf), "1",
+              "ground friction below the threshold speed v_th (\"static\" in the patent: it "
+              "also acts on a body moving slower than v_th, and holds a body at rest while "
+              "the applied force is within mu_s N); mu_s >= mu_k",
+              "ground slide below v_th (or a start from rest)", "ground", MU_S),
+    Parameter("mu_k", 0.20, (0.0, np.inf), "1", "ground friction at speeds >= v_th (kinetic)",
+              "ground slide at or above v_th", "ground", MU_K),
+    Parameter("v_th", 0.05, (0.0, np.inf), "m/s",
+              "threshold speed between the two ground coefficients (> 0)",
+              "crossing of v_th while sliding", "ground", V_TH),
+)
 
 # Unknown kinds of the contact system.
 U_PLANE = 0

@@ -189,6 +189,22 @@ class Dataset:
     def scenario_ids(self):
         return sorted(str(self.names[c]) for c in np.unique(self.codes["bodies"]))
 
+    @property
+    def materials(self):
+        """The material names of the bodies and walls, sorted (no material: none)."""
+        found = set()
+        for table in ("bodies", "walls"):
+            if table in self.tables and "material" in self.tables[table].column_names:
+                col = pc.unique(self.tables[table]["material"].cast(pa.string()))
+                found.update(m for m in col.to_pylist() if m)
+        return tuple(sorted(found))
+
+    def layout(self, coefficients=()):
+        """The coefficient layout of this dataset's materials with the
+        per-material entries its ``params`` and ``truth`` name, and
+        ``coefficients``."""
+        return P.Layout.build(self.materials, [*self.fixed_params, *self.truth, *coefficients])
+
     def ids_of(self, table):
         """Row -> scenario id lookup for ``table`` (for messages and outputs)."""
         return _Names(self.codes[table], self.names)
@@ -443,9 +459,11 @@ def _read(root, report, keep=True, batch_rows=None):
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
     for what, values in (("params", fixed), ("truth", truth)):
-        unknown = sorted(set(values) - set(P.NAMES))
-        if unknown:
-            report.add("unknown parameter", meta_path, f"{what}: {unknown}; expected some of {list(P.NAMES)}")
+        for name in values:
+            try:
+                P.parse(name)
+            except ValueError as exc:
+                report.add("unknown parameter", meta_path, f"{what}: {exc}")
     tables = {}
     scale = _units(meta)
     scan = kept = None
@@ -512,7 +530,7 @@ def _groups(ds, table):
     return ds.groups[table]
 
 
-def scenarios(ds, integrator=None):
+def scenarios(ds, integrator=None, coefficients=()):
     """Engine scenarios of a dataset: ``(Model, State, sample_times, ids)``.
 
     Initial states come from the bodies' x0..vz0 when given, otherwise from a
@@ -520,7 +538,9 @@ def scenarios(ds, integrator=None):
     (:func:`simcore.targets.end_states`); a fitted height within 3 mm of
     resting on the ground is snapped onto it.  A scenario runs from its first sample to its last
     (or for ``scenarios.duration``).  Sample times are the union of its
-    bodies' trajectory times.
+    bodies' trajectory times.  The model's coefficients are the dataset's
+    ``params`` on :meth:`Dataset.layout` (``coefficients``: per-material
+    entries to have besides those ``params`` and ``truth`` name).
     """
     bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
@@ -589,10 +609,13 @@ def scenarios(ds, integrator=None):
             if "dt" in s_np:
                 dt = s_np["dt"][r]
         walls = np.zeros((0, 4))
+        wall_mat = None
         wrows = np.concatenate([wgroups.get("*", np.zeros(0, int)), wgroups.get(sid, np.zeros(0, int))])
         if wrows.size:
             wrows = wrows[np.argsort(w_np["wall_id"][wrows], kind="stable")]
             walls = np.stack([w_np[c][wrows] for c in ("nx", "ny", "nz", "d")], axis=1)
+            if "material" in w_np:
+                wall_mat = list(w_np["material"][wrows])
         controls = np.zeros((0, 6))
         if sid in cgroups:
             crow = cgroups[sid]
@@ -604,11 +627,14 @@ def scenarios(ds, integrator=None):
         shapes = tuple(str(x) for x in b_np["shape"][rows])
         out.append(Scenario(radius=b_np["radius"][rows], mass=b_np["mass"][rows], pos=pos, vel=vel,
                             t_end=float(t_end), dt=float(dt), t0=float(t0), walls=walls,
-                            controls=controls, shape=shapes, name=sid))
+                            controls=controls, shape=shapes, name=sid, wall_material=wall_mat,
+                            material=list(b_np["material"][rows]) if "material" in b_np else None))
         times.append(ts[(ts >= t0) & (ts <= t_end)])
         ids.append((sid, body_ids))
-    model, state = build(out, params=P.vector(ds.fixed_params), gravity=ds.gravity,
-                         ground_z=ds.ground_z, integrator=integrator)
+    layout = ds.layout(coefficients)
+    model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
+                         ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
+                         coefficients=layout.names)
     return model, state, times, ids
 
 
@@ -1242,6 +1268,7 @@ def _check_rules(ds, scan, report):
     if bad.size:
         report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
                         f"expected one of {list(SHAPE_NAMES)}", b_sid)
+    _check_materials(ds, f, report)
     dup = np.flatnonzero(scan.first_of_row != np.arange(scan.key.size))
     if dup.size:
         report.add_rows("duplicate body", f["bodies"], "bodies", "body_id", dup,
@@ -1286,6 +1313,30 @@ def _check_rules(ds, scan, report):
     # Geometry at the first sample: above the ground, no overlaps.
     if not report:
         _check_first_sample(ds, f, scan, report, b_sid)
+
+
+def _check_materials(ds, f, report):
+    """Material names usable in parameter names, and every material that
+    ``dataset.yaml``'s ``params`` and ``truth`` address present."""
+    for table in ("bodies", "walls"):
+        if table in ds.tables and "material" in ds.tables[table].column_names:
+            col = _col(ds, table, "material")
+            bad = np.flatnonzero([bool(m) and not P.MATERIAL_NAME.match(str(m)) for m in col])
+            if bad.size:
+                report.add_rows("bad material name", f[table], table, "material", bad,
+                                "expected letters, digits, '_' and '-' (it becomes part of "
+                                "parameter names such as mu_bb@A+B)", ds.ids_of(table))
+    have = set(ds.materials)
+    for what, values in (("params", ds.fixed_params), ("truth", ds.truth)):
+        for name in values:
+            try:
+                missing = [m for m in P.parse(name)[1] if m not in have]
+            except ValueError:
+                continue  # reported when dataset.yaml was read
+            if missing:
+                report.add("unknown material", ds.path / "dataset.yaml",
+                           f"{what}: {name}: no body or wall has material {missing[0]!r} "
+                           f"(materials: {', '.join(sorted(have)) or 'none'})")
 
 
 def _check_first_sample(ds, f, scan, report, b_sid):

@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from . import buffers, contact, impulse, tangent
 from .events import EVENT_FIELDS, EVENT_KINDS, EventKind  # noqa: F401  (re-exported)
-from .params import GROUND_OFFSET, TIME_OFFSET
+from .parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
 from .collision import (
     SHAPE_SPHERE,
     UNSUPPORTED,
@@ -43,6 +43,21 @@ from .collision import (
 )
 from .config import GAP_TOL, JIT_PARALLEL, MAX_LOOP, V_CONTACT, V_STOP, jit
 from .integrate import INTEGRATOR_SYMPLECTIC, drift, sample, stop_time, vth_crossing
+
+#: The offsets of the measurement set-up that the loop applies (see the
+#: docstring of :func:`_scenario`): not material properties but nuisance
+#: unknowns, fixed at 0 unless a fit frees them.
+PARAMETERS = (
+    Parameter("ground_offset", 0.0, (-np.inf, np.inf), "m",
+              "height of the real ground above the dataset's ground_z; bodies that start "
+              "resting on the nominal ground start resting on the offset one (for offsets "
+              "within the reader's 3 mm snap)",
+              "body resting on or hitting the ground", "global", GROUND_OFFSET, 1e-3),
+    Parameter("time_offset", 0.0, (-np.inf, np.inf), "s",
+              "delay of the controls' clock behind the trajectories': a window logged as "
+              "[t0, t1) acts over [t0 + time_offset, t1 + time_offset)",
+              "control window edge", "global", TIME_OFFSET, 1e-2),
+)
 
 #: A segment between events with more samples than this accumulates its
 #: trajectory residuals by moments (``tangent.accumulate_segment``), fewer
@@ -1132,11 +1147,12 @@ class Directions:
         return self.param.shape[0]
 
     @classmethod
-    def build(cls, params=(), velocities=(), controls=()):
-        """From parameter indices, ``(body, dim)`` and ``(control, dim)`` pairs."""
-        from . import params as P
-
-        rows = ([(int(q), -1, -1, P.NAMES[q] if q < len(P.NAMES) else f"param{q}")
+    def build(cls, params=(), velocities=(), controls=(), names=None):
+        """From parameter indices, ``(body, dim)`` and ``(control, dim)`` pairs;
+        ``names``: the coefficient vector's names (default the global ones)."""
+        if names is None:
+            from .params import NAMES as names
+        rows = ([(int(q), -1, -1, names[q] if q < len(names) else f"param{q}")
                  for q in params]
                 + [(-1, 3 * int(i) + int(d), -1, f"v0[{i}].{'xyz'[d]}") for i, d in velocities]
                 + [(-1, -1, 3 * int(q) + int(d), f"u[{q}].{'xyz'[d]}") for q, d in controls])
@@ -1265,7 +1281,7 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
             m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows], time,
             m.scen_t_end[scen], m.scen_dt[scen], m.gravity, m.ground_z,
             m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-            m.tables.bb, m.tables.bw, m.tables.bg,
+            m.layout.bb, m.layout.bw, m.layout.bg,
             m.integrator, samp_ptr, samp_t, pos, vel, out_pos, out_vel) + ev + (
             status, ev_count, time) + tan
     # ``time`` is both the start time (read first) and the end time (written
@@ -1296,9 +1312,7 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     residual sums are wanted: each scenario then samples into scratch of its
     own, and the batch never holds two ``(M, nbmax, 3)`` arrays.
     """
-    from . import params as P
-
-    P.validate_rows(model.params, model.nscen)
+    model.layout.validate_rows(model.params, model.nscen)
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
     nscen = model.nscen
     cap = max(1, int(event_capacity))

@@ -98,19 +98,6 @@ STATUS_MESSAGES = (
 )
 #: Statuses of a converged optimiser.
 CONVERGED = (STATUS_FTOL, STATUS_GTOL, STATUS_STEP)
-#: What carries each coefficient's signal (for the identifiability report).
-SIGNAL_OF = {
-    "mu_s": "ground slide below v_th (or a start from rest)",
-    "mu_k": "ground slide at or above v_th",
-    "v_th": "crossing of v_th while sliding",
-    "mu_bb": "body-body impact that slipped",
-    "e_bb": "body-body impact",
-    "mu_w": "wall impact that slipped",
-    "e_bw": "wall impact",
-    "e_bg": "ground bounce",
-    "ground_offset": "body resting on or hitting the ground",
-    "time_offset": "control window edge",
-}
 #: Horizon continuation: the fractions of each scenario's span fitted in turn.
 HORIZONS = (0.25, 0.5, 1.0)
 #: Cauchy scale of the continuation stages, in medians of the scenarios' losses.
@@ -174,13 +161,14 @@ class FitResult:
     spread: dict = field(default_factory=dict)
 
 
-def _free_indices(free):
+def _free_indices(free, layout):
     names = P.COEFFICIENTS if free is None else tuple(free)
     out = []
     for n in names:
-        if n not in P.NAMES:
-            raise ValueError(f"free parameter {n!r}: unknown (expected some of {list(P.NAMES)})")
-        out.append(P.NAMES.index(n))
+        try:
+            out.append(layout.index(n))
+        except ValueError as exc:
+            raise ValueError(f"free parameter {n!r}: {exc}") from None
     if not out:
         raise ValueError("no free parameter: give at least one name in free")
     return sorted(set(out))
@@ -340,8 +328,16 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     horizons = _check_horizons(horizons)
     if not (np.isfinite(robust) and robust >= 0):
         raise ValueError(f"robust = {robust}: expected a finite number >= 0 (0: off)")
-    free_idx = _free_indices(free)
-    theta0 = P.vector(params0 or {})
+    for what, names in (("free parameter", free or ()), ("params0", params0 or {})):
+        for n in names:
+            try:
+                P.parse(n)
+            except ValueError as exc:
+                raise ValueError(f"{what} {n!r}: {exc}") from None
+    problem = problem.with_coefficients([*(free or ()), *(params0 or {})])
+    lay = problem.model.layout
+    free_idx = _free_indices(free, lay)
+    theta0 = lay.vector(params0 or {})
     kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
               precondition=precondition, ftol=ftol,
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
@@ -353,16 +349,17 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     for _ in range(starts - 1):
         th = theta0.copy()
         for q in free_idx:
-            if P.NAMES[q].startswith("e_"):
+            root = P.base(lay.names[q])
+            if root.startswith("e_"):
                 th[q] = rng.uniform(0.05, 1.0)
-            elif P.NAMES[q] in P.OFFSET_SCALE:
-                th[q] = theta0[q] + P.OFFSET_SCALE[P.NAMES[q]] * rng.uniform(-2.0, 2.0)
+            elif root in P.OFFSET_SCALE:
+                th[q] = theta0[q] + P.OFFSET_SCALE[root] * rng.uniform(-2.0, 2.0)
             else:
                 th[q] = theta0[q] * rng.uniform(0.5, 2.0)
-        results.append(_fit_continued(problem, project(th, free_idx), free_idx, **kw))
+        results.append(_fit_continued(problem, project(th, free_idx, lay), free_idx, **kw))
     finite = [r for r in results if np.isfinite(r.loss)]
     best = min(finite, key=lambda r: r.loss) if finite else results[0]
-    names = [P.NAMES[q] for q in free_idx]
+    names = [lay.names[q] for q in free_idx]
     sol = np.array([[r.params[n] for n in names] for r in finite])
     best.spread = {n: {"min": float(sol[:, c].min()), "max": float(sol[:, c].max()),
                        "std": float(sol[:, c].std())} for c, n in enumerate(names)}
@@ -401,13 +398,13 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
         nfev += r.nfev
         if not np.isfinite(r.loss):
             continue
-        theta, nuis = P.vector(r.params), r.nuisance
+        theta, nuis = problem.model.layout.vector(r.params), r.nuisance
         history += r.history
         nit += r.nit
     r = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
                  horizon=1.0, it0=nit, nuis0=nuis, ftol=ftol, **kw)
     if nuis is not None and np.isfinite(r.loss):
-        theta = P.vector(r.params)
+        theta = problem.model.layout.vector(r.params)
         better, cost = _rescue(problem, theta, r.nuisance, ftol=ftol, **kw)
         nfev += cost
         if better is not None:
@@ -489,12 +486,13 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
              robust=0.0, step_sigma=0.0):
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
-    names = tuple(P.NAMES[q] for q in free_idx)
+    lay = problem.model.layout
+    names = tuple(lay.names[q] for q in free_idx)
     # The trust region's floor of each free value's size: 1e-2 for a
     # coefficient, 5 OFFSET_SCALE for an offset (whose value may be 0).
-    size_floor = np.array([5.0 * P.OFFSET_SCALE[n] if n in P.OFFSET_SCALE else 1e-2
+    size_floor = np.array([5.0 * P.OFFSET_SCALE[P.base(n)] if P.base(n) in P.OFFSET_SCALE else 1e-2
                            for n in names])
-    theta = project(theta0, free_idx)
+    theta = project(theta0, free_idx, lay)
     nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
         if k else None
     ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True)
@@ -563,7 +561,7 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
                 break
             cand = theta.copy()
             cand[free_idx] += d
-            cand = project(cand, free_idx)
+            cand = project(cand, free_idx, lay)
             cand_nuis = nuis + dn if k else None
             if method == "lm" and _trial > 0:
                 # After a rejected trial the next is screened by its loss
@@ -758,7 +756,8 @@ def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
         up, dn = theta.copy(), theta.copy()
         up[q] += h
         dn[q] -= h
-        up, dn = project(up, free_idx), project(dn, free_idx)
+        lay = problem.model.layout
+        up, dn = project(up, free_idx, lay), project(dn, free_idx, lay)
         fd = (problem.loss_only(up, nuisance, nuis) - problem.loss_only(dn, nuisance, nuis)) / (
             up[q] - dn[q])
         worst = max(worst, abs(fd - g[c]) / max(abs(fd), abs(g[c]), floor, 1e-300))
@@ -768,7 +767,8 @@ def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
 def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k,
             nuisance="none"):
     nf = len(free_idx)
-    names = tuple(P.NAMES[q] for q in free_idx)
+    lay = problem.model.layout
+    names = tuple(lay.names[q] for q in free_idx)
     lv = ev.loss
     scen_hold = ev.nondiff != 0
     hold = [c for c in range(nf) if ev.signal[c] == 0]
@@ -784,12 +784,12 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     for c, (n, q) in enumerate(zip(names, free_idx)):
         sig = int(ev.signal[c])
         if sig == 0:
-            reason = (f"{n}: no {SIGNAL_OF[n]} in any of {problem.nscen} scenarios; "
+            reason = (f"{n}: no {P.SIGNAL_OF[P.base(n)]} in any of {problem.nscen} scenarios; "
                       "not identifiable from this data")
             std[c] = np.inf
         else:
             reason = f"{n}: {sig} events or segments carried signal"
-        rel = std[c] / max(abs(theta[q]), P.OFFSET_SCALE.get(n, 1e-300))
+        rel = std[c] / max(abs(theta[q]), P.OFFSET_SCALE.get(P.base(n), 1e-300))
         weak = sig > 0 and not rel <= WEAK_REL
         if weak:
             reason += f"; weakly identified (relative stderr {rel:.2g})"
@@ -811,7 +811,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
     grad = lv.grad[:, :nf].sum(axis=0)
     return FitResult(
-        params=P.as_dict(theta), free=names,
+        params=lay.as_dict(theta), free=names,
         stderr={n: float(std[c]) for c, n in enumerate(names)},
         ci95={n: (float(theta[q] - 1.96 * std[c]), float(theta[q] + 1.96 * std[c]))
               for c, (n, q) in enumerate(zip(names, free_idx))},

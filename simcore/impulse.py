@@ -28,6 +28,22 @@ The impulse on body j is ``J_n n - J_t t``, on body i the opposite, with
 import numpy as np
 
 from .config import jit
+from .parameter import E_BB, E_BG, E_BW, MU_BB, MU_W, Parameter
+
+#: The coefficients of the impulse law, per material pair.
+PARAMETERS = (
+    Parameter("mu_bb", 0.06, (0.0, np.inf), "1",
+              "body-body Coulomb friction (impulse and sustained contact)",
+              "body-body impact that slipped", "body", MU_BB),
+    Parameter("e_bb", 0.95, (0.0, 1.0), "1", "body-body restitution", "body-body impact",
+              "body", E_BB),
+    Parameter("mu_w", 0.15, (0.0, np.inf), "1", "body-wall Coulomb friction (claim 10)",
+              "wall impact that slipped", "wall", MU_W),
+    Parameter("e_bw", 0.75, (0.0, 1.0), "1", "body-wall restitution", "wall impact", "wall",
+              E_BW),
+    Parameter("e_bg", 0.50, (0.0, 1.0), "1", "body-ground restitution (falling spheres bounce)",
+              "ground bounce", "ground", E_BG),
+)
 
 
 @jit

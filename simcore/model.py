@@ -35,7 +35,9 @@ class Scenario:
     ``walls`` (nwall, 4) rows ``nx, ny, nz, d``; ``controls`` (nctrl, 6)
     rows ``body, t0, t1, fx, fy, fz``; ``t_end`` absolute end time; ``dt``
     the step.  ``shape`` is a name per body (only "sphere" so far);
-    ``material`` and ``wall_material`` are material ids (ints, default 0).
+    ``material`` and ``wall_material`` (one per body, per wall) are material
+    names, or ids into :func:`build`'s ``materials`` (1 for the first name;
+    0, None or "" for no material, the default).
     """
 
     radius: np.ndarray
@@ -63,9 +65,11 @@ class Model:
     ``wall_material (nscen, nwall)``; controls in CSR form: scenario ``s``
     owns rows ``ctrl_ptr[s]:ctrl_ptr[s+1]`` of ``ctrl_body``, ``ctrl_t0``,
     ``ctrl_t1 (nctrl,)`` and ``ctrl_force (nctrl, 3)``; ``scen_t_end``,
-    ``scen_dt (nscen,)``; ``params (NPARAM,)`` with the material tables
-    (or ``(nscen, NPARAM)``: a row of coefficients per scenario, as the
-    finite differences run perturbed copies of scenarios side by side);
+    ``scen_dt (nscen,)``; ``params (P,)``, the coefficient vector of
+    ``layout`` (:class:`simcore.params.Layout`: its names, and the tables
+    through which each contact reads it), or ``(nscen, P)``: a row of
+    coefficients per scenario, as the finite differences run perturbed
+    copies of scenarios side by side;
     scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code.
     """
 
@@ -86,7 +90,7 @@ class Model:
     scen_t_end: np.ndarray
     scen_dt: np.ndarray
     params: np.ndarray
-    tables: P.MaterialTables
+    layout: P.Layout
     gravity: float = 9.81
     ground_z: float = 0.0
     integrator: int = 0
@@ -97,11 +101,27 @@ class Model:
         return int(self.body_count.shape[0])
 
     def with_params(self, values):
-        """A new model with other coefficients: a mapping or a full vector
-        (shared by every scenario), or ``(nscen, NPARAM)`` (a row each)."""
-        vec = P.vector(values) if isinstance(values, dict) else np.array(values, dtype=np.float64)
-        P.validate_rows(vec, self.nscen)
+        """A new model with other coefficients: a mapping (per-material names
+        not yet in the layout are added to it), a full vector of the layout
+        (shared by every scenario), or ``(nscen, P)`` (a row each)."""
+        if isinstance(values, dict):
+            layout = self.layout.extend(values)
+            return replace(self, params=layout.vector(values), layout=layout)
+        vec = np.array(values, dtype=np.float64)
+        self.layout.validate_rows(vec, self.nscen)
         return replace(self, params=vec)
+
+    def with_coefficients(self, names):
+        """This model with the per-material entries ``names`` added to its
+        layout, each at its plain name's current value."""
+        layout = self.layout.extend(names)
+        if layout is self.layout:
+            return self
+        if self.params.ndim == 2:
+            rows = [layout.vector(self.layout.as_dict(r)) for r in self.params]
+            return replace(self, params=np.array(rows), layout=layout)
+        return replace(self, params=layout.vector(self.layout.as_dict(self.params)),
+                       layout=layout)
 
     def subset(self, scen):
         """The scenarios ``scen`` (indices, in that order) as a model of their own."""
@@ -119,6 +139,38 @@ class Model:
                        names=tuple(self.names[s] for s in scen) if self.names else (),
                        **{f: getattr(self, f)[scen] for f in per_scen},
                        **{f: getattr(self, f)[rows] for f in per_ctrl})
+
+
+def _layout(scenarios, materials, coefficients, params):
+    """The coefficient layout of a batch (see :func:`build`)."""
+    if materials is None:
+        used = [m for sc in scenarios for col in (sc.material, sc.wall_material)
+                if col is not None for m in np.asarray(col, object).ravel()]
+        names = sorted({m for m in used if isinstance(m, str) and m})
+        ids = [int(m) for m in used if not isinstance(m, str) and m is not None]
+        if names and any(ids):
+            raise ValueError("scenario materials: names and integer ids mixed; give the "
+                             "names as build(materials=...)")
+        materials = names or [f"m{k}" for k in range(1, max(ids, default=0) + 1)]
+    named = list(params) if isinstance(params, dict) else []
+    return P.Layout.build(materials, list(coefficients) + named)
+
+
+def _material_ids(values, layout, n, label):
+    """Material ids of ``n`` bodies or walls from names or ids (see :class:`Scenario`)."""
+    values = list(np.asarray(values, object).ravel())
+    if len(values) != n:
+        raise ValueError(f"{label}: {len(values)} materials for {n}")
+    out = np.zeros(n, np.int64)
+    for k, v in enumerate(values):
+        if isinstance(v, str) or v is None:
+            out[k] = layout.material_id(v)
+        elif not 0 <= int(v) <= len(layout.materials):
+            raise ValueError(f"{label} {k}: material id {v}: expected 0 (none) to "
+                             f"{len(layout.materials)}")
+        else:
+            out[k] = int(v)
+    return out
 
 
 @dataclass
@@ -230,12 +282,16 @@ def _check_geometry(label, radius, pos, walls, ground_z):
 
 
 def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
-          tables=None):
+          materials=None, coefficients=()):
     """Validate scenarios and pack them into a ``(Model, State)`` pair.
 
     ``integrator``: a registered name (checked against the shapes), or None
     for the first registered one that runs them
-    (:func:`simcore.integrate.choose`).
+    (:func:`simcore.integrate.choose`).  ``materials``: the material names
+    (ids 1, 2, ... of the scenarios' integer materials); None takes the
+    sorted names the scenarios use, or ``m1``, ``m2``, ... for integer ids.
+    The layout has the per-material entries ``coefficients`` and those that
+    ``params`` (a mapping, or a vector of that layout) names.
     """
     if integrator is not None:
         choose((), integrator)  # an unknown name fails before the scenarios are checked
@@ -243,8 +299,10 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
     if not np.isfinite(ground_z):
         raise ValueError(f"ground_z = {ground_z}: expected a finite number")
-    vec = P.vector(params) if params is None or isinstance(params, dict) else np.asarray(params, np.float64)
-    P.validate(vec)
+    layout = _layout(scenarios, materials, coefficients, params)
+    vec = (layout.vector(params) if params is None or isinstance(params, dict)
+           else np.asarray(params, np.float64))
+    layout.validate(vec)
     checked = []
     for s, sc in enumerate(scenarios):
         arrays = _check_scenario(sc, s)
@@ -285,12 +343,13 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         body_radius[s, :nb] = radius
         body_mass[s, :nb] = mass
         if sc.material is not None:
-            body_material[s, :nb] = np.asarray(sc.material, np.int64)
+            body_material[s, :nb] = _material_ids(sc.material, layout, nb, f"{_label(sc, s)} bodies")
         wall_count[s] = nw
         wall_normal[s, :nw] = walls[:, :3]
         wall_offset[s, :nw] = walls[:, 3]
         if sc.wall_material is not None:
-            wall_material[s, :nw] = np.asarray(sc.wall_material, np.int64)
+            wall_material[s, :nw] = _material_ids(sc.wall_material, layout, nw,
+                                                  f"{_label(sc, s)} walls")
         nc = controls.shape[0]
         ctrl_body[q:q + nc] = controls[:, 0].astype(np.int64)
         ctrl_t0[q:q + nc] = controls[:, 1]
@@ -303,13 +362,11 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         pos[s, :nb] = p
         vel[s, :nb] = v
         time[s] = sc.t0
-    tables = tables or P.MaterialTables.single(
-        int(body_material.max()) + 1, int(wall_material.max()) + 1)
     chosen = choose({SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}, integrator)
     model = Model(body_count, body_shape, body_radius, body_mass, body_material,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
-                  scen_t_end, scen_dt, vec, tables, float(gravity), float(ground_z),
+                  scen_t_end, scen_dt, vec, layout, float(gravity), float(ground_z),
                   chosen.code, tuple(sc.name or str(s) for s, sc in enumerate(scenarios)))
     state = State(pos, vel, np.zeros_like(pos), time)
     return model, state

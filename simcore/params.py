@@ -1,186 +1,338 @@
-"""The coefficient vector: names, defaults, bounds and material-pair lookup.
+"""The coefficient vector: the registry of parameters, and per-material layouts.
 
-Parameters form one named float64 vector ``params (NPARAM,)``; kernels index
-it by the integer constants below and never see names.  Defaults are typical
-of phenolic billiard balls on cloth with rubber cushions; they are starting
-points for a fit, not measured truth.
+The registry (:data:`REGISTRY`) gathers what each physics module declares
+(``PARAMETERS`` of :mod:`contact`, :mod:`impulse` and :mod:`engine`, see
+:class:`simcore.parameter.Parameter`); the names, defaults, bounds, units and
+the identifiability report's wording all come from it.  Defaults are typical
+of phenolic billiard balls on cloth with rubber cushions: starting points for
+a fit, not measured truth.  ``contactfit params`` prints the table.
 
-=========  ========  =====================================================
-name       default   meaning
-=========  ========  =====================================================
-mu_s       0.30      ground friction below the threshold speed v_th ("static"
-                     in the patent: it also acts on a body moving slower than
-                     v_th, and holds a body at rest while the applied force is
-                     within mu_s * N)
-mu_k       0.20      ground friction at speeds >= v_th (kinetic)
-v_th       0.05      threshold speed [m/s] between the two ground coefficients
-mu_bb      0.06      body-body Coulomb friction (impulse and sustained contact)
-e_bb       0.95      body-body restitution
-mu_w       0.15      body-wall Coulomb friction (claim 10)
-e_bw       0.75      body-wall restitution
-e_bg       0.50      body-ground restitution (falling spheres bounce)
-=========  ========  =====================================================
+Per-material coefficients
+-------------------------
+A coefficient vector has the ten global entries (:data:`NAMES`, fixed slots
+the kernels know) and then the per-material entries its :class:`Layout`
+names.  Materials are the names of the ``material`` column of ``bodies`` and
+``walls``; a body or wall without one has none.
 
-Two global offsets follow the coefficients.  They are not material
-properties but nuisance unknowns of the measurement set-up, fixed at 0 unless
-a fit frees them (:data:`COEFFICIENTS` is the default free set):
+* ``NAME@MAT``: the coefficient of contacts between a body of material MAT
+  and the ground (``mu_s``, ``mu_k``, ``v_th``, ``e_bg``), or a wall without
+  a material (``mu_w``, ``e_bw``);
+* ``NAME@A+B``: the pair of materials A and B, in either order: body-body
+  (``mu_bb``, ``e_bb``), or body A against a wall of material B (``mu_w``,
+  ``e_bw``).  Pairs are written in alphabetical order (``mu_bb@resin+rubber``);
+* plain ``NAME`` is the value of every contact that no addressed entry covers.
 
-=============  =======  ==================================================
-name           default  meaning
-=============  =======  ==================================================
-ground_offset  0.0      height [m] of the real ground above the dataset's
-                        ``ground_z``.  The simulated ground is the plane
-                        ``z = ground_z + ground_offset``; a body that starts
-                        resting on the nominal ground (its initial height
-                        ``ground_z + r``, as the reader snaps it) starts
-                        resting on the offset one, every other initial
-                        position stays as measured.  For offsets within the
-                        reader's 3 mm snap; a larger one belongs in
-                        ``dataset.yaml``'s ``ground_z``.
-time_offset    0.0      delay [s] of the controls' clock behind the
-                        trajectories': a window logged as ``[t0, t1)`` acts
-                        over ``[t0 + time_offset, t1 + time_offset)`` of the
-                        simulated (= measured) time.  The scenario itself is
-                        started from the measured samples, so a shift of
-                        the whole clock is invisible; only the lag between
-                        the commanded forces and the tracked motion (the
-                        latency of a motion-capture or video pipeline) can
-                        be identified.
-=============  =======  ==================================================
+``NAME@MAT`` for a pair coefficient, ``NAME@A+B`` for a ground one, and any
+address on an offset are errors, as is a material the dataset does not have.
+An addressed entry that is not given takes its plain name's value.
 
-Material pairs
---------------
-The kernels never read ``params[MU_BB]`` directly.  They read
-``params[bb_index[mat_a, mat_b, k]]`` (k = 0 friction, 1 restitution),
-``params[bw_index[mat_body, mat_wall, k]]`` and ``params[bg_index[mat_body, k]]``
-(k = mu_s, mu_k, v_th, e_bg).  With one material every table points at the
-global entries; per-pair coefficients are new rows of ``params`` and new table
-entries, with no kernel change.
+The kernels never read a contact coefficient by slot.  They read
+``params[bb[mat_a, mat_b, k]]`` (k = 0 friction, 1 restitution),
+``params[bw[mat_body, mat_wall, k]]`` and ``params[bg[mat_body, k]]``
+(k = mu_s, mu_k, v_th, e_bg), with material id 0 for "no material" and the
+named materials from 1 on; :class:`Layout` builds those tables.
 """
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG, GROUND_OFFSET, TIME_OFFSET = range(10)
-NPARAM = 10
+from . import contact, engine, impulse
+from .parameter import (  # noqa: F401  (the slots, re-exported)
+    E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM, TIME_OFFSET, V_TH,
+)
 
-NAMES = ("mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw", "e_bg",
-         "ground_offset", "time_offset")
+#: Every parameter, in slot order.
+REGISTRY = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS,
+                        key=lambda p: p.slot))
+assert [p.slot for p in REGISTRY] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
+BY_NAME = {p.name: p for p in REGISTRY}
+
+NAMES = tuple(p.name for p in REGISTRY)
 #: The contact coefficients proper: what a fit frees unless told otherwise.
-COEFFICIENTS = NAMES[:8]
+COEFFICIENTS = tuple(p.name for p in REGISTRY if p.contact != "global")
 #: The global offsets of the measurement set-up (nuisance unknowns).
-OFFSETS = NAMES[8:]
-DEFAULTS = {
-    "mu_s": 0.30,
-    "mu_k": 0.20,
-    "v_th": 0.05,
-    "mu_bb": 0.06,
-    "e_bb": 0.95,
-    "mu_w": 0.15,
-    "e_bw": 0.75,
-    "e_bg": 0.50,
-    "ground_offset": 0.0,
-    "time_offset": 0.0,
-}
+OFFSETS = tuple(p.name for p in REGISTRY if p.contact == "global")
+DEFAULTS = {p.name: p.default for p in REGISTRY}
+#: Closed bounds of each parameter; ``v_th`` must also be strictly positive and
+#: ``mu_s >= mu_k`` (checked in :meth:`Layout.validate`).
+BOUNDS = {p.name: p.bounds for p in REGISTRY}
+UNITS = {p.name: p.unit for p in REGISTRY}
+#: What carries each coefficient's signal (for the identifiability report).
+SIGNAL_OF = {p.name: p.signal for p in REGISTRY}
 #: The offsets' natural size: relative measures (a weak-identifiability
 #: threshold, multi-start spreads) are taken against ``max(|value|, scale)``,
 #: since an offset's true value may be zero.
-OFFSET_SCALE = {"ground_offset": 1e-3, "time_offset": 1e-2}
-#: Closed bounds of each parameter; ``v_th`` must also be strictly positive and
-#: ``mu_s >= mu_k`` (checked in :func:`validate`).
-BOUNDS = {
-    "mu_s": (0.0, np.inf),
-    "mu_k": (0.0, np.inf),
-    "v_th": (0.0, np.inf),
-    "mu_bb": (0.0, np.inf),
-    "e_bb": (0.0, 1.0),
-    "mu_w": (0.0, np.inf),
-    "e_bw": (0.0, 1.0),
-    "e_bg": (0.0, 1.0),
-    "ground_offset": (-np.inf, np.inf),
-    "time_offset": (-np.inf, np.inf),
-}
+OFFSET_SCALE = {p.name: p.scale for p in REGISTRY if p.contact == "global"}
+
+#: What a material name may be made of (it becomes part of parameter names
+#: and of MLflow keys).
+MATERIAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+#: The ground coefficients of a body material, in the columns of ``Layout.bg``.
+_GROUND = ("mu_s", "mu_k", "v_th", "e_bg")
+_WALL = ("mu_w", "e_bw")
+_BODY = ("mu_bb", "e_bb")
 
 
-def vector(values=None):
-    """Return the float64 parameter vector, defaults filled in for missing names.
+def base(name):
+    """The registry name of ``name`` (``mu_bb@a+b`` -> ``mu_bb``)."""
+    return name.split("@", 1)[0]
 
-    ``values`` is a mapping of parameter names to numbers.  An unknown name,
-    a non-finite value or a value outside its bounds is a ``ValueError`` that
-    names the parameter and what was expected.
+
+def parse(name):
+    """Split a parameter name into ``(base, materials)`` and check its address.
+
+    ``materials`` is ``()`` for a plain name, ``(MAT,)`` for ``NAME@MAT`` and
+    the sorted pair for ``NAME@A+B``.  Raises ``ValueError`` naming the
+    parameter and what was expected."""
+    if not isinstance(name, str):
+        raise ValueError(f"parameter name {name!r}: expected a string")
+    root, at, address = name.partition("@")
+    if root not in BY_NAME:
+        raise ValueError(f"unknown coefficient {name!r}; expected one of {list(NAMES)}, "
+                         "optionally addressed per material as NAME@MAT or NAME@A+B")
+    if not at:
+        return root, ()
+    mats = tuple(address.split("+"))
+    bad = [m for m in mats if not MATERIAL_NAME.match(m)]
+    if len(mats) > 2 or bad:
+        raise ValueError(f"parameter {name!r}: expected NAME@MAT or NAME@A+B with material "
+                         "names of letters, digits, '_' and '-'")
+    contact_kind = BY_NAME[root].contact
+    if contact_kind == "global":
+        raise ValueError(f"parameter {name!r}: {root} is a global offset of the measurement "
+                         "set-up, not a material property: it takes no @ address")
+    if contact_kind == "body" and len(mats) == 1:
+        raise ValueError(f"parameter {name!r}: {root} is a body-body pair coefficient; "
+                         f"write {root}@A+B (the materials of both bodies)")
+    if contact_kind == "ground" and len(mats) == 2:
+        raise ValueError(f"parameter {name!r}: {root} is a body-ground coefficient and the "
+                         f"ground has no material; write {root}@MAT (the body's material)")
+    return root, tuple(sorted(mats))
+
+
+def canonical(name):
+    """``name`` in its one spelling: pairs in alphabetical order."""
+    root, mats = parse(name)
+    return f"{root}@{'+'.join(mats)}" if mats else root
+
+
+def mlflow_key(name):
+    """``name`` as MLflow allows keys (no ``@`` or ``+``): ``mu_bb@resin+rubber``
+    becomes ``mu_bb.resin.rubber`` and ``mu_s@felt`` ``mu_s.felt``.  Names and
+    materials hold no ``.``, so :func:`from_mlflow_key` reverses it."""
+    root, mats = parse(name)
+    return ".".join((root,) + mats)
+
+
+def from_mlflow_key(key):
+    """The parameter name of an MLflow key written by :func:`mlflow_key`."""
+    root, *mats = key.split(".")
+    if len(mats) == 1:
+        return canonical(f"{root}@{mats[0]}")
+    return canonical(f"{root}@{mats[0]}+{mats[1]}") if mats else canonical(root)
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Which entries a coefficient vector has, and where each contact reads.
+
+    ``materials``: the material names; material id ``k >= 1`` is
+    ``materials[k - 1]``, id 0 is "no material".  ``names``: the vector's
+    entries, :data:`NAMES` first, then the per-material ones (canonical).
+    Tables (int64, rows of the vector): ``bb (nmat, nmat, 2)``: (friction,
+    restitution) of a body-body pair; ``bw (nmat, nmat, 2)``: (friction,
+    restitution) of a body (first index) against a wall (second index, 0: a
+    wall without a material); ``bg (nmat, 4)``: (mu_s, mu_k, v_th, e_bg) of a
+    body on the ground; ``nmat = len(materials) + 1``.
     """
-    values = dict(values or {})
-    unknown = sorted(set(values) - set(NAMES))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter name(s) {unknown}; expected some of {list(NAMES)}"
-        )
-    vec = np.array([values.get(n, DEFAULTS[n]) for n in NAMES], dtype=np.float64)
-    validate(vec)
-    return vec
 
-
-def as_dict(vec):
-    """Map a parameter vector back to ``{name: float}``."""
-    vec = np.asarray(vec, dtype=np.float64)
-    return {n: float(vec[i]) for i, n in enumerate(NAMES)}
-
-
-def validate(vec):
-    """Raise ``ValueError`` naming the first parameter that is out of range."""
-    vec = np.asarray(vec, dtype=np.float64)
-    if vec.shape != (NPARAM,):
-        raise ValueError(f"parameter vector has shape {vec.shape}, expected ({NPARAM},)")
-    for i, name in enumerate(NAMES):
-        x = vec[i]
-        lo, hi = BOUNDS[name]
-        if not np.isfinite(x):
-            raise ValueError(f"parameter {name} = {x}: expected a finite number")
-        if x < lo or x > hi:
-            raise ValueError(f"parameter {name} = {x}: expected {lo} <= {name} <= {hi}")
-    if vec[V_TH] <= 0.0:
-        raise ValueError(f"parameter v_th = {vec[V_TH]}: expected v_th > 0")
-    if vec[MU_S] < vec[MU_K]:
-        raise ValueError(
-            f"parameter mu_s = {vec[MU_S]} < mu_k = {vec[MU_K]}: expected mu_s >= mu_k"
-        )
-
-
-def validate_rows(values, nscen=None):
-    """:func:`validate` a vector, or each distinct row of an ``(n, NPARAM)``
-    array once (the finite differences' copies repeat a few rows many
-    times); with ``nscen``, such an array must have that many rows."""
-    vec = np.asarray(values, dtype=np.float64)
-    if vec.ndim != 2:
-        validate(vec)
-        return
-    if nscen is not None and vec.shape[0] != nscen:
-        raise ValueError(f"parameter rows: {vec.shape[0]} for {nscen} scenarios")
-    for row in np.unique(vec, axis=0):
-        validate(row)
-
-
-@dataclass(frozen=True)
-class MaterialTables:
-    """Index tables from material ids to rows of the parameter vector.
-
-    ``bb (nmat, nmat, 2)``: (friction, restitution) of a body-body pair;
-    ``bw (nmat, nwmat, 2)``: (friction, restitution) of a body-wall pair;
-    ``bg (nmat, 4)``: (mu_s, mu_k, v_th, e_bg) of a body on the ground.
-    """
-
+    materials: tuple
+    names: tuple
     bb: np.ndarray
     bw: np.ndarray
     bg: np.ndarray
 
     @classmethod
-    def single(cls, nmat=1, nwmat=1):
-        """Every material pair reads the global coefficients."""
-        bb = np.empty((nmat, nmat, 2), dtype=np.int64)
-        bb[..., 0], bb[..., 1] = MU_BB, E_BB
-        bw = np.empty((nmat, nwmat, 2), dtype=np.int64)
-        bw[..., 0], bw[..., 1] = MU_W, E_BW
-        bg = np.empty((nmat, 4), dtype=np.int64)
-        bg[:] = (MU_S, MU_K, V_TH, E_BG)
-        return cls(bb, bw, bg)
+    def build(cls, materials=(), names=()):
+        """The layout of the named ``materials`` with the per-material entries
+        ``names`` (plain names among them are ignored: they are always there)."""
+        materials = tuple(materials)
+        for m in materials:
+            if not isinstance(m, str) or not MATERIAL_NAME.match(m):
+                raise ValueError(f"material {m!r}: expected a name of letters, digits, '_' "
+                                 "and '-'")
+        if len(set(materials)) != len(materials):
+            raise ValueError(f"materials {list(materials)}: each name once")
+        extra = []
+        for name in names:
+            root, mats = parse(name)
+            missing = [m for m in mats if m not in materials]
+            if missing:
+                raise ValueError(f"parameter {name!r}: no material {missing[0]!r} in this "
+                                 f"dataset (materials: {', '.join(materials) or 'none'})")
+            full = canonical(name)
+            if mats and full not in extra:
+                extra.append(full)
+        all_names = NAMES + tuple(extra)
+        row = {n: k for k, n in enumerate(all_names)}
+        labels = ("",) + materials
+
+        def pick(root, *mats):
+            return row.get(f"{root}@{'+'.join(sorted(mats))}", row[root])
+
+        nmat = len(labels)
+        bb = np.empty((nmat, nmat, 2), np.int64)
+        bw = np.empty((nmat, nmat, 2), np.int64)
+        bg = np.empty((nmat, 4), np.int64)
+        for a in range(nmat):
+            bg[a] = [pick(r, labels[a]) if a else row[r] for r in _GROUND]
+            for b in range(nmat):
+                bb[a, b] = [pick(r, labels[a], labels[b]) if a and b else row[r] for r in _BODY]
+                if not a:
+                    bw[a, b] = [row[r] for r in _WALL]
+                elif not b:
+                    bw[a, b] = [pick(r, labels[a]) for r in _WALL]
+                else:
+                    bw[a, b] = [pick(r, labels[a], labels[b]) for r in _WALL]
+        return cls(materials, all_names, bb, bw, bg)
+
+    def __eq__(self, other):
+        return (isinstance(other, Layout) and self.materials == other.materials
+                and self.names == other.names)
+
+    __hash__ = None
+
+    @property
+    def size(self):
+        return len(self.names)
+
+    def material_id(self, name):
+        """The id of material ``name`` (None or "": 0, no material)."""
+        if name in (None, ""):
+            return 0
+        if name not in self.materials:
+            raise ValueError(f"material {name!r}: not one of {list(self.materials)}")
+        return self.materials.index(name) + 1
+
+    def extend(self, names):
+        """This layout with the per-material entries ``names`` added (the
+        existing entries keep their rows)."""
+        new = [canonical(n) for n in names]
+        if all(n in self.names for n in new):
+            return self
+        return Layout.build(self.materials, self.names[NPARAM:] + tuple(new))
+
+    def index(self, name):
+        """The row of parameter ``name`` in this layout's vector."""
+        full = canonical(name)
+        if full not in self.names:
+            raise ValueError(f"parameter {name!r} is not in this model's coefficients "
+                             f"{list(self.names)}")
+        return self.names.index(full)
+
+    def bounds(self, q):
+        """Closed bounds of row ``q``."""
+        return BY_NAME[base(self.names[q])].bounds
+
+    def vector(self, values=None):
+        """The float64 vector of ``values`` (names to numbers; a per-material
+        entry not given takes its plain name's value, a plain one its
+        default), validated."""
+        given = {}
+        for name, v in dict(values or {}).items():
+            full = canonical(name)
+            if full not in self.names:
+                self.index(name)  # raises, naming the layout's entries
+            given[full] = v
+        vec = np.array([given.get(n, given.get(base(n), DEFAULTS[base(n)])) for n in self.names],
+                       dtype=np.float64)
+        self.validate(vec)
+        return vec
+
+    def as_dict(self, vec):
+        """Map a vector of this layout back to ``{name: float}``."""
+        vec = np.asarray(vec, dtype=np.float64)
+        return {n: float(vec[i]) for i, n in enumerate(self.names)}
+
+    def validate(self, vec):
+        """Raise ``ValueError`` naming the first parameter that is out of range."""
+        vec = np.asarray(vec, dtype=np.float64)
+        if vec.shape != (self.size,):
+            raise ValueError(f"parameter vector has shape {vec.shape}, expected ({self.size},)")
+        for i, name in enumerate(self.names):
+            x = vec[i]
+            lo, hi = self.bounds(i)
+            if not np.isfinite(x):
+                raise ValueError(f"parameter {name} = {x}: expected a finite number")
+            if x < lo or x > hi:
+                raise ValueError(f"parameter {name} = {x}: expected {lo} <= {name} <= {hi}")
+            if base(name) == "v_th" and x <= 0.0:
+                raise ValueError(f"parameter {name} = {x}: expected {name} > 0")
+        for qs, qk in {(int(r[0]), int(r[1])) for r in self.bg}:
+            if vec[qs] < vec[qk]:
+                s, k = self.names[qs], self.names[qk]
+                raise ValueError(f"parameter {s} = {vec[qs]} < {k} = {vec[qk]}: "
+                                 f"expected {s} >= {k}")
+
+    def validate_rows(self, values, nscen=None):
+        """:meth:`validate` a vector, or each distinct row of an ``(n, size)``
+        array once (the finite differences' copies repeat a few rows many
+        times); with ``nscen``, such an array must have that many rows."""
+        vec = np.asarray(values, dtype=np.float64)
+        if vec.ndim != 2:
+            self.validate(vec)
+            return
+        if nscen is not None and vec.shape[0] != nscen:
+            raise ValueError(f"parameter rows: {vec.shape[0]} for {nscen} scenarios")
+        for row in np.unique(vec, axis=0):
+            self.validate(row)
+
+    def project(self, theta, free):
+        """``theta`` with its free rows moved into the feasible set: each into
+        its bounds, ``v_th >= 1e-9``, and every material's ``mu_s >= mu_k``
+        (both free: onto their mean, the Euclidean projection; one free: it
+        moves onto the fixed one)."""
+        x = np.array(theta, dtype=np.float64)
+        for q in free:
+            lo, hi = self.bounds(q)
+            x[q] = min(max(x[q], lo), hi)
+        for q, name in enumerate(self.names):
+            if base(name) == "v_th":
+                x[q] = max(x[q], 1e-9)
+        for qs, qk in sorted({(int(r[0]), int(r[1])) for r in self.bg}):
+            if x[qs] < x[qk]:
+                fs, fk = qs in free, qk in free
+                if fs and fk:
+                    x[qs] = x[qk] = 0.5 * (x[qs] + x[qk])
+                elif fs:
+                    x[qs] = x[qk]
+                elif fk:
+                    x[qk] = x[qs]
+        return x
+
+
+#: The layout without materials: the ten global entries.
+GLOBAL = Layout.build()
+
+
+def vector(values=None):
+    """The global vector (:data:`NAMES`) of ``values``; see :meth:`Layout.vector`.
+    Per-material names need a model's layout (``model.layout.vector``)."""
+    return GLOBAL.vector(values)
+
+
+def as_dict(vec):
+    """Map a global vector back to ``{name: float}``."""
+    return GLOBAL.as_dict(vec)
+
+
+def validate(vec):
+    """Raise ``ValueError`` naming the first parameter of a global vector out of range."""
+    GLOBAL.validate(vec)
+
+
+def validate_rows(values, nscen=None):
+    """:meth:`Layout.validate_rows` of the global layout."""
+    GLOBAL.validate_rows(values, nscen)

@@ -222,7 +222,7 @@ class Problem:
             if speed <= 0.0:
                 continue
             mat = m.body_material[s, i]
-            mu_s, mu_k, v_th = (theta[m.tables.bg[mat, c]] for c in range(3))
+            mu_s, mu_k, v_th = (theta[m.layout.bg[mat, c]] for c in range(3))
             mu = mu_k if speed >= v_th else mu_s
             mass = m.body_mass[s, i]
             est[q] = mass * (a + mu * g * v / speed)
@@ -268,7 +268,8 @@ class Problem:
         ncmax = self.nuisance_size("push") // 2
         vel = [(i, d) for i in range(nbmax) for d in (0, 1)] if kind == "velocity" else []
         ctrl = [(q, d) for q in range(ncmax) for d in (0, 1)] if kind == "push" else []
-        return Directions.build(params=free, velocities=vel, controls=ctrl)
+        return Directions.build(params=free, velocities=vel, controls=ctrl,
+                               names=self.model.layout.names)
 
     def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):
         """Loss and derivatives at ``theta`` (full vector), free indices ``free``."""
@@ -354,7 +355,8 @@ class Problem:
             up, dn = theta.copy(), theta.copy()
             up[q] += h
             dn[q] -= h
-            rows[c], rows[nf + c] = project(up, [q]), project(dn, [q])
+            rows[c], rows[nf + c] = (project(up, [q], self.model.layout),
+                                      project(dn, [q], self.model.layout))
         step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
         f = 2.0 * self.weights.get("trajectory", 0.0) / (
             self.nscen * np.maximum(self.targets.sample_count()[scen], 1)) if want_gn else None
@@ -409,13 +411,15 @@ class Problem:
             g_traj[i, c] = f[i] * (J.T @ r)
 
     @classmethod
-    def from_dataset(cls, ds, weights=None, split=None, order=None):
+    def from_dataset(cls, ds, weights=None, split=None, order=None, coefficients=()):
         """A problem on a dataset's scenarios (``split``: "train", "test" or
         None: all).  ``order``: the scenario ids to build, in that order (a
-        subset in its own order; the targets are built for those alone)."""
+        subset in its own order; the targets are built for those alone).
+        ``coefficients``: per-material entries the layout must have (those
+        to be fitted), besides those of the dataset's ``params`` and ``truth``."""
         if isinstance(ds, (str,)) or hasattr(ds, "__fspath__"):
             ds = D.read(ds)
-        model, state, times, ids = D.scenarios(ds)
+        model, state, times, ids = D.scenarios(ds, coefficients=coefficients)
         if split is not None:
             if split not in ("train", "test"):
                 raise ValueError(f"split {split!r}: expected 'train', 'test' or None")
@@ -432,6 +436,12 @@ class Problem:
         tg = dataset_targets(ds, model, times, ids)
         return cls(model, state, tg, dict(L.DEFAULT_WEIGHTS, **(weights or {})),
                    ids=[sid for sid, _ in ids], name=ds.name, body_ids=[b for _, b in ids])
+
+    def with_coefficients(self, names):
+        """This problem with the per-material entries ``names`` in its model's
+        layout (see :meth:`simcore.model.Model.with_coefficients`)."""
+        model = self.model.with_coefficients(names)
+        return self if model is self.model else replace(self, model=model)
 
     def subset(self, scen):
         """The problem on the scenarios ``scen`` (indices, in that order; an
@@ -497,27 +507,10 @@ class Problem:
                        horizon=fraction)
 
 
-def project(theta, free):
-    """Project a full vector onto the bounds and ``mu_s >= mu_k``, ``v_th > 0``.
-
-    Box bounds are clipped; if ``mu_s < mu_k`` remains, both move to their
-    mean when both are free (the Euclidean projection onto ``mu_s >= mu_k``),
-    otherwise the free one moves onto the fixed one.
-    """
-    x = np.array(theta, dtype=np.float64)
-    for q in free:
-        lo, hi = P.BOUNDS[P.NAMES[q]]
-        x[q] = min(max(x[q], lo), hi)
-    x[P.V_TH] = max(x[P.V_TH], 1e-9)
-    if x[P.MU_S] < x[P.MU_K]:
-        fs, fk = P.MU_S in free, P.MU_K in free
-        if fs and fk:
-            x[P.MU_S] = x[P.MU_K] = 0.5 * (x[P.MU_S] + x[P.MU_K])
-        elif fs:
-            x[P.MU_S] = x[P.MU_K]
-        elif fk:
-            x[P.MU_K] = x[P.MU_S]
-    return x
+def project(theta, free, layout=None):
+    """Project a full vector onto the bounds and ``mu_s >= mu_k``, ``v_th > 0``
+    (:meth:`simcore.params.Layout.project`; ``layout`` defaults to the global one)."""
+    return (layout or P.GLOBAL).project(theta, free)
 
 
 def dataset_targets(ds, model, times, ids):
@@ -619,6 +612,16 @@ class ShardedProblem:
 
     nscen = property(lambda self: self.problem.nscen)
     model = property(lambda self: self.problem.model)
+
+    def with_coefficients(self, names):
+        """This problem if its layout has the per-material entries ``names``
+        (the shards' problems are built with their layout, by the runner's
+        owner: pass ``coefficients`` to :meth:`Problem.from_dataset`)."""
+        if self.problem.model.layout.extend(names) is not self.problem.model.layout:
+            raise ValueError(f"coefficients {list(names)}: not all in the sharded problem's "
+                             f"layout {list(self.problem.model.layout.names)}; build its "
+                             "problem with Problem.from_dataset(..., coefficients=...)")
+        return self
     weights = property(lambda self: self.problem.weights)
 
     def nuisance_size(self, kind):

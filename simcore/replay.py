@@ -18,7 +18,6 @@ import numpy as np
 from numba import njit, prange
 
 from . import dataset as D
-from . import params as P
 from .config import JIT_PARALLEL
 from .engine import simulate
 from .events import EVENT_KINDS, EventKind
@@ -33,9 +32,9 @@ def simulate_dataset(ds, params=None, integrator=None):
     "final"}`` tables."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
-    vec = P.vector(dict(ds.fixed_params, **(params or {})))
-    model, state, times, ids = D.scenarios(ds, integrator=integrator)
-    res = simulate(model.with_params(vec), state, times)
+    values = dict(ds.fixed_params, **(params or {}))
+    model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values))
+    res = simulate(model.with_params(values), state, times)
     return {"trajectories": _trajectories(ds, res, ids), "events": _events(res, ids),
             "final": _final(res, ids)}
 

@@ -12,7 +12,7 @@ written to ``bodies`` (x0..vz0), as a tracker's fitted initial state would be.  
 any size.
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import yaml
@@ -36,6 +36,11 @@ class GeneratorSettings:
     min_bodies: int = 2
     max_bodies: int = 4
     fmt: str = "parquet"
+    #: Body materials, drawn uniformly per body (empty: no material column);
+    #: ``truth`` may then give per-material coefficients (``mu_bb@A+B``).
+    materials: list = field(default_factory=list)
+    #: The walls' material ("" : none).
+    wall_material: str = ""
 
 
 TRUTH = {"mu_s": 0.28, "mu_k": 0.19, "v_th": 0.04, "mu_bb": 0.07, "e_bb": 0.92,
@@ -85,7 +90,14 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
     truth = dict(TRUTH if truth is None else truth)
     rng = np.random.default_rng(cfg.seed)
     scenes = [_scene(rng, s, cfg) for s in range(cfg.scenarios)]
-    model, state = build(scenes, params=truth)
+    if cfg.materials:
+        pick = np.random.default_rng([cfg.seed, 1])  # the scenes stay those without materials
+        for sc in scenes:
+            sc.material = [cfg.materials[k] for k in pick.integers(len(cfg.materials),
+                                                                     size=len(sc.radius))]
+            sc.wall_material = [cfg.wall_material] * len(sc.walls)
+    materials = sorted(set(cfg.materials) | ({cfg.wall_material} - {""}))
+    model, state = build(scenes, params=truth, materials=materials)
     nsamp = int(round(cfg.duration * cfg.rate)) + 1
     ts = np.linspace(0.0, cfg.duration, nsamp)
     res = simulate(model, state, [ts] * len(scenes))
@@ -104,10 +116,12 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
         shp += ["sphere"] * nb
     p0 = np.concatenate([sc.pos for sc in scenes])
     v0 = np.concatenate([sc.vel for sc in scenes])
-    write_table({"scenario_id": sid, "body_id": bid, "shape": shp, "radius": rad, "mass": mas,
-                 "x0": p0[:, 0], "y0": p0[:, 1], "z0": p0[:, 2],
-                 "vx0": v0[:, 0], "vy0": v0[:, 1], "vz0": v0[:, 2]},
-                out / f"bodies.{ext}")
+    bodies = {"scenario_id": sid, "body_id": bid, "shape": shp, "radius": rad, "mass": mas,
+              "x0": p0[:, 0], "y0": p0[:, 1], "z0": p0[:, 2],
+              "vx0": v0[:, 0], "vy0": v0[:, 1], "vz0": v0[:, 2]}
+    if cfg.materials:
+        bodies["material"] = [m for sc in scenes for m in sc.material]
+    write_table(bodies, out / f"bodies.{ext}")
 
     cols = {k: [] for k in ("scenario_id", "body_id", "t", "x", "y", "z")}
     for s, sc in enumerate(scenes):
@@ -123,15 +137,19 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
     write_table({k: (np.concatenate(v) if k != "scenario_id" else v) for k, v in cols.items()},
                 out / f"trajectories.{ext}")
 
-    write_table({"scenario_id": ["*"] * 4, "wall_id": [0, 1, 2, 3],
-                 "nx": scenes[0].walls[:, 0], "ny": scenes[0].walls[:, 1],
-                 "nz": scenes[0].walls[:, 2], "d": scenes[0].walls[:, 3]}, out / f"walls.{ext}")
+    walls = {"scenario_id": ["*"] * 4, "wall_id": [0, 1, 2, 3],
+             "nx": scenes[0].walls[:, 0], "ny": scenes[0].walls[:, 1],
+             "nz": scenes[0].walls[:, 2], "d": scenes[0].walls[:, 3]}
+    if cfg.wall_material:
+        walls["material"] = [cfg.wall_material] * 4
+    write_table(walls, out / f"walls.{ext}")
     crow = [(sc.name, c) for sc in scenes for c in sc.controls]
-    write_table({"scenario_id": [r[0] for r in crow],
-                 "body_id": np.array([int(r[1][0]) for r in crow], np.int64),
-                 **{k: np.array([r[1][j] for r in crow], float)
-                    for j, k in enumerate(("t0", "t1", "fx", "fy", "fz"), start=1)}},
-                out / f"controls.{ext}")
+    if crow:  # as for events below: no pushes, no table
+        write_table({"scenario_id": [r[0] for r in crow],
+                     "body_id": np.array([int(r[1][0]) for r in crow], np.int64),
+                     **{k: np.array([r[1][j] for r in crow], float)
+                        for j, k in enumerate(("t0", "t1", "fx", "fy", "fz"), start=1)}},
+                    out / f"controls.{ext}")
     ev = {k: [] for k in ("scenario_id", "t", "body_id", "other", "dvx", "dvy", "dvz")}
     for s, sc in enumerate(scenes):
         e = res.events(s)
@@ -150,7 +168,8 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
                 ev["other"].append(other)
                 for d, c in enumerate(("dvx", "dvy", "dvz")):
                     ev[c].append(float(dv[d]))
-    write_table(ev, out / f"events.{ext}")
+    if ev["t"]:  # an empty table is invalid: no events, no table
+        write_table(ev, out / f"events.{ext}")
     write_table({"scenario_id": [sc.name for sc in scenes], "duration": [cfg.duration] * len(scenes),
                  "dt": [cfg.dt] * len(scenes),
                  "split": ["test" if s % 5 == 4 else "train" for s in range(len(scenes))]},
@@ -164,7 +183,7 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
         "units": {"length": "m", "time": "s"},
         "gravity": 9.81,
         "ground_z": 0.0,
-        "truth": truth,
+        "truth": {k: float(v) for k, v in truth.items()},
         "noise": f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
                  "events: exact (simulated)",
         "generator": asdict(cfg),

@@ -172,3 +172,16 @@ def test_simulate_takes_a_calibrations_fit_json(small, tmp_path):
     a = pd.read_parquet(flat / "final.parquet")
     b = pd.read_parquet(fitted / "final.parquet")
     assert a.equals(b)
+
+
+def test_params_lists_the_registry_and_a_datasets_materials(tmp_path, capsys):
+    from simcore import params as P
+
+    ds = tmp_path / "two"
+    synth.generate(ds, synth.GeneratorSettings(scenarios=2, duration=0.2,
+                                               materials=["resin", "rubber"]))
+    assert main(["params", str(ds)]) == 0
+    out = capsys.readouterr().out
+    for p in P.REGISTRY:
+        assert p.name in out and p.unit in out
+    assert "materials resin, rubber" in out and "resin+rubber" in out

@@ -397,3 +397,44 @@ def test_run_settings_drop_heartbeats_only_on_the_temporary_server():
         with pipeline._run_settings():
             assert get_current_settings().flows.heartbeat_frequency == 60
     assert log.level == before
+
+
+def test_cli_fits_per_material_coefficients_and_logs_them_under_encoded_keys(store, tmp_path,
+                                                                           capsys):
+    """Two materials end to end through the CLI: generate with a per-pair
+    truth, calibrate the pair's restitution beside the plain one, read both
+    back from fit.json and from MLflow (``@``/``+`` encoded as ``.``)."""
+    track, c, exp = store
+    from simcore import params as P
+
+    truth = tmp_path / "truth.json"  # the defaults but for the fitted ones
+    truth.write_text(json.dumps(dict(P.DEFAULTS, **{"e_bb@rubber+resin": 0.6, "e_bb": 0.9,
+                                                     "mu_k": 0.19})))
+    ds = tmp_path / "two"
+    assert main(["generate", str(ds), "--scenarios", "16", "--seed", "4",
+                 "--materials", "resin,rubber", "--truth", str(truth)]) == 0
+    assert main(["calibrate", str(ds), "--fit", "e_bb,e_bb@rubber+resin,mu_k",
+                 "--out", str(tmp_path / "o")]) == 0
+    doc = json.loads((tmp_path / "o" / "fit.json").read_text())
+    assert doc["free"] == ["mu_k", "e_bb", "e_bb@resin+rubber"]
+    assert doc["params"]["e_bb@resin+rubber"] == pytest.approx(0.6, rel=1e-2)
+    assert doc["params"]["e_bb"] == pytest.approx(0.9, rel=1e-2)
+    assert doc["params"]["mu_k"] == pytest.approx(0.19, rel=1e-2)
+    (run,) = _runs(c, exp)
+    assert run.data.metrics["fitted_e_bb.resin.rubber"] == doc["params"]["e_bb@resin+rubber"]
+    assert run.data.params["theta0_e_bb.resin.rubber"] == run.data.params["theta0_e_bb"]
+    assert "e_bb@resin+rubber" in capsys.readouterr().out
+    # The fitted set simulates the dataset again (the registry's pyfunc too).
+    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    assert len(model.predict(pd.DataFrame({"dataset": [str(ds)]}))) > 0
+
+
+def test_cli_rejects_a_material_the_dataset_does_not_have(store, tmp_path, capsys):
+    ds = tmp_path / "two"
+    assert main(["generate", str(ds), "--scenarios", "2", "--materials", "resin"]) == 0
+    assert main(["calibrate", str(ds), "--fit", "e_bb@resin+steel",
+                 "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "e_bb@resin+steel" in err and "no material 'steel'" in err
+    track, c, exp = store
+    assert _runs(c, exp) == []

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from flows.cli import main
 from simcore import dataset, synth
@@ -70,7 +71,27 @@ RULES = [
     ("controls", _set("t1", 0, -1.0), ["control window reversed", "controls", "t1", "row 0"]),
     ("walls", lambda df: df.assign(nx=0.0, ny=0.0, nz=0.0), ["zero wall normal", "walls"]),
     ("scenarios", _set("split", 1, "validation"), ["unknown split", "row 1"]),
+    ("bodies", lambda df: df.assign(material="resin").pipe(_set("material", 3, "felt+cloth")),
+     ["bad material name", "bodies", "material", "row 3"]),
+    ("walls", lambda df: df.assign(material="oak wood"),
+     ["bad material name", "walls", "material", "row 0"]),
 ]
+
+
+@pytest.mark.parametrize("truth, words", [
+    ({"e_bb@resin+steel": 0.5}, ["unknown material", "dataset.yaml", "truth", "'steel'"]),
+    ({"mu_bb@resin": 0.1}, ["unknown parameter", "pair coefficient", "mu_bb@A+B"]),
+    ({"mu_s@resin+resin": 0.3}, ["unknown parameter", "ground has no material"]),
+])
+def test_per_material_names_in_dataset_yaml_are_checked(good, tmp_path, truth, words):
+    bad = _copy(good, tmp_path)
+    _edit(bad, "bodies", lambda df: df.assign(material="resin"))
+    meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+    meta["truth"] = dict(meta["truth"], **truth)
+    (bad / "dataset.yaml").write_text(yaml.safe_dump(meta))
+    _, report, _ = dataset.validate(bad)
+    for w in words:
+        assert w in report.text(), (w, report.text())
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
