@@ -96,90 +96,109 @@ def _bracketed_root(c, n, lo, hi, flo):
 
 
 @jit
-def _quadratic_roots(c0, c1, c2, a, b, out):
-    """Real roots of ``c0 + c1 s + c2 s^2`` strictly inside ``(a, b)``, sorted.
+def _quadratic_roots(c0, c1, c2, a, b):
+    """Real roots of ``c0 + c1 s + c2 s^2`` strictly inside ``(a, b)``, sorted:
+    ``(m, r0, r1)`` with the first ``m`` meaningful.
 
     Uses the cancellation-free form ``q = -(c1 + sign(c1) sqrt(D)) / 2``,
     roots ``q / c2`` and ``c0 / q``.
     """
-    m = 0
     if c2 == 0.0:
         if c1 != 0.0:
             r = -c0 / c1
             if a < r < b:
-                out[0] = r
-                m = 1
-        return m
+                return 1, r, 0.0
+        return 0, 0.0, 0.0
     disc = c1 * c1 - 4.0 * c2 * c0
     if disc < 0.0:
-        return 0
+        return 0, 0.0, 0.0
     sq = np.sqrt(disc)
     q = -0.5 * (c1 + sq) if c1 >= 0.0 else -0.5 * (c1 - sq)
     r1 = q / c2
     r2 = c0 / q if q != 0.0 else r1
     if r1 > r2:
         r1, r2 = r2, r1
+    m = 0
+    out0 = 0.0
+    out1 = 0.0
     if a < r1 < b:
-        out[m] = r1
-        m += 1
+        out0 = r1
+        m = 1
     if r2 != r1 and a < r2 < b:
-        out[m] = r2
+        if m == 0:
+            out0 = r2
+        else:
+            out1 = r2
         m += 1
-    return m
+    return m, out0, out1
 
 
 @jit
-def _monotone_roots(c, n, a, b, breaks, nbreak, out):
-    """All sign changes of polynomial ``c`` on ``[a, b]`` split at ``breaks``."""
+def _monotone_roots(c, n, a, b, breaks, nbreak):
+    """All sign changes of polynomial ``c`` on ``[a, b]`` split at ``breaks``
+    (a tuple, the first ``nbreak`` meaningful): ``(m, (r0, r1, r2))``."""
     m = 0
+    o0 = 0.0
+    o1 = 0.0
+    o2 = 0.0
     lo = a
     flo = _peval(c, n, lo)
     for k in range(nbreak + 1):
         hi = breaks[k] if k < nbreak else b
         fhi = _peval(c, n, hi)
+        found = True
         if flo != 0.0 and fhi != 0.0 and (flo > 0.0) != (fhi > 0.0):
-            out[m] = _bracketed_root(c, n, lo, hi, flo)
-            m += 1
+            r = _bracketed_root(c, n, lo, hi, flo)
         elif fhi == 0.0 and k < nbreak:
-            out[m] = hi
+            r = hi
+        else:
+            found = False
+            r = 0.0
+        if found:
+            if m == 0:
+                o0 = r
+            elif m == 1:
+                o1 = r
+            else:
+                o2 = r
             m += 1
         lo = hi
         flo = fhi
-    return m
+    return m, (o0, o1, o2)
 
 
 @jit
-def _critical_points(c, n, a, b, out):
-    """Sorted real roots in ``(a, b)`` of the derivative of ``c`` (degree <= 4)."""
+def _critical_points(c, n, a, b):
+    """Sorted real roots in ``(a, b)`` of the derivative of ``c`` (degree <= 4):
+    ``(m, (x0, x1, x2))``."""
     while n > 0 and c[n] == 0.0:
         n -= 1
     if n <= 1:
-        return 0
+        return 0, (0.0, 0.0, 0.0)
     if n == 2:
-        return _quadratic_roots(c[1], 2.0 * c[2], 0.0, a, b, out)
+        m, r0, r1 = _quadratic_roots(c[1], 2.0 * c[2], 0.0, a, b)
+        return m, (r0, r1, 0.0)
     if n == 3:
-        return _quadratic_roots(c[1], 2.0 * c[2], 3.0 * c[3], a, b, out)
+        m, r0, r1 = _quadratic_roots(c[1], 2.0 * c[2], 3.0 * c[3], a, b)
+        return m, (r0, r1, 0.0)
     # n == 4: the derivative is a cubic; split it at its own critical points.
-    dc = np.empty(4)
-    for k in range(4):
-        dc[k] = (k + 1) * c[k + 1]
-    br = np.empty(2)
-    nbr = _quadratic_roots(dc[1], 2.0 * dc[2], 3.0 * dc[3], a, b, br)
-    return _monotone_roots(dc, 3, a, b, br, nbr, out)
+    dc = (1 * c[1], 2 * c[2], 3 * c[3], 4 * c[4])
+    nbr, b0, b1 = _quadratic_roots(dc[1], 2.0 * dc[2], 3.0 * dc[3], a, b)
+    return _monotone_roots(dc, 3, a, b, (b0, b1), nbr)
 
 
 @jit
 def first_entry(c, n, h):
     """First ``s`` in ``[0, h]`` where the polynomial ``c`` reaches 0 decreasing.
 
-    ``c`` holds ``n + 1`` coefficients, lowest first.  Returns ``NO_ROOT``
-    (``inf``) when there is none.  ``s = 0`` is returned when the value is
-    already ``<= 0`` and decreasing there.
+    ``c`` (a tuple) holds ``n + 1`` coefficients, lowest first.  Returns
+    ``NO_ROOT`` (``inf``) when there is none.  ``s = 0`` is returned when the
+    value is already ``<= 0`` and decreasing there.  Nothing is allocated:
+    the event search calls it every step (see ``config.jit(borrow=True)``).
     """
     while n > 0 and c[n] == 0.0:
         n -= 1
-    breaks = np.empty(3)
-    nbreak = _critical_points(c, n, 0.0, h, breaks)
+    nbreak, breaks = _critical_points(c, n, 0.0, h)
     lo = 0.0
     flo = _peval(c, n, 0.0)
     for k in range(nbreak + 1):
@@ -200,8 +219,8 @@ def first_entry(c, n, h):
 
 @jit
 def first_entry_quadratic(c0, c1, c2, h):
-    """:func:`first_entry` for ``c0 + c1 s + c2 s^2``, allocation-free until a
-    root is bracketed (the same arithmetic, so the same root)."""
+    """:func:`first_entry` for ``c0 + c1 s + c2 s^2`` (the same arithmetic,
+    so the same root), with the one critical point in closed form."""
     if c2 == 0.0 and c1 == 0.0:
         return NO_ROOT  # constant: never enters
     nbreak = 0
@@ -219,11 +238,7 @@ def first_entry_quadratic(c0, c1, c2, h):
             if fhi <= 0.0:
                 if fhi == 0.0:
                     return hi
-                c = np.empty(3)
-                c[0] = c0
-                c[1] = c1
-                c[2] = c2
-                return _bracketed_root(c, 2, lo, hi, flo)
+                return _bracketed_root((c0, c1, c2), 2, lo, hi, flo)
         elif fhi < flo:
             return lo
         lo = hi
@@ -265,12 +280,8 @@ def toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h):
     # Broad phase: the centres cannot close the gap within h.
     if gap - wn * h - 0.5 * bn * h * h > 0.0:
         return NO_ROOT
-    c = np.empty(5)
-    c[0] = gap * (dist + big_r)
-    c[1] = 2.0 * (d0 * w0 + d1 * w1 + d2 * w2)
-    c[2] = ww + (d0 * b0 + d1 * b1 + d2 * b2)
-    c[3] = w0 * b0 + w1 * b1 + w2 * b2
-    c[4] = 0.25 * bb
+    c = (gap * (dist + big_r), 2.0 * (d0 * w0 + d1 * w1 + d2 * w2),
+         ww + (d0 * b0 + d1 * b1 + d2 * b2), w0 * b0 + w1 * b1 + w2 * b2, 0.25 * bb)
     return first_entry(c, 4, h)
 
 

@@ -5,6 +5,15 @@ Every kernel in simcore is compiled with :data:`JIT` (serial kernels) or
 be bit-identical between serial and parallel runs, and the gradient checks of
 the identification core compare against finite differences at 1e-6.
 
+Kernels that only *borrow* arrays, ``jit(borrow=True)``, compile without
+numba's reference counting (``_nrt=False``): they allocate no array and
+return none, so every array they see (a record's field, a view they take)
+belongs to a caller that keeps it alive for the call.  The event loop's
+stages are such kernels: they run every pass, and counting the references
+to their records' fields would cost more than their arithmetic.  Numba
+refuses to compile an allocation in a borrowing kernel, so the promise is
+checked at compile time.
+
 Tolerances (SI units):
 
 ``GAP_TOL``
@@ -171,9 +180,12 @@ ROOT_MAXITER = 200
 MAX_LOOP = 50_000_000
 
 
-def jit(fn=None, **overrides):
-    """``numba.njit`` with the project policy (``cache``, ``nogil``, no fastmath)."""
+def jit(fn=None, *, borrow=False, **overrides):
+    """``numba.njit`` with the project policy (``cache``, ``nogil``, no
+    fastmath); ``borrow``: a kernel that only borrows arrays (see above)."""
     opts = dict(JIT, **overrides)
+    if borrow:
+        opts["_nrt"] = False
     if fn is None:
         return njit(**opts)
     return njit(**opts)(fn)

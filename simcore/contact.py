@@ -48,6 +48,8 @@ step by ``dt`` (the friction direction is then re-evaluated every ``dt``: first
 order in ``dt``, and exact again once the directions line up).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .config import DIR_TOL, PIVOT_TOL, V_STOP, jit
@@ -66,6 +68,11 @@ PARAMETERS = (
               "threshold speed between the two ground coefficients (> 0)",
               "crossing of v_th while sliding", "ground", V_TH),
 )
+
+#: Rows of the ground-mode flags ``modes (4 or more, nb)`` bool: resting,
+#: starting (sliding from rest along ``start_dir``), started (by this
+#: solve), speed regime at or above ``v_th``.
+RESTING, STARTING, STARTED, ABOVE = 0, 1, 2, 3
 
 # Unknown kinds of the contact system.
 U_PLANE = 0
@@ -154,12 +161,12 @@ def _min_norm_solve(a, b, n):
 
 
 @jit
-def _start(i, sx, sy, smag, resting, starting, started, start_dir):
+def _start(i, sx, sy, smag, modes, start_dir):
     """Body i leaves rest: kinetic friction against the impending motion
     ``-s / |s|`` of its static force ``s = (sx, sy)`` (a ``start`` event)."""
-    resting[i] = False
-    starting[i] = True
-    started[i] = True
+    modes[RESTING, i] = False
+    modes[STARTING, i] = True
+    modes[STARTED, i] = True
     start_dir[i, 0] = -sx / smag
     start_dir[i, 1] = -sy / smag
     start_dir[i, 2] = 0.0
@@ -176,13 +183,13 @@ def _clamp_order(kind, i, j, plane_clamp, body_clamp):
 
 
 @jit
-def _release(kind, i, j, plane_contact, body_contact, resting, starting):
+def _release(kind, i, j, plane_contact, body_contact, modes):
     """Drop a contact from the active set (the body leaves the plane or body)."""
     if kind == U_PLANE:
         plane_contact[i, j] = False
         if j == 0:
-            resting[i] = False
-            starting[i] = False
+            modes[RESTING, i] = False
+            modes[STARTING, i] = False
     else:
         body_contact[i, j] = False
         body_contact[j, i] = False
@@ -227,41 +234,88 @@ def _unit_tangent(vec, n, out):
     return size
 
 
+class System(NamedTuple):
+    """The unknowns of the contact system: ``kind`` (``U_*``), bodies or body
+    and plane ``ui``, ``uj``, and per unit unknown the force direction
+    ``gdir (nu, 3)`` on body ``ui`` (on ``uj`` for a body pair; ``ui`` sees
+    the opposite) and the measured acceleration direction ``hdir``."""
+
+    kind: np.ndarray
+    ui: np.ndarray
+    uj: np.ndarray
+    gdir: np.ndarray
+    hdir: np.ndarray
+
+
+class Contacts(NamedTuple):
+    """Active contacts ``plane_contact (nb, nplane)``, ``body_contact (nb, nb)``
+    and the ground ``modes``."""
+
+    plane_contact: np.ndarray
+    body_contact: np.ndarray
+    modes: np.ndarray
+
+
+class Scratch(NamedTuple):
+    """3-vector scratch of the system build: ``tang``, ``nrm``, ``rel``, ``slide``."""
+
+    tang: np.ndarray
+    nrm: np.ndarray
+    rel: np.ndarray
+    slide: np.ndarray
+
+
 @jit
-def solve(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-          ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
-          resting, starting, start_dir, acc, started, h_dir):
-    """Contact forces of one scenario (see :func:`_solve_general` for the arrays).
+def solve(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
+          body_contact, body_mu, modes, start_dir, acc, h_dir):
+    """Contact forces of one scenario; writes ``acc (nb, 3)``.
+
+    Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
+    (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
+    (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
+    body and plane, ``mu_s``, ``mu_k (nb,)`` each body's ground friction,
+    ``plane_contact (nb, nplane)`` and ``body_contact (nb, nb)`` active flags
+    (updated: released contacts are cleared), ``body_mu (nb, nb)``, the
+    ground modes ``modes`` (rows ``RESTING``, ``STARTING``, ``STARTED``,
+    ``ABOVE``; updated, ``STARTED`` set for bodies that start to slide in
+    this call) and ``start_dir (nb, 3)`` (updated).
+
+    ``h_dir`` chooses the sliding direction of plane contacts: 0 takes the
+    direction of the tangential velocity (exact when it does not rotate);
+    ``h > 0`` takes the backward-Euler direction of a step ``h``,
+    ``unit(v_t + h P a_free)`` with ``P`` the projection onto the contact
+    planes.  The explicit direction is unstable once ``F h / (m |v|) > 2``
+    (a slow body pushed across its motion); the implicit one is stable at
+    any speed and equals ``v_t / |v_t|`` when the push is along the motion.
 
     Bodies whose only contact is the ground (the common case: a ball on the
     table) are solved in closed form, with the same arithmetic as the
     general system gives for them; the others go through the general system.
     Returns True when some friction direction rotates (bound the step by dt).
     """
+    nb = mass.shape[0]
+    nplane = plane_n.shape[0]
     simple = np.ones(nb, dtype=np.bool_)
     for i in range(nb):
-        started[i] = False
+        modes[STARTED, i] = False
         for k in range(1, nplane):
             if plane_contact[i, k]:
                 simple[i] = False
         for j in range(nb):
             if j != i and body_contact[i, j]:
                 simple[i] = False
-    rotating = _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-                              ground_mu_s, ground_mu_k, above, plane_contact, body_contact,
-                              body_mu, resting, starting, start_dir, acc, started, h_dir,
+    rotating = _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k,
+                              plane_contact, body_contact, body_mu, modes, start_dir, acc, h_dir,
                               simple)
     for i in range(nb):
-        if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], ground_mu_s[i],
-                                            ground_mu_k[i], above, plane_contact, resting,
-                                            starting, start_dir, acc, started, h_dir):
+        if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], mu_s[i], mu_k[i],
+                                            plane_contact, modes, start_dir, acc, h_dir):
             rotating = True
     return rotating
 
 
 @jit
-def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, starting,
-                       start_dir, acc, started, h_dir):
+def _solve_ground_only(i, m, v, fa, mu_s, mu_k, plane_contact, modes, start_dir, acc, h_dir):
     """Closed form of the contact system for a body whose only contact is the
     ground: ``N = -m a_free,z``; static ``s = -m a_free,h`` within ``mu_s N``
     or a start against it; kinetic ``a = a_free - mu N t / m``.  Returns
@@ -275,12 +329,12 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
     if n_ground < -N_TOL * m * (1.0 + abs(fa[2])):
         # Pulled off the ground: the body lifts off.
         plane_contact[i, 0] = False
-        resting[i] = False
-        starting[i] = False
+        modes[RESTING, i] = False
+        modes[STARTING, i] = False
         for d in range(3):
             acc[i, d] = fa[d]
         return False
-    if resting[i]:
+    if modes[RESTING, i]:
         sx = -fa[0] / inv_m
         sy = -fa[1] / inv_m
         smag = np.sqrt(sx * sx + sy * sy)
@@ -289,7 +343,7 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
             acc[i, 1] = 0.0
             acc[i, 2] = 0.0
             return False
-        _start(i, sx, sy, smag, resting, starting, started, start_dir)
+        _start(i, sx, sy, smag, modes, start_dir)
     # Kinetic friction against the sliding direction (implicit when h_dir > 0).
     t0 = v[0] + h_dir * fa[0]
     t1 = v[1] + h_dir * fa[1]
@@ -297,18 +351,18 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
     if size > 0.0:
         t0 /= size
         t1 /= size
-    elif starting[i]:
+    elif modes[STARTING, i]:
         t0 = start_dir[i, 0]
         t1 = start_dir[i, 1]
-    mu = mu_k if above[i] else mu_s
+    mu = mu_k if modes[ABOVE, i] else mu_s
     acc[i, 0] = fa[0] + n_ground * (0.0 - mu * t0) / m
     acc[i, 1] = fa[1] + n_ground * (0.0 - mu * t1) / m
     acc[i, 2] = 0.0
-    if started[i] and acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1] <= 0.0:
+    if modes[STARTED, i] and acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1] <= 0.0:
         # Would decelerate at once: static friction holds it (mu_s >= mu_k).
-        resting[i] = True
-        starting[i] = False
-        started[i] = False
+        modes[RESTING, i] = True
+        modes[STARTING, i] = False
+        modes[STARTED, i] = False
         acc[i, 0] = 0.0
         acc[i, 1] = 0.0
         return False
@@ -317,7 +371,7 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
     if speed > 0.0:
         d0 = v[0] / speed
         d1 = v[1] / speed
-    elif starting[i]:
+    elif modes[STARTING, i]:
         d0 = start_dir[i, 0]
         d1 = start_dir[i, 1]
     else:
@@ -329,43 +383,19 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, above, plane_contact, resting, s
 
 
 @jit
-def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
-                   ground_mu_s, ground_mu_k, above, plane_contact, body_contact, body_mu,
-                   resting, starting, start_dir, acc, started, h_dir, skip):
-    """Contact forces of the bodies not in ``skip``; writes ``acc (nb, 3)``.
+def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
+                   body_contact, body_mu, modes, start_dir, acc, h_dir, skip):
+    """Contact forces of the bodies not in ``skip`` (arrays as in :func:`solve`).
 
-    Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
-    (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
-    (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
-    body and plane, ``ground_mu_s``/``ground_mu_k (nb,)``, ``above (nb,)``
-    speed regime, ``plane_contact (nb, nplane)`` and ``body_contact (nb, nb)``
-    active flags (updated: released contacts are cleared), ``body_mu (nb, nb)``,
-    ``resting``/``starting (nb,)`` and ``start_dir (nb, 3)`` (updated),
-    ``started (nb,)`` set for bodies that start to slide in this call.
-
-    ``h_dir`` chooses the sliding direction of plane contacts: 0 takes the
-    direction of the tangential velocity (exact when it does not rotate);
-    ``h > 0`` takes the backward-Euler direction of a step ``h``,
-    ``unit(v_t + h P a_free)`` with ``P`` the projection onto the contact
-    planes.  The explicit direction is unstable once ``F h / (m |v|) > 2``
-    (a slow body pushed across its motion); the implicit one is stable at
-    any speed and equals ``v_t / |v_t|`` when the push is along the motion.
-
-    Returns True when some friction direction rotates (bound the step by dt).
+    An active-set loop: build the unknowns of the current active set, solve
+    (:func:`_solve_system`), clamp the most pulling normal force
+    (:func:`_clamp_pulling`), start bodies whose static force leaves its
+    cone (:func:`_cone_test`), until nothing changes; then the accelerations,
+    and bodies started but decelerating at once are put back at rest.
     """
-    # Count the unknowns; one equation per unknown.
-    nu = 0
-    for i in range(nb):
-        if skip[i]:
-            continue
-        for k in range(nplane):
-            if plane_contact[i, k]:
-                nu += 1
-        for j in range(i + 1, nb):
-            if body_contact[i, j]:
-                nu += 1
-        if resting[i]:
-            nu += 2
+    nb = mass.shape[0]
+    nplane = plane_n.shape[0]
+    nu = _count_unknowns(skip, plane_contact, body_contact, modes)
     if nu == 0:
         for i in range(nb):
             for d in range(3):
@@ -374,34 +404,16 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
 
     cap_nu = nu + 2 * nb  # room for bodies put back at rest
     nu = cap_nu
-    kind = np.empty(nu, dtype=np.int64)
-    ui = np.empty(nu, dtype=np.int64)
-    uj = np.empty(nu, dtype=np.int64)
-    gdir = np.empty((nu, 3))   # force direction per unit unknown, on body ui
-    hdir = np.empty((nu, 3))   # measured acceleration direction (on ui)
+    sysm = System(np.empty(nu, dtype=np.int64), np.empty(nu, dtype=np.int64),
+                  np.empty(nu, dtype=np.int64), np.empty((nu, 3)), np.empty((nu, 3)))
     z = np.zeros(nu)
-    tang = np.empty(3)
-    nrm = np.empty(3)
-    rel = np.empty(3)
-    slide = np.empty(3)
-    rotating = False
+    v = Scratch(np.empty(3), np.empty(3), np.empty(3), np.empty(3))
     # Clamp order of each contact's normal force (0 = free), see below.
     plane_clamp = np.zeros((nb, nplane), dtype=np.int64)
     body_clamp = np.zeros((nb, nb), dtype=np.int64)
-    clamp_count = 0
-    # Tangential free acceleration of each body (free_acc less its parts
-    # along the normals of its plane contacts), for the implicit direction.
-    ptan = np.zeros((nb, 3))
-    if h_dir > 0.0:
-        for i in range(nb):
-            for d in range(3):
-                ptan[i, d] = free_acc[i, d]
-            for k in range(nplane):
-                if plane_contact[i, k]:
-                    an = (ptan[i, 0] * plane_n[k, 0] + ptan[i, 1] * plane_n[k, 1]
-                          + ptan[i, 2] * plane_n[k, 2])
-                    for d in range(3):
-                        ptan[i, d] -= an * plane_n[k, d]
+    ptan = _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir)
+    fl = Contacts(plane_contact, body_contact, modes)
+    coef = (mu_s, mu_k, plane_mu_tab, body_mu)
 
     # A body started by the cone test but decelerating at once under kinetic
     # friction is inconsistent: mu_s >= mu_k, so static friction holds it.
@@ -414,187 +426,24 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
         clamp_count = 0
         for _it in range(8 * nu + 8):
             # (Re)build the unknown list from the current active set.
-            m = 0
-            for i in range(nb):
-                if skip[i]:
-                    continue
-                for k in range(nplane):
-                    if plane_contact[i, k]:
-                        kind[m] = U_PLANE
-                        ui[m] = i
-                        uj[m] = k
-                        for d in range(3):
-                            nrm[d] = plane_n[k, d]
-                        # Sliding direction of the body over the plane.
-                        for d in range(3):
-                            slide[d] = vel[i, d] + h_dir * ptan[i, d]
-                        size = _unit_tangent(slide, nrm, tang)
-                        if size == 0.0 and starting[i]:
-                            _unit_tangent(start_dir[i], nrm, tang)
-                        if k == 0:
-                            mu = ground_mu_k[i] if above[i] else ground_mu_s[i]
-                        else:
-                            mu = plane_mu_tab[i, k]
-                        if resting[i]:
-                            mu = 0.0
-                        for d in range(3):
-                            gdir[m, d] = nrm[d] - mu * tang[d]
-                            hdir[m, d] = nrm[d]
-                        m += 1
-                for j in range(i + 1, nb):
-                    if body_contact[i, j]:
-                        kind[m] = U_BODY
-                        ui[m] = i
-                        uj[m] = j
-                        for d in range(3):
-                            nrm[d] = pos[j, d] - pos[i, d]
-                        inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
-                        for d in range(3):
-                            nrm[d] *= inv
-                            rel[d] = vel[j, d] - vel[i, d]
-                        if _unit_tangent(rel, nrm, tang) <= V_STOP:
-                            # Not sliding (rounding): no tangential force.
-                            tang[0] = 0.0
-                            tang[1] = 0.0
-                            tang[2] = 0.0
-                        mu = body_mu[i, j]
-                        # gdir/hdir hold the direction acting on body j; body i
-                        # sees the opposite.
-                        for d in range(3):
-                            gdir[m, d] = nrm[d] - mu * tang[d]
-                            hdir[m, d] = nrm[d]
-                        m += 1
-                if resting[i]:
-                    for axis in range(2):
-                        kind[m] = U_STATIC_X + axis
-                        ui[m] = i
-                        uj[m] = -1
-                        for d in range(3):
-                            gdir[m, d] = 0.0
-                            hdir[m, d] = 0.0
-                        gdir[m, axis] = 1.0
-                        hdir[m, axis] = 1.0
-                        m += 1
-            nu = m
-
-            # Assemble A[r, u] = sum over bodies of h_r . g_u / m_b and the rhs.
-            a_mat = np.zeros((nu, nu))
-            rhs = np.zeros(nu)
-            for r in range(nu):
-                rb_j = uj[r] if kind[r] == U_BODY else -1
-                rb_i = ui[r]
-                # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
-                hs_i = -1.0 if kind[r] == U_BODY else 1.0
-                rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
-                                  + hdir[r, 1] * free_acc[rb_i, 1]
-                                  + hdir[r, 2] * free_acc[rb_i, 2])
-                if rb_j >= 0:
-                    rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
-                               + hdir[r, 1] * free_acc[rb_j, 1]
-                               + hdir[r, 2] * free_acc[rb_j, 2])
-                for u in range(nu):
-                    ub_j = uj[u] if kind[u] == U_BODY else -1
-                    ub_i = ui[u]
-                    gs_i = -1.0 if kind[u] == U_BODY else 1.0
-                    dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
-                           + hdir[r, 2] * gdir[u, 2])
-                    val = 0.0
-                    if rb_i == ub_i:
-                        val += hs_i * gs_i * dot / mass[rb_i]
-                    if rb_i == ub_j:
-                        val += hs_i * dot / mass[rb_i]
-                    if rb_j >= 0 and rb_j == ub_i:
-                        val += gs_i * dot / mass[rb_j]
-                    if rb_j >= 0 and rb_j == ub_j:
-                        val += dot / mass[rb_j]
-                    a_mat[r, u] = val
-            nclamp = 0
-            for u in range(nu):
-                if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
-                    nclamp += 1
-            ok = False
-            if nclamp == 0:
-                z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
-            if not ok:
-                # Redundant contacts or clamped forces: the minimum-norm force set
-                # with the clamped normal forces held at zero (their columns
-                # removed, their no-penetration rows kept).
-                a_red = a_mat.copy()
-                for u in range(nu):
-                    if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
-                        for r in range(nu):
-                            a_red[r, u] = 0.0
-                z = _min_norm_solve(a_red, rhs, nu)
-                if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
-                    # The rows cannot all hold with those forces at zero: the
-                    # contact clamped last really separates.
-                    last = -1
-                    order = 0
-                    for u in range(nu):
-                        o = _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp)
-                        if o > order:
-                            order = o
-                            last = u
-                    _release(kind[last], ui[last], uj[last], plane_contact, body_contact,
-                             resting, starting)
-                    plane_clamp[:, :] = 0
-                    body_clamp[:, :] = 0
-                    clamp_count = 0
-                    continue
-
+            nu = _build_unknowns(skip, pos, vel, plane_n, coef, fl, start_dir, h_dir, ptan, sysm,
+                                 v)
+            a_mat, rhs = _assemble(sysm, nu, mass, free_acc)
+            z, released = _solve_system(a_mat, rhs, nu, sysm, plane_clamp, body_clamp, fl)
+            if released:
+                plane_clamp[:, :] = 0
+                body_clamp[:, :] = 0
+                clamp_count = 0
+                continue
             # Complementarity 1: a pulling normal force is clamped to zero (the
             # row stays); if that leaves the rows inconsistent the contact is
             # released above.
-            worst = -1
-            worst_val = 0.0
-            for u in range(nu):
-                if kind[u] == U_PLANE or kind[u] == U_BODY:
-                    scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
-                    if z[u] < -scale and z[u] < worst_val:
-                        worst_val = z[u]
-                        worst = u
-            if worst >= 0:
+            if _clamp_pulling(z, nu, sysm, mass, free_acc, plane_clamp, body_clamp,
+                              clamp_count + 1):
                 clamp_count += 1
-                if kind[worst] == U_PLANE:
-                    plane_clamp[ui[worst], uj[worst]] = clamp_count
-                else:
-                    body_clamp[ui[worst], uj[worst]] = clamp_count
                 continue
-
             # Complementarity 2: static friction within its cone, else start.
-            changed = False
-            for u in range(nu):
-                if kind[u] != U_STATIC_X:
-                    continue
-                i = ui[u]
-                sx = z[u]
-                sy = z[u + 1]
-                # Along a vertical wall's normal the static force and the wall's
-                # normal force are interchangeable (indeterminate): move that part
-                # to the wall (keeping N >= 0), so only the tangential remainder
-                # is friction.
-                for w in range(nu):
-                    if kind[w] == U_PLANE and ui[w] == i and uj[w] > 0:
-                        k = uj[w]
-                        if plane_n[k, 2] == 0.0:
-                            delta = sx * plane_n[k, 0] + sy * plane_n[k, 1]
-                            if z[w] + delta < 0.0:
-                                delta = -z[w]
-                            z[w] += delta
-                            sx -= delta * plane_n[k, 0]
-                            sy -= delta * plane_n[k, 1]
-                z[u] = sx
-                z[u + 1] = sy
-                cap = 0.0
-                for w in range(nu):
-                    if kind[w] == U_PLANE and ui[w] == i:
-                        k = uj[w]
-                        cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
-                smag = np.sqrt(sx * sx + sy * sy)
-                if not hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
-                    _start(i, sx, sy, smag, resting, starting, started, start_dir)
-                    changed = True
-            if changed:
+            if _cone_test(z, nu, sysm, plane_n, plane_mu_tab, mu_s, modes, hold, start_dir):
                 # Clamps hold for the active set they were found in; a body that
                 # starts to slide changes it (starts never revert: this ends).
                 plane_clamp[:, :] = 0
@@ -602,51 +451,320 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
                 clamp_count = 0
                 continue
             break
-
-        # Accelerations from the solved forces.
-        for i in range(nb):
-            for d in range(3):
-                acc[i, d] = free_acc[i, d]
-        for u in range(nu):
-            i = ui[u]
-            if kind[u] == U_BODY:
-                j = uj[u]
-                for d in range(3):
-                    acc[j, d] += z[u] * gdir[u, d] / mass[j]
-                    acc[i, d] -= z[u] * gdir[u, d] / mass[i]
-            else:
-                for d in range(3):
-                    acc[i, d] += z[u] * gdir[u, d] / mass[i]
-        # Remove rounding from the constrained directions.
-        for i in range(nb):
-            if resting[i]:
-                acc[i, 0] = 0.0
-                acc[i, 1] = 0.0
-                acc[i, 2] = 0.0
-                continue
-            for k in range(nplane):
-                if plane_contact[i, k]:
-                    an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
-                          + acc[i, 2] * plane_n[k, 2])
-                    for d in range(3):
-                        acc[i, d] -= an * plane_n[k, d]
-            if plane_contact[i, 0]:
-                acc[i, 2] = 0.0
-        reverted = False
-        for i in range(nb):
-            if started[i]:
-                along = acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1]
-                if along <= 0.0:
-                    resting[i] = True
-                    starting[i] = False
-                    started[i] = False
-                    hold[i] = True
-                    reverted = True
-        if not reverted:
+        _accelerations(z, nu, sysm, mass, free_acc, plane_n, plane_contact, modes, acc)
+        if not _revert_started(acc, start_dir, modes, hold):
             break
         nu = cap_nu
+    return _rotating(nu, sysm, vel, acc, plane_n, modes, start_dir, v)
 
-    # Do the sliding directions stay put under these accelerations?
+
+@jit
+def _count_unknowns(skip, plane_contact, body_contact, modes):
+    """One unknown per active contact, two per resting body (its static force)."""
+    nb = skip.shape[0]
+    nu = 0
+    for i in range(nb):
+        if skip[i]:
+            continue
+        for k in range(plane_contact.shape[1]):
+            if plane_contact[i, k]:
+                nu += 1
+        for j in range(i + 1, nb):
+            if body_contact[i, j]:
+                nu += 1
+        if modes[RESTING, i]:
+            nu += 2
+    return nu
+
+
+@jit
+def _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir):
+    """Tangential free acceleration of each body (``free_acc`` less its parts
+    along the normals of its plane contacts), for the implicit direction."""
+    nb = free_acc.shape[0]
+    ptan = np.zeros((nb, 3))
+    if h_dir > 0.0:
+        for i in range(nb):
+            for d in range(3):
+                ptan[i, d] = free_acc[i, d]
+            for k in range(plane_n.shape[0]):
+                if plane_contact[i, k]:
+                    an = (ptan[i, 0] * plane_n[k, 0] + ptan[i, 1] * plane_n[k, 1]
+                          + ptan[i, 2] * plane_n[k, 2])
+                    for d in range(3):
+                        ptan[i, d] -= an * plane_n[k, d]
+    return ptan
+
+
+@jit
+def _build_unknowns(skip, pos, vel, plane_n, coef, fl, start_dir, h_dir, ptan, sysm, v):
+    """Write the unknowns of the current active set into ``sysm``; returns
+    their count (``coef``: ground ``mu_s``, ``mu_k``, wall and body friction
+    tables)."""
+    kind, ui, uj, gdir, hdir = sysm.kind, sysm.ui, sysm.uj, sysm.gdir, sysm.hdir
+    tang, nrm, rel, slide = v.tang, v.nrm, v.rel, v.slide
+    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
+    mu_s, mu_k, plane_mu_tab, body_mu = coef
+    nb = pos.shape[0]
+    m = 0
+    for i in range(nb):
+        if skip[i]:
+            continue
+        for k in range(plane_n.shape[0]):
+            if plane_contact[i, k]:
+                kind[m] = U_PLANE
+                ui[m] = i
+                uj[m] = k
+                for d in range(3):
+                    nrm[d] = plane_n[k, d]
+                # Sliding direction of the body over the plane.
+                for d in range(3):
+                    slide[d] = vel[i, d] + h_dir * ptan[i, d]
+                size = _unit_tangent(slide, nrm, tang)
+                if size == 0.0 and modes[STARTING, i]:
+                    _unit_tangent(start_dir[i], nrm, tang)
+                if k == 0:
+                    mu = mu_k[i] if modes[ABOVE, i] else mu_s[i]
+                else:
+                    mu = plane_mu_tab[i, k]
+                if modes[RESTING, i]:
+                    mu = 0.0
+                for d in range(3):
+                    gdir[m, d] = nrm[d] - mu * tang[d]
+                    hdir[m, d] = nrm[d]
+                m += 1
+        for j in range(i + 1, nb):
+            if body_contact[i, j]:
+                kind[m] = U_BODY
+                ui[m] = i
+                uj[m] = j
+                for d in range(3):
+                    nrm[d] = pos[j, d] - pos[i, d]
+                inv = 1.0 / np.sqrt(nrm[0] ** 2 + nrm[1] ** 2 + nrm[2] ** 2)
+                for d in range(3):
+                    nrm[d] *= inv
+                    rel[d] = vel[j, d] - vel[i, d]
+                if _unit_tangent(rel, nrm, tang) <= V_STOP:
+                    # Not sliding (rounding): no tangential force.
+                    tang[0] = 0.0
+                    tang[1] = 0.0
+                    tang[2] = 0.0
+                mu = body_mu[i, j]
+                # gdir/hdir hold the direction acting on body j; body i
+                # sees the opposite.
+                for d in range(3):
+                    gdir[m, d] = nrm[d] - mu * tang[d]
+                    hdir[m, d] = nrm[d]
+                m += 1
+        if modes[RESTING, i]:
+            for axis in range(2):
+                kind[m] = U_STATIC_X + axis
+                ui[m] = i
+                uj[m] = -1
+                for d in range(3):
+                    gdir[m, d] = 0.0
+                    hdir[m, d] = 0.0
+                gdir[m, axis] = 1.0
+                hdir[m, axis] = 1.0
+                m += 1
+    return m
+
+
+@jit
+def _assemble(sysm, nu, mass, free_acc):
+    """``A[r, u] = sum over bodies of h_r . g_u / m_b`` and the right side
+    (the measured free acceleration of each row)."""
+    kind, ui, uj, gdir, hdir = sysm.kind, sysm.ui, sysm.uj, sysm.gdir, sysm.hdir
+    a_mat = np.zeros((nu, nu))
+    rhs = np.zeros(nu)
+    for r in range(nu):
+        rb_j = uj[r] if kind[r] == U_BODY else -1
+        rb_i = ui[r]
+        # Measured acceleration: h . a_j - h . a_i (body) or h . a_i.
+        hs_i = -1.0 if kind[r] == U_BODY else 1.0
+        rhs[r] = -hs_i * (hdir[r, 0] * free_acc[rb_i, 0]
+                          + hdir[r, 1] * free_acc[rb_i, 1]
+                          + hdir[r, 2] * free_acc[rb_i, 2])
+        if rb_j >= 0:
+            rhs[r] -= (hdir[r, 0] * free_acc[rb_j, 0]
+                       + hdir[r, 1] * free_acc[rb_j, 1]
+                       + hdir[r, 2] * free_acc[rb_j, 2])
+        for u in range(nu):
+            ub_j = uj[u] if kind[u] == U_BODY else -1
+            ub_i = ui[u]
+            gs_i = -1.0 if kind[u] == U_BODY else 1.0
+            dot = (hdir[r, 0] * gdir[u, 0] + hdir[r, 1] * gdir[u, 1]
+                   + hdir[r, 2] * gdir[u, 2])
+            val = 0.0
+            if rb_i == ub_i:
+                val += hs_i * gs_i * dot / mass[rb_i]
+            if rb_i == ub_j:
+                val += hs_i * dot / mass[rb_i]
+            if rb_j >= 0 and rb_j == ub_i:
+                val += gs_i * dot / mass[rb_j]
+            if rb_j >= 0 and rb_j == ub_j:
+                val += dot / mass[rb_j]
+            a_mat[r, u] = val
+    return a_mat, rhs
+
+
+@jit
+def _solve_system(a_mat, rhs, nu, sysm, plane_clamp, body_clamp, fl):
+    """The forces ``z`` of the system with the clamped normal forces held at
+    zero; returns ``(z, released)``: ``released`` when the rows cannot all
+    hold with those forces at zero, and the contact clamped last was dropped
+    from the active set (it really separates)."""
+    kind, ui, uj = sysm.kind, sysm.ui, sysm.uj
+    nclamp = 0
+    for u in range(nu):
+        if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+            nclamp += 1
+    if nclamp == 0:
+        z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
+        if ok:
+            return z, False
+    # Redundant contacts or clamped forces: the minimum-norm force set with
+    # the clamped normal forces held at zero (their columns removed, their
+    # no-penetration rows kept).
+    a_red = a_mat.copy()
+    for u in range(nu):
+        if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
+            for r in range(nu):
+                a_red[r, u] = 0.0
+    z = _min_norm_solve(a_red, rhs, nu)
+    if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
+        last = -1
+        order = 0
+        for u in range(nu):
+            o = _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp)
+            if o > order:
+                order = o
+                last = u
+        _release(kind[last], ui[last], uj[last], fl.plane_contact, fl.body_contact, fl.modes)
+        return z, True
+    return z, False
+
+
+@jit
+def _clamp_pulling(z, nu, sysm, mass, free_acc, plane_clamp, body_clamp, order):
+    """Clamp the most pulling normal force (with clamp ``order``); returns
+    whether one pulled."""
+    kind, ui, uj = sysm.kind, sysm.ui, sysm.uj
+    worst = -1
+    worst_val = 0.0
+    for u in range(nu):
+        if kind[u] == U_PLANE or kind[u] == U_BODY:
+            scale = N_TOL * mass[ui[u]] * (1.0 + abs(free_acc[ui[u], 2]))
+            if z[u] < -scale and z[u] < worst_val:
+                worst_val = z[u]
+                worst = u
+    if worst < 0:
+        return False
+    if kind[worst] == U_PLANE:
+        plane_clamp[ui[worst], uj[worst]] = order
+    else:
+        body_clamp[ui[worst], uj[worst]] = order
+    return True
+
+
+@jit
+def _cone_test(z, nu, sysm, plane_n, plane_mu_tab, ground_mu_s, modes, hold, start_dir):
+    """Static friction within its cone, else the body starts to slide;
+    returns whether one started."""
+    kind, ui, uj = sysm.kind, sysm.ui, sysm.uj
+    changed = False
+    for u in range(nu):
+        if kind[u] != U_STATIC_X:
+            continue
+        i = ui[u]
+        sx = z[u]
+        sy = z[u + 1]
+        # Along a vertical wall's normal the static force and the wall's
+        # normal force are interchangeable (indeterminate): move that part
+        # to the wall (keeping N >= 0), so only the tangential remainder
+        # is friction.
+        for w in range(nu):
+            if kind[w] == U_PLANE and ui[w] == i and uj[w] > 0:
+                k = uj[w]
+                if plane_n[k, 2] == 0.0:
+                    delta = sx * plane_n[k, 0] + sy * plane_n[k, 1]
+                    if z[w] + delta < 0.0:
+                        delta = -z[w]
+                    z[w] += delta
+                    sx -= delta * plane_n[k, 0]
+                    sy -= delta * plane_n[k, 1]
+        z[u] = sx
+        z[u + 1] = sy
+        cap = 0.0
+        for w in range(nu):
+            if kind[w] == U_PLANE and ui[w] == i:
+                k = uj[w]
+                cap += (ground_mu_s[i] if k == 0 else plane_mu_tab[i, k]) * z[w]
+        smag = np.sqrt(sx * sx + sy * sy)
+        if not hold[i] and smag > cap * (1.0 + 1e-12) + 1e-300:
+            _start(i, sx, sy, smag, modes, start_dir)
+            changed = True
+    return changed
+
+
+@jit
+def _accelerations(z, nu, sysm, mass, free_acc, plane_n, plane_contact, modes, acc):
+    """Accelerations from the solved forces, rounding removed from the
+    constrained directions."""
+    kind, ui, uj, gdir = sysm.kind, sysm.ui, sysm.uj, sysm.gdir
+    nb = mass.shape[0]
+    for i in range(nb):
+        for d in range(3):
+            acc[i, d] = free_acc[i, d]
+    for u in range(nu):
+        i = ui[u]
+        if kind[u] == U_BODY:
+            j = uj[u]
+            for d in range(3):
+                acc[j, d] += z[u] * gdir[u, d] / mass[j]
+                acc[i, d] -= z[u] * gdir[u, d] / mass[i]
+        else:
+            for d in range(3):
+                acc[i, d] += z[u] * gdir[u, d] / mass[i]
+    for i in range(nb):
+        if modes[RESTING, i]:
+            acc[i, 0] = 0.0
+            acc[i, 1] = 0.0
+            acc[i, 2] = 0.0
+            continue
+        for k in range(plane_n.shape[0]):
+            if plane_contact[i, k]:
+                an = (acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
+                      + acc[i, 2] * plane_n[k, 2])
+                for d in range(3):
+                    acc[i, d] -= an * plane_n[k, d]
+        if plane_contact[i, 0]:
+            acc[i, 2] = 0.0
+
+
+@jit
+def _revert_started(acc, start_dir, modes, hold):
+    """Bodies started in this solve but decelerating at once are put back at
+    rest and held; returns whether any was."""
+    reverted = False
+    for i in range(acc.shape[0]):
+        if modes[STARTED, i]:
+            along = acc[i, 0] * start_dir[i, 0] + acc[i, 1] * start_dir[i, 1]
+            if along <= 0.0:
+                modes[RESTING, i] = True
+                modes[STARTING, i] = False
+                modes[STARTED, i] = False
+                hold[i] = True
+                reverted = True
+    return reverted
+
+
+@jit
+def _rotating(nu, sysm, vel, acc, plane_n, modes, start_dir, v):
+    """Do the sliding directions stay put under these accelerations?"""
+    kind, ui, uj, hdir = sysm.kind, sysm.ui, sysm.uj, sysm.hdir
+    tang, nrm, rel = v.tang, v.nrm, v.rel
+    rotating = False
     for u in range(nu):
         i = ui[u]
         if kind[u] == U_BODY:
@@ -661,7 +779,7 @@ def _solve_general(nb, nplane, mass, pos, vel, free_acc, plane_n, plane_mu_tab,
                 nrm[d] = plane_n[uj[u], d]
             size = _unit_tangent(vel[i], nrm, tang)
             if size == 0.0:
-                if not starting[i]:
+                if not modes[STARTING, i]:
                     continue
                 _unit_tangent(start_dir[i], nrm, tang)
             an = acc[i, 0] * nrm[0] + acc[i, 1] * nrm[1] + acc[i, 2] * nrm[2]

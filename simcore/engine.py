@@ -29,20 +29,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from . import buffers, contact, impulse, tangent
-from .events import EVENT_FIELDS, EVENT_KINDS, EventKind  # noqa: F401  (re-exported)
+from . import buffers, contact, tangent
+from . import stages as S
+from .config import JIT_PARALLEL, MAX_LOOP, jit
+from .events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH  # noqa: F401
+from .integrate import INTEGRATOR_SYMPLECTIC, drift
 from .parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
-from .collision import (
-    SHAPE_SPHERE,
-    UNSUPPORTED,
-    contact_normal_body_body,
-    gap_body_body,
-    gap_body_plane,
-    toi_body_body,
-    toi_body_plane,
-)
-from .config import GAP_TOL, JIT_PARALLEL, MAX_LOOP, V_CONTACT, V_STOP, jit
-from .integrate import INTEGRATOR_SYMPLECTIC, drift, sample, stop_time, vth_crossing
 
 #: The offsets of the measurement set-up that the loop applies (see the
 #: docstring of :func:`_scenario`): not material properties but nuisance
@@ -58,20 +50,6 @@ PARAMETERS = (
               "[t0, t1) acts over [t0 + time_offset, t1 + time_offset)",
               "control window edge", "global", TIME_OFFSET, 1e-2),
 )
-
-#: A segment between events with more samples than this accumulates its
-#: trajectory residuals by moments (``tangent.accumulate_segment``), fewer
-#: one sample at a time; both give the same sums.
-SEGMENT_MOMENTS = 3
-
-# Event kinds of the log (simcore.events), as the plain integers the
-# kernels write (an IntEnum constant makes numba compile other overloads).
-EV_BODY_BODY = int(EventKind.BODY_BODY)
-EV_BODY_WALL = int(EventKind.BODY_WALL)
-EV_BODY_GROUND = int(EventKind.BODY_GROUND)
-EV_STOP = int(EventKind.STOP)
-EV_START = int(EventKind.START)
-
 
 class Status(NamedTuple):
     """A scenario's outcome: its code (what the kernel returns) and message."""
@@ -94,250 +72,168 @@ STATUSES = (
 STATUS_MESSAGES = tuple(s.message for s in STATUSES)
 assert all(s.code == k for k, s in enumerate(STATUSES))
 
-# Internal event codes of one pass.
-_NONE = 0
-_IMPACT_PLANE = 1
-_IMPACT_BODY = 2
-_STOP = 3
-_VTH = 4
-_STICK = 5
-
-#: Relative normal speed [m/s] under which touching surfaces that are being
-#: pulled apart by their accelerations are taken to separate (rounding).
-V_ROUND = 1e-12
 #: Events at one instant after which a scenario is declared stalled.
 MAX_ZERO_STEPS = 100_000
 
 
-@jit
-def _rel_normal(i, j, vel, acc, nrm):
-    """Relative normal velocity and acceleration of body j over body i along ``nrm``."""
-    un = 0.0
-    an = 0.0
-    for d in range(3):
-        un += (vel[j, d] - vel[i, d]) * nrm[d]
-        an += (acc[j, d] - acc[i, d]) * nrm[d]
-    return un, an
+class Scene(NamedTuple):
+    """One scenario's constants (its slices of the batch)."""
+
+    shape: np.ndarray
+    radius: np.ndarray
+    mass: np.ndarray
+    mat: np.ndarray
+    wall_n: np.ndarray
+    wall_d: np.ndarray
+    wall_mat: np.ndarray
+    c_body: np.ndarray
+    c_t0: np.ndarray
+    c_t1: np.ndarray
+    c_force: np.ndarray
+    samp_t: np.ndarray
 
 
-@jit
-def _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
-         count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
-    """Append one event if the buffer has room; return the new count."""
-    if count < ev_t.shape[0]:
-        ev_t[count] = t
-        ev_kind[count] = kind
-        ev_a[count] = a
-        ev_b[count] = b
-        for d in range(3):
-            ev_n[count, d] = n[d]
-            ev_dva[count, d] = dva[d]
-            ev_dvb[count, d] = dvb[d]
-        ev_jn[count] = jn
-        ev_jt[count] = jt
-        ev_slip[count] = slip
-    return count + 1
+class Run(NamedTuple):
+    """A run's scalars and coefficients: start and end time, step, gravity,
+    nominal ground height, integrator code; the coefficient vector and the
+    material tables (:class:`simcore.params.Layout`)."""
+
+    t_start: float
+    t_end: float
+    dt: float
+    gravity: float
+    ground_z: float
+    integrator: int
+    params: np.ndarray
+    bb_idx: np.ndarray
+    bw_idx: np.ndarray
+    bg_idx: np.ndarray
 
 
-@jit
-def _horizontal_speed(v):
-    return np.sqrt(v[0] * v[0] + v[1] * v[1])
-
-
-@jit
-def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
-              c_body, c_t0, c_t1, c_force, t_start, t_end, dt, gravity, ground_z,
-              params, bb_idx, bw_idx, bg_idx, integrator, samp_t,
-              pos, vel, out_pos, out_vel,
-              ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, tan):
-    """Simulate one scenario in place; returns ``(status, event_count, t)``.
-
-    Arrays (this scenario only): ``shape``, ``radius``, ``mass``, ``mat (nb,)``;
-    ``wall_n (nw, 3)``, ``wall_d``, ``wall_mat (nw,)``; controls ``c_body``,
-    ``c_t0``, ``c_t1 (nc,)``, ``c_force (nc, 3)``; sample times
-    ``samp_t (ns,)`` ascending; state ``pos``, ``vel (nb, 3)`` advanced in
-    place; outputs ``out_pos``, ``out_vel (ns, nbmax, 3)`` and the event
-    buffers of capacity ``cap``.
-
-    ``tan`` holds the sensitivity arrays (see :mod:`simcore.tangent`):
-    directions ``t_param``, ``t_vel``, ``t_ctrl (NT,)``; measured positions
-    ``meas (ns, nbmax, 3)`` at the sample times (NaN: missing; zero rows: no
-    trajectory loss) and its accumulators ``tr_sse (1,)``, ``tr_grad (NT,)``,
-    ``tr_gn (NT, NT)`` (or ``(0, 0)``); the final-state tangents
+class TangentIO(NamedTuple):
+    """Sensitivity inputs and outputs (see :mod:`simcore.tangent`): the
+    directions ``t_param``, ``t_vel``, ``t_ctrl (NT,)``; the measured
+    positions ``meas (ns, nbmax, 3)`` at the sample times (NaN: missing; no
+    rows: no trajectory loss) and the residual sums ``tr_sse``, ``tr_grad
+    (NT,)``, ``tr_gn (NT, NT)`` (or ``(0, 0)``); the final-state tangents
     ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
     (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
-    ``nondiff (1,)``.  With ``NT = 0`` only the trajectory loss is computed.
+    ``nondiff``.  Per batch, every array but the directions and ``meas`` has
+    a leading scenario axis."""
 
-    The global offsets of ``params`` (see :mod:`simcore.params`) act here:
-    the ground is the plane ``z = ground_z + params[GROUND_OFFSET]``, a body
-    that starts resting on the nominal plane ``z = ground_z`` starts resting
-    on that one, and control window ``q`` acts over ``[c_t0[q] + lag,
-    c_t1[q] + lag)`` with ``lag = params[TIME_OFFSET]``.  Their tangents: a
-    resting start has ``d z / d ground_offset = 1``, a ground impact's time
-    moves with the plane (``tangent.impact_plane_time``), and a window edge
-    with the lag (``d t_edge / d lag = 1``).
+    t_param: np.ndarray
+    t_vel: np.ndarray
+    t_ctrl: np.ndarray
+    meas: np.ndarray
+    tr_sse: np.ndarray
+    tr_grad: np.ndarray
+    tr_gn: np.ndarray
+    fin_tpos: np.ndarray
+    fin_tvel: np.ndarray
+    ev_tt: np.ndarray
+    ev_tdva: np.ndarray
+    ev_tdvb: np.ndarray
+    signal: np.ndarray
+    nondiff: np.ndarray
+
+
+class Batch(NamedTuple):
+    """A batch's constants as the kernels see them (a :class:`Model`'s arrays
+    in scenario order, controls in CSR form, sample times in CSR form)."""
+
+    body_count: np.ndarray
+    body_shape: np.ndarray
+    body_radius: np.ndarray
+    body_mass: np.ndarray
+    body_mat: np.ndarray
+    wall_count: np.ndarray
+    wall_normal: np.ndarray
+    wall_offset: np.ndarray
+    wall_mat: np.ndarray
+    ctrl_ptr: np.ndarray
+    ctrl_body: np.ndarray
+    ctrl_t0: np.ndarray
+    ctrl_t1: np.ndarray
+    ctrl_force: np.ndarray
+    scen_t_end: np.ndarray
+    scen_dt: np.ndarray
+    samp_ptr: np.ndarray
+    samp_t: np.ndarray
+    params: np.ndarray
+    bb_idx: np.ndarray
+    bw_idx: np.ndarray
+    bg_idx: np.ndarray
+    gravity: float
+    ground_z: float
+    integrator: int
+
+
+class Outputs(NamedTuple):
+    """What a batch run writes: the state ``pos``, ``vel (nscen, nbmax, 3)``
+    and ``time (nscen,)`` (start times in, end times out), the samples
+    ``out_pos``, ``out_vel (M, nbmax, 3)`` (or no rows: not kept), the event
+    logs ``ev_f (nscen, cap, EVF_WIDTH)``, ``ev_i (nscen, cap, EVI_WIDTH)``,
+    each scenario's ``status`` and event count ``ev_count``."""
+
+    pos: np.ndarray
+    vel: np.ndarray
+    time: np.ndarray
+    out_pos: np.ndarray
+    out_vel: np.ndarray
+    ev_f: np.ndarray
+    ev_i: np.ndarray
+    status: np.ndarray
+    ev_count: np.ndarray
+
+
+@jit
+def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
+    """Simulate one scenario in place; returns ``(status, event_count, t)``.
+
+    ``scene``, ``run``: its constants; the state ``pos``, ``vel (nb, 3)`` is
+    advanced in place; samples go to ``out_pos``, ``out_vel``, events to ``ev``
+    (:class:`simcore.stages.EventLog`), sensitivities to ``tan`` (:class:`TangentIO`).
+    The loop is the list of stages of :mod:`simcore.stages`; the record fields
+    it reads are unpacked before it (a field read in the loop costs a reference
+    count per pass).  A window logged as ``[t0, t1)`` acts over ``[t0 + lag,
+    t1 + lag)``, ``lag = params[TIME_OFFSET]``; its edges move with the lag.
     """
-    npl = nw + 1
-    nc = c_body.shape[0]
-    ns = samp_t.shape[0]
-
-    # Scratch in two buffers (float and bool) carved into views: a
-    # scenario's set-up costs two allocations, not thirty.
-    nf = 4 * npl + 5 * nb + 2 * nb * npl + 2 * nb * nb + 6 * nb * 3 + 6 * 3
-    fbuf = np.zeros(nf)
-    off = 0
-    plane_n = fbuf[off:off + 3 * npl].reshape((npl, 3))
-    off += 3 * npl
-    plane_d = fbuf[off:off + npl]
-    off += npl
-    inv_m = fbuf[off:off + nb]
-    g_mu_s = fbuf[off + nb:off + 2 * nb]
-    g_mu_k = fbuf[off + 2 * nb:off + 3 * nb]
-    g_vth = fbuf[off + 3 * nb:off + 4 * nb]
-    g_e = fbuf[off + 4 * nb:off + 5 * nb]
-    off += 5 * nb
-    pl_mu = fbuf[off:off + nb * npl].reshape((nb, npl))
-    pl_e = fbuf[off + nb * npl:off + 2 * nb * npl].reshape((nb, npl))
-    off += 2 * nb * npl
-    b_mu = fbuf[off:off + nb * nb].reshape((nb, nb))
-    b_e = fbuf[off + nb * nb:off + 2 * nb * nb].reshape((nb, nb))
-    off += 2 * nb * nb
-    start_dir = fbuf[off:off + 3 * nb].reshape((nb, 3))
-    force = fbuf[off + 3 * nb:off + 6 * nb].reshape((nb, 3))
-    free_acc = fbuf[off + 6 * nb:off + 9 * nb].reshape((nb, 3))
-    acc = fbuf[off + 9 * nb:off + 12 * nb].reshape((nb, 3))
-    dacc = fbuf[off + 12 * nb:off + 15 * nb].reshape((nb, 3))
-    off += 18 * nb
-    nrm = fbuf[off:off + 3]
-    dva = fbuf[off + 3:off + 6]
-    dvb = fbuf[off + 6:off + 9]
-    zero3 = fbuf[off + 9:off + 12]
-    rel = fbuf[off + 12:off + 15]
-    at = fbuf[off + 15:off + 18]
-    bbuf = np.zeros(nb * npl + nb * nb + 6 * nb, dtype=np.bool_)
-    plane_contact = bbuf[:nb * npl].reshape((nb, npl))
-    body_contact = bbuf[nb * npl:nb * npl + nb * nb].reshape((nb, nb))
-    boff = nb * npl + nb * nb
-    resting = bbuf[boff:boff + nb]
-    starting = bbuf[boff + nb:boff + 2 * nb]
-    started = bbuf[boff + 2 * nb:boff + 3 * nb]
-    above = bbuf[boff + 3 * nb:boff + 4 * nb]
-    work = bbuf[boff + 4 * nb:boff + 5 * nb]
-
-    # Sensitivities: tangents of the state after the last event (see tangent.py).
-    (t_param, t_vel, t_ctrl, meas, tr_sse, tr_grad, tr_gn, fin_tpos, fin_tvel,
-     ev_tt, ev_tdva, ev_tdvb, signal, nondiff) = tan
-    nt = t_param.shape[0]
+    nb = pos.shape[0]
+    shape, radius, mass, samp_t = scene.shape, scene.radius, scene.mass, scene.samp_t
+    c_body, c_t0, c_t1, c_force = scene.c_body, scene.c_t0, scene.c_t1, scene.c_force
+    t_start, t_end, dt, params = run.t_start, run.t_end, run.dt, run.params
+    t_param, t_ctrl, meas, signal = tan.t_param, tan.t_ctrl, tan.meas, tan.signal
+    ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb = ev.f, ev.i, ev.tt, ev.tdva, ev.tdvb
+    nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
     has_meas = ns > 0 and meas.shape[0] == ns
-    tbuf = np.zeros(5 * nb * 3 * nt + 8 * nt)
-    tpos = tbuf[:3 * nb * nt].reshape((nb, 3, nt))
-    tvel = tbuf[3 * nb * nt:6 * nb * nt].reshape((nb, 3, nt))
-    tacc = tbuf[6 * nb * nt:9 * nb * nt].reshape((nb, 3, nt))
-    tfa = tbuf[9 * nb * nt:12 * nb * nt].reshape((nb, 3, nt))
-    tsamp = tbuf[12 * nb * nt:15 * nb * nt].reshape((nb, 3, nt))
-    toff = 15 * nb * nt
-    ttau = tbuf[toff:toff + nt]
-    ds = tbuf[toff + nt:toff + 2 * nt]
-    tdva = tbuf[toff + 2 * nt:toff + 5 * nt].reshape((3, nt))
-    tdvb = tbuf[toff + 5 * nt:toff + 8 * nt].reshape((3, nt))
-    pdir = np.full(params.shape[0], -1, np.int64)
-    for p in range(nt):
-        if t_param[p] >= 0:
-            pdir[t_param[p]] = p
-    # The global offsets of the measurement set-up (see params.py).
-    ground = ground_z + params[GROUND_OFFSET]
-    lag = params[TIME_OFFSET]
-    p_ground = pdir[GROUND_OFFSET]
-    p_lag = pdir[TIME_OFFSET]
-    # Everything the impulse tangents need, in one tuple (see _impact_plane).
-    tg = (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat,
-          wall_mat, bg_idx, bw_idx, bb_idx)
-    nd = 0
+    (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
+     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1)
+    tpos, tvel, tacc, tfa, tsamp, ttau, ds, tdva, tdvb, pdir = S.tangent_scratch(
+        nb, nt, params.shape[0], t_param)
+    g_mu_s, g_mu_k, g_vth, pl_mu, b_mu = gc.mu_s, gc.mu_k, gc.v_th, pc.pl_mu, pc.b_mu
+    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
+    nrm, dva, zero3, rel, at = v3.nrm, v3.dva, v3.zero3, v3.rel, v3.at
+    planes = S.Planes(plane_n, plane_d)
+    bodies = S.Bodies(shape, pos, vel, acc, radius, mass, inv_m)
+    tg = S.Tangents(tpos, tvel, tdva, tdvb, ttau, pdir, signal, scene.mat, scene.wall_mat,
+                    run.bg_idx, run.bw_idx, run.bb_idx)
+    ts = S.Segment(tpos, tvel, tacc, ttau, tsamp, ds)
+    sums = S.Sums(tan.tr_sse, tan.tr_grad, tan.tr_gn)
+    lag, p_ground, p_lag = params[TIME_OFFSET], pdir[GROUND_OFFSET], pdir[TIME_OFFSET]
+    pbody = S.body_directions(pdir, run.bg_idx, scene.mat)
+    nd = tangent.ND_SYMPLECTIC if nt > 0 and symplectic else 0
     if nt > 0:
-        tangent.seed(nb, t_vel, tvel)
-        if integrator == INTEGRATOR_SYMPLECTIC:
-            nd |= tangent.ND_SYMPLECTIC
-
-    # Planes: row 0 is the ground z = ground_z + ground_offset, then the walls.
-    plane_n[0, 2] = 1.0
-    plane_d[0] = ground
-    if ground != ground_z:
-        # A body resting on the nominal ground rests on the offset one.
-        for i in range(nb):
-            if abs(gap_body_plane(shape[i], pos[i], radius[i], plane_n[0], ground_z)) <= GAP_TOL:
-                pos[i, 2] += ground - ground_z
-    for k in range(nw):
-        for d in range(3):
-            plane_n[k + 1, d] = wall_n[k, d]
-        plane_d[k + 1] = wall_d[k]
-
-    # Coefficients through the material tables (see params.py).
-    for i in range(nb):
-        inv_m[i] = 1.0 / mass[i]
-        g_mu_s[i] = params[bg_idx[mat[i], 0]]
-        g_mu_k[i] = params[bg_idx[mat[i], 1]]
-        g_vth[i] = params[bg_idx[mat[i], 2]]
-        g_e[i] = params[bg_idx[mat[i], 3]]
-        pl_e[i, 0] = g_e[i]  # pl_mu[:, 0] stays unused: the ground's mu follows its speed regime
-        for k in range(nw):
-            pl_mu[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 0]]
-            pl_e[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 1]]
-        for j in range(nb):
-            b_mu[i, j] = params[bb_idx[mat[i], mat[j], 0]]
-            b_e[i, j] = params[bb_idx[mat[i], mat[j], 1]]
-
-    # Contacts present at the start: touching surfaces without a fast approach.
-    for i in range(nb):
-        for k in range(npl):
-            g = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
-            vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
-            if g <= GAP_TOL and abs(vn) <= V_CONTACT:
-                plane_contact[i, k] = True
-                for d in range(3):
-                    vel[i, d] -= vn * plane_n[k, d]
-                tangent.project_plane(i, plane_n[k], tvel)
-                if k == 0:
-                    pos[i, 2] = ground + radius[i]
-        if plane_contact[i, 0]:
-            if p_ground >= 0:
-                # Resting on the ground: its height moves with the plane.
-                tpos[i, 2, p_ground] = 1.0
-                signal[p_ground] += 1
-            if _horizontal_speed(vel[i]) <= V_STOP:
-                vel[i, 0] = 0.0
-                vel[i, 1] = 0.0
-                tvel[i, :2] = 0.0
-                resting[i] = True
-            above[i] = _horizontal_speed(vel[i]) >= g_vth[i]
-    for i in range(nb):
-        for j in range(i + 1, nb):
-            g = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
-            if g <= GAP_TOL and contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm):
-                un = 0.0
-                for d in range(3):
-                    un += (vel[j, d] - vel[i, d]) * nrm[d]
-                if abs(un) <= V_CONTACT:
-                    body_contact[i, j] = True
-                    body_contact[j, i] = True
-
+        tangent.seed(nb, tan.t_vel, tvel)
+    _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm)
     t = t_start
-    ks = 0
-    while ks < ns and samp_t[ks] <= t:
-        sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
-        if has_meas:
-            _measure(nb, vel, acc, 0.0, tpos, tvel, tacc, ttau, tsamp, out_pos[ks],
-                     meas[ks], tr_sse, tr_grad, tr_gn)
-        ks += 1
-
-    n_ev = 0
-    status = STATUS_OK
-    need_solve = True
-    horizon = t
-    zero_steps = 0
+    ks = S.samples_now(0, np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos, out_vel,
+                       meas, ts, sums)
+    n_ev, status, zero_steps = 0, STATUS_OK, 0
+    need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
+    horizon, next_edge = t, t_end
     # Through a run of dt steps where a direction rotates, no event can occur
-    # before ``quiet_until`` (:func:`_quiet_time`): the search is skipped there.
+    # before ``quiet_until`` (stages.quiet_time): the search is skipped there.
     quiet_until = -np.inf
-    grid_step = False
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
@@ -346,80 +242,31 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
         grid_next = t_start + (kgrid + 1.0) * dt
         if grid_next <= t:
             grid_next = t_start + (kgrid + 2.0) * dt
-
         if need_solve:
-            # Stage 1: forces active at t and the next window edge.
-            next_edge = t_end
-            window_edge = False
-            for i in range(nb):
-                for d in range(3):
-                    force[i, d] = 0.0
-            for q in range(nc):
-                w0 = c_t0[q] + lag
-                w1 = c_t1[q] + lag
-                if w0 <= t < w1:
-                    for d in range(3):
-                        force[c_body[q], d] += c_force[q, d]
-                if w0 > t and w0 < next_edge:
-                    next_edge = w0
-                    window_edge = True
-                if w1 > t and w1 < next_edge:
-                    next_edge = w1
-                    window_edge = True
-            for i in range(nb):
-                free_acc[i, 0] = force[i, 0] * inv_m[i]
-                free_acc[i, 1] = force[i, 1] * inv_m[i]
-                free_acc[i, 2] = force[i, 2] * inv_m[i] - gravity
+            # Stages 1-3: forces, sustained contacts, (symplectic) kick.
+            next_edge, window_edge = S.forces(t, lag, t_end, run.gravity, inv_m, c_body, c_t0,
+                                              c_t1, c_force, force, free_acc)
             if nt > 0:
                 tangent.free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
-                nd |= _general_contacts(nb, npl, plane_contact, body_contact)
-            # Stage 2: sustained contacts.
+                nd |= S.general_contacts(plane_contact, body_contact)
             h_dir = 0.0
             for _attempt in range(2):
-                rotating = contact.solve(nb, npl, mass, pos, vel, free_acc, plane_n,
-                                         pl_mu, g_mu_s, g_mu_k, above, plane_contact,
-                                         body_contact, b_mu, resting, starting,
-                                         start_dir, acc, started, h_dir)
-                for i in range(nb):
-                    if started[i]:
-                        n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt,
-                                    ev_dva, ev_dvb, ev_slip, n_ev, t, EV_START, i, -1,
-                                    start_dir[i], 0.0, 0.0, zero3, zero3, -1)
-                        tdva[:] = 0.0
-                        _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdva)
-                        above[i] = False
-                if not rotating or integrator == INTEGRATOR_SYMPLECTIC:
+                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, pl_mu, g_mu_s, g_mu_k,
+                                         plane_contact, body_contact, b_mu, modes, start_dir,
+                                         acc, h_dir)
+                n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt,
+                                             ev_tdva, ev_tdvb, ttau, tdva, zero3)
+                if not rotating or symplectic:
                     break
                 # Directions rotate: step dt with the implicit direction.
                 h_dir = min(grid_next, t_end) - t
             if nt > 0:
-                _acc_tangent(nb, mat, vel, free_acc, g_mu_s, g_mu_k, bg_idx, pdir, above,
-                             plane_contact, resting, starting, h_dir, tvel, tfa, ttau,
-                             tacc, signal)
-            if integrator == INTEGRATOR_SYMPLECTIC:
-                # Stage 3: kick v' = v + a dt; a ground slide never reverses.
-                h_kick = min(grid_next, t_end) - t
-                for i in range(nb):
-                    vx = vel[i, 0]
-                    vy = vel[i, 1]
-                    for d in range(3):
-                        vel[i, d] += acc[i, d] * h_kick
-                        dacc[i, d] = 0.0
-                    if plane_contact[i, 0] and not starting[i] and (vx != 0.0 or vy != 0.0):
-                        if vel[i, 0] * vx + vel[i, 1] * vy <= 0.0:
-                            dva[0] = -vel[i, 0]
-                            dva[1] = -vel[i, 1]
-                            dva[2] = 0.0
-                            vel[i, 0] = 0.0
-                            vel[i, 1] = 0.0
-                            resting[i] = True
-                            n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt,
-                                        ev_dva, ev_dvb, ev_slip, n_ev, t, EV_STOP, i, -1,
-                                        zero3, 0.0, 0.0, dva, zero3, -1)
-                    starting[i] = False
-                    if plane_contact[i, 0]:
-                        above[i] = _horizontal_speed(vel[i]) >= g_vth[i]
+                S.acc_tangent(vel, free_acc, g_mu_s, g_mu_k, pbody, plane_contact, modes, h_dir,
+                              tvel, tfa, ttau, tacc, signal)
+            if symplectic:
                 horizon = min(grid_next, t_end)
+                n_ev = S.kick(horizon - t, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes,
+                              ev_f, ev_i, dva, zero3)
             else:
                 for i in range(nb):
                     for d in range(3):
@@ -427,650 +274,131 @@ def _scenario(nb, nw, shape, radius, mass, mat, wall_n, wall_d, wall_mat,
                 horizon = next_edge
                 if rotating and grid_next < horizon:
                     horizon = grid_next
-            grid_step = integrator != INTEGRATOR_SYMPLECTIC and rotating and horizon == grid_next
-            for i in range(nb):
-                if started[i]:
-                    grid_step = False
+            grid_step = not symplectic and rotating and horizon == grid_next and not started
             if not grid_step:
                 quiet_until = -np.inf
             need_solve = False
 
-        # Stage 4: the earliest event within the horizon.
-        h = horizon - t
-        s_best = h
-        ev_code = _NONE
-        ev_i = -1
-        ev_j = -1
+        # Stage 4: the earliest event within the horizon (slides: exact only).
         quiet = grid_step and horizon <= quiet_until
-        if integrator != INTEGRATOR_SYMPLECTIC and not quiet:
-            for i in range(nb):
-                if resting[i]:
-                    continue
-                in_plane = False
-                for k in range(npl):
-                    if plane_contact[i, k]:
-                        in_plane = True
-                if in_plane:
-                    s = stop_time(vel[i], dacc[i], s_best)
-                    if s < s_best:
-                        s_best = s
-                        ev_code = _STOP
-                        ev_i = i
-                # Searched whatever the coefficients: with mu_s = mu_k the
-                # crossing changes no force, but it splits the segment there
-                # (and d/d mu_s is the share of the slide below v_th), and
-                # the split must not depend on whether sensitivities are
-                # asked for.
-                if plane_contact[i, 0]:
-                    s = vth_crossing(vel[i], dacc[i], g_vth[i], above[i], s_best)
-                    if s < s_best:
-                        s_best = s
-                        ev_code = _VTH
-                        ev_i = i
-                for j in range(i + 1, nb):
-                    if body_contact[i, j] and contact_normal_body_body(
-                            shape[i], shape[j], pos[i], pos[j], nrm):
-                        # Relative tangential velocity of the contact.
-                        un, an = _rel_normal(i, j, vel, dacc, nrm)
-                        for d in range(3):
-                            rel[d] = (vel[j, d] - vel[i, d]) - un * nrm[d]
-                        for d in range(3):
-                            at[d] = (dacc[j, d] - dacc[i, d]) - an * nrm[d]
-                        if rel[0] ** 2 + rel[1] ** 2 + rel[2] ** 2 <= V_STOP * V_STOP:
-                            continue  # not sliding
-                        s = stop_time(rel, at, s_best)
-                        if s < s_best:
-                            s_best = s
-                            ev_code = _STICK
-                            ev_i = i
-                            ev_j = j
-        for i in range(0 if quiet else nb):
-            for k in range(npl):
-                if plane_contact[i, k]:
-                    continue
-                g = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
-                if abs(g) <= GAP_TOL:
-                    vn = (vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1]
-                          + vel[i, 2] * plane_n[k, 2])
-                    an = (dacc[i, 0] * plane_n[k, 0] + dacc[i, 1] * plane_n[k, 1]
-                          + dacc[i, 2] * plane_n[k, 2])
-                    if an > 0.0 and vn > -V_ROUND:
-                        continue  # touching and pulled apart: separates
-                s = toi_body_plane(shape[i], pos[i], vel[i], dacc[i], radius[i],
-                                   plane_n[k], plane_d[k], s_best)
-                if s == UNSUPPORTED:
-                    return STATUS_UNSUPPORTED_PAIR, n_ev, t
-                if s < s_best:
-                    s_best = s
-                    ev_code = _IMPACT_PLANE
-                    ev_i = i
-                    ev_j = k
-            for j in range(i + 1, nb):
-                if body_contact[i, j]:
-                    continue
-                g = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
-                if abs(g) <= GAP_TOL and contact_normal_body_body(
-                        shape[i], shape[j], pos[i], pos[j], nrm):
-                    un, an = _rel_normal(i, j, vel, dacc, nrm)
-                    if an > 0.0 and un > -V_ROUND:
-                        continue
-                s = toi_body_body(shape[i], shape[j], pos[i], vel[i], dacc[i], radius[i],
-                                  pos[j], vel[j], dacc[j], radius[j], s_best)
-                if s == UNSUPPORTED:
-                    return STATUS_UNSUPPORTED_PAIR, n_ev, t
-                if s < s_best:
-                    s_best = s
-                    ev_code = _IMPACT_BODY
-                    ev_i = i
-                    ev_j = j
-
-        if grid_step and not quiet and ev_code == _NONE:
-            # The bound holds while the forces do: up to the next window edge.
-            quiet_until = min(t + _quiet_time(nb, npl, shape, pos, vel, dacc, free_acc,
-                                              radius, plane_n, plane_d, plane_contact,
-                                              body_contact, resting, above, g_mu_s, g_mu_k,
-                                              g_vth), next_edge)
-        elif ev_code != _NONE:
+        code, ev_a, ev_b, s_best = S.NONE, -1, -1, horizon - t
+        if not quiet:
+            if not symplectic:
+                code, ev_a, ev_b, s_best = S.slide_events(s_best, shape, pos, vel, dacc, g_vth,
+                                                          plane_contact, body_contact, modes,
+                                                          nrm, rel, at)
+            code, ev_a, ev_b, s_best = S.impact_events(s_best, code, ev_a, ev_b, shape, pos, vel,
+                                                       dacc, radius, plane_n, plane_d,
+                                                       plane_contact, body_contact, nrm)
+            if code == S.UNSUPPORTED_PAIR:
+                return STATUS_UNSUPPORTED_PAIR, n_ev, t
+            if grid_step and code == S.NONE:
+                # The bound holds while the forces do: up to the next window edge.
+                quiet_until = min(t + S.quiet_time(shape, pos, vel, dacc, free_acc, radius,
+                                                   plane_n, plane_d, plane_contact, body_contact,
+                                                   modes, g_mu_s, g_mu_k, g_vth), next_edge)
+        if code != S.NONE:
             quiet_until = -np.inf
         # Stage 5: advance to the event, writing the samples passed.
-        t_new = horizon if ev_code == _NONE else t + s_best
-        if ev_code != _NONE and t_new > horizon:
-            t_new = horizon
-        s_seg = t_new - t
+        t_new = horizon if code == S.NONE else min(t + s_best, horizon)
         if nt > 0:
-            nd |= _event_time_tangent(ev_code, ev_i, ev_j, s_seg, mat, pos, vel, dacc,
-                                      plane_n, g_vth, bg_idx, pdir, tpos, tvel, tacc,
-                                      ttau, ds, signal)
-            if ev_code == _NONE and window_edge and t_new == next_edge and p_lag >= 0:
-                # A window edge moves with the controls' clock: d t_edge / d lag = 1.
+            nd |= S.event_time_tangent(code, ev_a, ev_b, t_new - t, pos, vel, dacc, plane_n,
+                                       g_vth, p_ground, pbody, ts, signal)
+            if code == S.NONE and window_edge and t_new == next_edge and p_lag >= 0:
                 ds[p_lag] += 1.0
                 signal[p_lag] += 1
         k0 = ks
-        while ks < ns and samp_t[ks] <= t_new:
-            sample(nb, pos, vel, dacc, samp_t[ks] - t, out_pos[ks], out_vel[ks])
-            ks += 1
+        ks = S.sample_segment(t, t_new, ks, pos, vel, dacc, samp_t, out_pos, out_vel)
         if has_meas and ks > k0:
-            if ks - k0 > SEGMENT_MOMENTS:
-                tangent.accumulate_segment(nb, vel, dacc, t, samp_t, k0, ks, tpos, tvel, tacc,
-                                           ttau, out_pos, meas, tr_sse, tr_grad, tr_gn)
-            else:
-                for k in range(k0, ks):
-                    _measure(nb, vel, dacc, samp_t[k] - t, tpos, tvel, tacc, ttau, tsamp,
-                             out_pos[k], meas[k], tr_sse, tr_grad, tr_gn)
-        drift(nb, pos, vel, dacc, s_seg)
+            S.residuals(k0, ks, t, vel, dacc, samp_t, out_pos, meas, ts, sums)
+        drift(nb, pos, vel, dacc, t_new - t)
         if nt > 0:
-            tangent.drift(nb, vel, dacc, s_seg, ds, tpos, tvel, tacc, ttau)
-        if t_new == t:
-            zero_steps += 1
-            if zero_steps > MAX_ZERO_STEPS:
-                return STATUS_STALLED, n_ev, t
-        else:
-            zero_steps = 0
+            tangent.drift(nb, vel, dacc, t_new - t, ds, tpos, tvel, tacc, ttau)
+        zero_steps = zero_steps + 1 if t_new == t else 0
+        if zero_steps > MAX_ZERO_STEPS:
+            return STATUS_STALLED, n_ev, t
         t = t_new
 
         # Stage 6: resolve the event.
-        if ev_code == _NONE:
+        if code == S.NONE or not symplectic:
             need_solve = True
-            continue
-        if integrator != INTEGRATOR_SYMPLECTIC:
-            need_solve = True
-        for q in range(nb):
-            work[q] = False
-        if ev_code == _IMPACT_PLANE:
-            n_ev = _impact_plane(ev_i, ev_j, n_ev, t, pos, vel, acc, radius, mass,
-                                 ground, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth,
-                                 plane_contact, resting, starting, above, dva, dvb,
-                                 ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                 ev_dvb, ev_slip, False, tg)
-            work[ev_i] = True
-        elif ev_code == _IMPACT_BODY:
-            n_ev = _impact_body(ev_i, ev_j, n_ev, t, shape, pos, vel, acc, inv_m,
-                                b_mu, b_e, body_contact, nrm, dva, dvb,
-                                ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                ev_dvb, ev_slip, tg)
-            work[ev_i] = True
-            work[ev_j] = True
-        elif ev_code == _STOP:
-            # The slide has reached zero speed along its (frozen) direction:
-            # the body stops.  (Where a push rotates the direction, any
-            # sideways velocity is dropped too: first order in dt there.)
-            for d in range(3):
-                dva[d] = -vel[ev_i, d]
-                vel[ev_i, d] = 0.0
-                for p in range(nt):
-                    tdva[d, p] = -tvel[ev_i, d, p]
-                    tvel[ev_i, d, p] = 0.0
-            if plane_contact[ev_i, 0]:
-                resting[ev_i] = True
-                starting[ev_i] = False
-                above[ev_i] = False
-                n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                            ev_dvb, ev_slip, n_ev, t, EV_STOP, ev_i, -1, zero3, 0.0,
-                            0.0, dva, zero3, -1)
-                tdvb[:] = 0.0
-                _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
-            continue
-        elif ev_code == _VTH:
-            above[ev_i] = not above[ev_i]
-            continue
-        elif ev_code == _STICK:
-            if nt > 0:
-                nd |= tangent.ND_STICK
-            # Remove the relative tangential velocity, conserving momentum.
-            contact_normal_body_body(shape[ev_i], shape[ev_j], pos[ev_i], pos[ev_j], nrm)
-            un = 0.0
-            for d in range(3):
-                un += (vel[ev_j, d] - vel[ev_i, d]) * nrm[d]
-            wsum = inv_m[ev_i] + inv_m[ev_j]
-            for d in range(3):
-                ut = (vel[ev_j, d] - vel[ev_i, d]) - un * nrm[d]
-                vel[ev_j, d] -= ut * inv_m[ev_j] / wsum
-                vel[ev_i, d] += ut * inv_m[ev_i] / wsum
-            continue
-
-        # Impulses propagate through contacts the impact drove together.
-        n_ev = _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m,
-                          ground, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu,
-                          b_e, plane_contact, body_contact, resting, starting, above,
-                          work, nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn,
-                          ev_jt, ev_dva, ev_dvb, ev_slip, tg)
-        if nt > 0:
-            _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel)
+        if code != S.NONE:
+            n_ev, flags = S.resolve(code, ev_a, ev_b, n_ev, t, bodies, planes, gc, pc, fl, v3, ev,
+                                    tg)
+            nd |= flags
     else:
         status = STATUS_MAX_ITER
 
-    while ks < ns:
-        sample(nb, pos, vel, acc, 0.0, out_pos[ks], out_vel[ks])
-        if has_meas:
-            _measure(nb, vel, acc, 0.0, tpos, tvel, tacc, ttau, tsamp, out_pos[ks],
-                     meas[ks], tr_sse, tr_grad, tr_gn)
-        ks += 1
+    S.samples_now(ks, ns, pos, vel, acc, out_pos, out_vel, meas, ts, sums)
     if nt > 0:
-        # The state at the fixed end time (tau = t only moves if an event ended the run).
-        for i in range(nb):
-            for d in range(3):
-                for p in range(nt):
-                    fin_tpos[i, d, p] = tpos[i, d, p] - vel[i, d] * ttau[p]
-                    fin_tvel[i, d, p] = tvel[i, d, p] - acc[i, d] * ttau[p]
-        nondiff[0] = nd
+        S.final_tangents(vel, acc, tpos, tvel, ttau, tan.fin_tpos, tan.fin_tvel)
+        tan.nondiff[0] = nd
     return status, n_ev, t
 
 
-#: Relative safety margin of :func:`_quiet_time`'s bound.
-QUIET_MARGIN = 1e-6
+@jit
+def _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm):
+    """The planes, the coefficients through the material tables, and the
+    contacts present at the start.  The ground is the plane ``z = ground_z +
+    params[GROUND_OFFSET]``; a body resting on the nominal plane starts
+    resting on that one, its height's tangent ``d z / d ground_offset = 1``."""
+    params = run.params
+    ground = run.ground_z + params[GROUND_OFFSET]
+    S.set_planes(scene.shape, pos, scene.radius, scene.wall_n, scene.wall_d, ground, run.ground_z,
+                 planes.n, planes.d)
+    S.set_coefficients(scene.mass, scene.mat, scene.wall_mat, params, run.bg_idx, run.bw_idx,
+                       run.bb_idx, inv_m, gc, pc)
+    S.initial_contacts(scene.shape, pos, vel, scene.radius, planes.n, planes.d, gc.v_th, fl,
+                       tg.tpos, tg.tvel, tg.signal, tg.pdir[GROUND_OFFSET], nrm)
 
 
 @jit
-def _first_reach(g0, rate, a_max):
-    """Smallest ``s >= 0`` at which ``g0 + rate s - a_max s^2 / 2`` can reach 0
-    (``g0 > 0``, ``a_max >= 0``), or ``inf``."""
-    if a_max > 0.0:
-        return (rate + np.sqrt(rate * rate + 2.0 * a_max * g0)) / a_max
-    if rate < 0.0:
-        return -g0 / rate
-    return np.inf
-
-
-@jit
-def _quiet_time(nb, npl, shape, pos, vel, acc, free_acc, radius, plane_n, plane_d,
-                plane_contact, body_contact, resting, above, g_mu_s, g_mu_k, g_vth):
-    """A time ``s`` from now within which no event of the search can occur
-    while the forces stay as they are (0 when no such bound is at hand).
-
-    Over dt steps where sliding directions rotate, every body's acceleration
-    keeps a bounded size ``A``: ``|a_free,h| + mu |a_free,z|`` sliding on the
-    ground (``mu`` the larger coefficient), ``|a|`` in free flight (constant),
-    0 at rest.  So its velocity stays within ``A s`` of the current one and
-    its position within ``A s^2 / 2`` of the straight line: a plane gap
-    ``g0`` cannot close before ``g0 + (n . v) s - A s^2 / 2`` reaches 0, a
-    sphere pair before ``gap - |v_j - v_i| s - (A_i + A_j) s^2 / 2`` does,
-    a slide cannot stop before ``|v| / A`` nor cross ``v_th`` before
-    ``| |v| - v_th | / A``.  Sustained wall or body contacts, other shapes
-    than spheres and gaps within ``1e3 GAP_TOL`` give 0 (search every step).
-    The bound is shrunk by ``QUIET_MARGIN``, far above rounding.
-    """
-    s_min = np.inf
-    amax = np.empty(nb)
-    for i in range(nb):
-        if shape[i] != SHAPE_SPHERE:
-            return 0.0
-        for k in range(1, npl):
-            if plane_contact[i, k]:
-                return 0.0
-        for j in range(nb):
-            if j != i and body_contact[i, j]:
-                return 0.0
-        if resting[i]:
-            amax[i] = 0.0
-        elif plane_contact[i, 0]:
-            mu = max(g_mu_s[i], g_mu_k[i])
-            amax[i] = (np.sqrt(free_acc[i, 0] ** 2 + free_acc[i, 1] ** 2)
-                       + mu * abs(free_acc[i, 2]))
-            speed = np.sqrt(vel[i, 0] ** 2 + vel[i, 1] ** 2)
-            if amax[i] > 0.0:
-                s_min = min(s_min, speed / amax[i])
-                margin = speed - g_vth[i] if above[i] else g_vth[i] - speed
-                if margin <= 0.0:
-                    return 0.0
-                s_min = min(s_min, margin / amax[i])
-        else:
-            amax[i] = np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2 + acc[i, 2] ** 2)
-    for i in range(nb):
-        for k in range(npl):
-            if plane_contact[i, k]:
-                continue
-            g0 = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
-            if g0 <= 1e3 * GAP_TOL:
-                return 0.0
-            rate = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
-            s_min = min(s_min, _first_reach(g0, rate, amax[i]))
-        for j in range(i + 1, nb):
-            g0 = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
-            if g0 <= 1e3 * GAP_TOL:
-                return 0.0
-            w = np.sqrt((vel[j, 0] - vel[i, 0]) ** 2 + (vel[j, 1] - vel[i, 1]) ** 2
-                        + (vel[j, 2] - vel[i, 2]) ** 2)
-            s_min = min(s_min, _first_reach(g0, -w, amax[i] + amax[j]))
-    return s_min * (1.0 - QUIET_MARGIN)
-
-
-@jit
-def _measure(nb, vel, acc, s, tpos, tvel, tacc, ttau, tsamp, out_pos_s, meas_s, tr_sse,
-             tr_grad, tr_gn):
-    """Trajectory residuals of one sample (``s`` after the last event) and their tangents."""
-    if ttau.shape[0] > 0:
-        tangent.sample(nb, vel, acc, s, tpos, tvel, tacc, ttau, tsamp)
-    tangent.accumulate(nb, out_pos_s, meas_s, tsamp, tr_sse, tr_grad, tr_gn)
-
-
-@jit
-def _log_tangent(ev_tt, ev_tdva, ev_tdvb, count, ttau, tdva, tdvb):
-    """Store the tangents of the event just logged (``count`` is the new count)."""
-    k = count - 1
-    if k < ev_tt.shape[0]:
-        for p in range(ttau.shape[0]):
-            ev_tt[k, p] = ttau[p]
-            for d in range(3):
-                ev_tdva[k, d, p] = tdva[d, p]
-                ev_tdvb[k, d, p] = tdvb[d, p]
-
-
-@jit
-def _general_contacts(nb, npl, plane_contact, body_contact):
-    """``ND_GENERAL`` if a body has a sustained wall or body contact, else 0."""
-    for i in range(nb):
-        for k in range(1, npl):
-            if plane_contact[i, k]:
-                return tangent.ND_GENERAL
-        for j in range(nb):
-            if body_contact[i, j]:
-                return tangent.ND_GENERAL
-    return 0
-
-
-@jit
-def _acc_tangent(nb, mat, vel, free_acc, g_mu_s, g_mu_k, bg_idx, pdir, above,
-                 plane_contact, resting, starting, h_dir, tvel, tfa, ttau, tacc, signal):
-    """Tangent of the accelerations just solved: free flight, static hold, or
-    a ground slide (the coefficient of the body's speed regime)."""
-    for i in range(nb):
-        if not plane_contact[i, 0]:
-            tacc[i] = tfa[i]
-        elif resting[i]:
-            tacc[i] = 0.0
-        else:
-            mu = g_mu_k[i] if above[i] else g_mu_s[i]
-            p_mu = pdir[bg_idx[mat[i], 1 if above[i] else 0]]
-            tangent.ground_slide(i, vel[i], free_acc[i], mu, starting[i], h_dir, tvel, tfa,
-                                 ttau, p_mu, tacc, signal)
-
-
-@jit
-def _event_time_tangent(ev_code, ev_i, ev_j, s, mat, pos, vel, acc, plane_n, g_vth, bg_idx,
-                        pdir, tpos, tvel, tacc, ttau, ds, signal):
-    """``ds``: the tangent of the segment length (implicit function theorem);
-    returns the nondiff flags it raises."""
-    if ev_code == _IMPACT_PLANE:
-        # The ground's height is the offset's direction; the walls are fixed.
-        p_d = pdir[GROUND_OFFSET] if ev_j == 0 else -1
-        if not tangent.impact_plane_time(ev_i, plane_n[ev_j], s, vel, acc, tpos, tvel,
-                                         tacc, p_d, ds):
-            return tangent.ND_GRAZING
-        if p_d >= 0:
-            signal[p_d] += 1
-    elif ev_code == _IMPACT_BODY:
-        if not tangent.impact_body_time(ev_i, ev_j, s, pos, vel, acc, tpos, tvel, tacc, ds):
-            return tangent.ND_GRAZING
-    elif ev_code == _STOP:
-        tangent.stop_time(ev_i, vel, acc, tvel, tacc, ds)
-    elif ev_code == _VTH:
-        tangent.vth_time(ev_i, s, vel, acc, tvel, tacc, g_vth[ev_i],
-                         pdir[bg_idx[mat[ev_i], 2]], ds, signal)
-    else:
-        # No event before the horizon (a fixed time), or a stick (flagged).
-        tangent.fixed_time(ttau, ds)
-    return 0
-
-
-@jit
-def _contact_tangent(nb, npl, plane_n, plane_contact, resting, tvel):
-    """Keep the tangents on the active planes, and at rest for resting bodies."""
-    for i in range(nb):
-        for k in range(npl):
-            if plane_contact[i, k]:
-                tangent.project_plane(i, plane_n[k], tvel)
-        if plane_contact[i, 0] and resting[i]:
-            tvel[i, :2] = 0.0
-
-
-@jit
-def _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass, ground_z, plane_n, pl_mu,
-                  pl_e, g_mu_s, g_mu_k, g_vth, plane_contact, resting, starting, above,
-                  dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                  ev_dvb, ev_slip, propagated, tg):
-    """Impact of body i on plane k (0 = ground); logs it and returns the count.
-
-    ``propagated``: the plane was already in contact and another impulse drove
-    the body into it.  Newton's law per contact gives the rebound ``-e`` times
-    the approach speed *before* the event, which was zero: the response is
-    plastic and the contact stays.
-
-    ``tg`` holds the tangents (``_scenario``); they go through the same
-    impulse, with the same e, mu and sustained decision, and are logged.
-    """
-    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
-     bg_idx, bw_idx, bb_idx) = tg
-    n = plane_n[k]
-    vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
-    an = acc[i, 0] * n[0] + acc[i, 1] * n[1] + acc[i, 2] * n[2]
-    # Zeno guard: a slow approach while pressed becomes sustained contact.
-    sustained = propagated or (-vn < V_CONTACT and an <= 0.0)
-    e = 0.0 if sustained else pl_e[i, k]
-    if k == 0:
-        fast = _horizontal_speed(vel[i]) >= g_vth[i]
-        mu = g_mu_k[i] if fast else g_mu_s[i]
-        p_mu = pdir[bg_idx[mat[i], 1 if fast else 0]]
-        p_e = pdir[bg_idx[mat[i], 3]]
-    else:
-        mu = pl_mu[i, k]
-        p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
-        p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
-    if tvel.shape[2] > 0:  # tangents first: they read the velocity before the impulse
-        tangent.impact_plane(i, vel[i], n, e, mu, sustained, p_e, p_mu, tvel, tdva, signal)
-        tdvb[:] = 0.0
-    jn, jt, slipped = impulse.body_plane(vel[i], n, e, mu, dva)
-    if sustained:
-        plane_contact[i, k] = True
-        vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
-        for d in range(3):
-            vel[i, d] -= vn * n[d]
-        if k == 0:
-            pos[i, 2] = ground_z + radius[i]
-    kind = EV_BODY_GROUND if k == 0 else EV_BODY_WALL
-    for d in range(3):
-        dvb[d] = 0.0  # a plane does not move
-    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
-                n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
-                1 if slipped else 0)
-    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
-    _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth)
-    return n_ev
-
-
-@jit
-def _impact_body(i, j, n_ev, t, shape, pos, vel, acc, inv_m, b_mu, b_e, body_contact,
-                 nrm, dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                 ev_dvb, ev_slip, tg):
-    """Impact between bodies i < j at the time-of-impact configuration
-    (tangents as in :func:`_impact_plane`)."""
-    (tpos, tvel, tdva, tdvb, ttau, pdir, signal, ev_tt, ev_tdva, ev_tdvb, mat, wall_mat,
-     bg_idx, bw_idx, bb_idx) = tg
-    contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm)
-    un, an = _rel_normal(i, j, vel, acc, nrm)
-    sustained = -un < V_CONTACT and an <= 0.0
-    e = 0.0 if sustained else b_e[i, j]
-    if tvel.shape[2] > 0:
-        tangent.impact_body(i, j, vel[i], vel[j], pos, inv_m[i], inv_m[j], e, b_mu[i, j],
-                            sustained, pdir[bb_idx[mat[i], mat[j], 1]],
-                            pdir[bb_idx[mat[i], mat[j], 0]], tpos, tvel, tdva, tdvb, signal)
-    jn, jt, slipped = impulse.body_body(vel[i], vel[j], inv_m[i], inv_m[j], nrm, e,
-                                        b_mu[i, j], dva, dvb)
-    if sustained:
-        body_contact[i, j] = True
-        body_contact[j, i] = True
-        un = 0.0
-        for d in range(3):
-            un += (vel[j, d] - vel[i, d]) * nrm[d]
-        _zero_normal_velocity(i, j, vel, inv_m, nrm, un)
-    n_ev = _log(ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip,
-                n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb, 1 if slipped else 0)
-    _log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdvb)
-    return n_ev
-
-
-@jit
-def _zero_normal_velocity(i, j, vel, inv_m, nrm, un):
-    """Remove the relative normal velocity ``un`` of bodies i, j (momentum kept)."""
-    wsum = inv_m[i] + inv_m[j]
-    for d in range(3):
-        vel[j, d] -= un * nrm[d] * inv_m[j] / wsum
-        vel[i, d] += un * nrm[d] * inv_m[i] / wsum
-
-
-@jit
-def _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth):
-    """Refresh the ground mode flags of body i after an impulse."""
-    starting[i] = False
-    if plane_contact[i, 0]:
-        vh = _horizontal_speed(vel[i])
-        resting[i] = vh <= V_STOP
-        if resting[i]:
-            vel[i, 0] = 0.0
-            vel[i, 1] = 0.0
-        above[i] = vh >= g_vth[i]
-    else:
-        resting[i] = False
-
-
-@jit
-def _propagate(nb, npl, n_ev, t, shape, pos, vel, acc, radius, mass, inv_m, ground_z,
-               plane_n, pl_mu, pl_e, g_mu_s, g_mu_k, g_vth, b_mu, b_e, plane_contact,
-               body_contact, resting, starting, above, work, nrm, dva, dvb, ev_t,
-               ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, tg):
-    """Sequential impulses through the contacts of the bodies in ``work``.
-
-    An active contact that now approaches faster than ``V_ROUND`` gets an
-    impact impulse (logged): plastic against a plane (see ``_impact_plane``),
-    with restitution between bodies (so a Newton's cradle passes the impulse
-    along, as sequential impulses do).  One that separates is released, unless
-    it separates slower than ``V_CONTACT`` while its accelerations do not pull
-    it apart: the mirror of the Zeno guard, the contact stays and that small
-    normal velocity is removed.  Passes repeat until nothing changes
-    (at most ``4 nb`` passes).
-
-    ``tg`` carries the tangents through the same impulses (see
-    :func:`_impact_plane`).
-    """
-    tvel = tg[1]
-    for _pass in range(4 * nb):
-        changed = False
-        for i in range(nb):
-            if not work[i]:
-                continue
-            work[i] = False
-            for k in range(npl):
-                if not plane_contact[i, k]:
-                    continue
-                vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
-                if vn < -V_ROUND:
-                    plane_contact[i, k] = False
-                    n_ev = _impact_plane(i, k, n_ev, t, pos, vel, acc, radius, mass,
-                                         ground_z, plane_n, pl_mu, pl_e, g_mu_s, g_mu_k,
-                                         g_vth, plane_contact, resting, starting, above,
-                                         dva, dvb, ev_t, ev_kind, ev_a, ev_b, ev_n,
-                                         ev_jn, ev_jt, ev_dva, ev_dvb, ev_slip, True, tg)
-                    changed = True
-                    work[i] = True
-                elif vn > V_ROUND and (vn >= V_CONTACT or
-                                       acc[i, 0] * plane_n[k, 0] + acc[i, 1] * plane_n[k, 1]
-                                       + acc[i, 2] * plane_n[k, 2] > 0.0):
-                    plane_contact[i, k] = False
-                    if k == 0:
-                        resting[i] = False
-                        starting[i] = False
-                else:
-                    # Still in contact: the normal velocity is rounding.
-                    for d in range(3):
-                        vel[i, d] -= vn * plane_n[k, d]
-                    tangent.project_plane(i, plane_n[k], tvel)
-            for j in range(nb):
-                if j == i or not body_contact[i, j]:
-                    continue
-                lo = min(i, j)
-                hi = max(i, j)
-                contact_normal_body_body(shape[lo], shape[hi], pos[lo], pos[hi], nrm)
-                un, an = _rel_normal(lo, hi, vel, acc, nrm)
-                if un < -V_ROUND:
-                    body_contact[lo, hi] = False
-                    body_contact[hi, lo] = False
-                    n_ev = _impact_body(lo, hi, n_ev, t, shape, pos, vel, acc, inv_m,
-                                        b_mu, b_e, body_contact, nrm, dva, dvb, ev_t,
-                                        ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva,
-                                        ev_dvb, ev_slip, tg)
-                    _after_velocity_change(lo, vel, plane_contact, resting, starting,
-                                           above, g_vth)
-                    _after_velocity_change(hi, vel, plane_contact, resting, starting,
-                                           above, g_vth)
-                    work[lo] = True
-                    work[hi] = True
-                    changed = True
-                elif un > V_ROUND and (un >= V_CONTACT or an > 0.0):
-                    body_contact[lo, hi] = False
-                    body_contact[hi, lo] = False
-                else:
-                    _zero_normal_velocity(lo, hi, vel, inv_m, nrm, un)
-        if not changed:
-            break
-    for i in range(nb):
-        _after_velocity_change(i, vel, plane_contact, resting, starting, above, g_vth)
-    return n_ev
-
-
-@jit
-def _run_one(s, body_count, body_shape, body_radius, body_mass, body_mat,
-             wall_count, wall_normal, wall_offset, wall_mat,
-             ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
-             scen_t_start, scen_t_end, scen_dt, gravity, ground_z,
-             params, bb_idx, bw_idx, bg_idx, integrator,
-             samp_ptr, samp_t, pos, vel, out_pos, out_vel,
-             ev_t, ev_kind, ev_a, ev_b, ev_n, ev_jn, ev_jt, ev_dva, ev_dvb,
-             ev_slip, status, ev_count, t_final, t_param, t_vel, t_ctrl, meas, tr_sse,
-             tr_grad, tr_gn, fin_tpos, fin_tvel, ev_tt, ev_tdva, ev_tdvb, signal, nondiff):
-    """Scenario ``s`` of a batch: slice its arrays and run it (``params``
+def _run_one(s, b, out, tan):
+    """Scenario ``s`` of a batch: slice its arrays and run it (``b.params``
     holds one row of coefficients for all, or a row per scenario)."""
-    nb = body_count[s]
-    nw = wall_count[s]
-    c0 = ctrl_ptr[s]
-    c1 = ctrl_ptr[s + 1]
-    k0 = samp_ptr[s]
-    k1 = samp_ptr[s + 1]
-    prow = s if params.shape[0] > 1 else 0
-    if out_pos.shape[0] == 0:
+    nb = b.body_count[s]
+    nw = b.wall_count[s]
+    c0 = b.ctrl_ptr[s]
+    c1 = b.ctrl_ptr[s + 1]
+    k0 = b.samp_ptr[s]
+    k1 = b.samp_ptr[s + 1]
+    prow = s if b.params.shape[0] > 1 else 0
+    if out.out_pos.shape[0] == 0:
         # Samples not kept: this scenario's own scratch, not one batch-wide array.
         o_pos = np.empty((k1 - k0, nb, 3))
         o_vel = np.empty((k1 - k0, nb, 3))
     else:
-        o_pos = out_pos[k0:k1]
-        o_vel = out_vel[k0:k1]
-    st, ne, tf = _scenario(
-        nb, nw, body_shape[s, :nb], body_radius[s, :nb], body_mass[s, :nb],
-        body_mat[s, :nb], wall_normal[s, :nw], wall_offset[s, :nw], wall_mat[s, :nw],
-        ctrl_body[c0:c1], ctrl_t0[c0:c1], ctrl_t1[c0:c1], ctrl_force[c0:c1],
-        scen_t_start[s], scen_t_end[s], scen_dt[s], gravity, ground_z,
-        params[prow], bb_idx, bw_idx, bg_idx, integrator, samp_t[k0:k1],
-        pos[s, :nb], vel[s, :nb], o_pos, o_vel,
-        ev_t[s], ev_kind[s], ev_a[s], ev_b[s], ev_n[s], ev_jn[s], ev_jt[s],
-        ev_dva[s], ev_dvb[s], ev_slip[s],
-        (t_param, t_vel, t_ctrl, meas[k0:k1], tr_sse[s:s + 1], tr_grad[s], tr_gn[s],
-         fin_tpos[s], fin_tvel[s], ev_tt[s], ev_tdva[s], ev_tdvb[s], signal[s],
-         nondiff[s:s + 1]))
-    status[s] = st
-    ev_count[s] = ne
-    t_final[s] = tf
+        o_pos = out.out_pos[k0:k1]
+        o_vel = out.out_vel[k0:k1]
+    scene = Scene(b.body_shape[s, :nb], b.body_radius[s, :nb], b.body_mass[s, :nb],
+                  b.body_mat[s, :nb], b.wall_normal[s, :nw], b.wall_offset[s, :nw],
+                  b.wall_mat[s, :nw], b.ctrl_body[c0:c1], b.ctrl_t0[c0:c1], b.ctrl_t1[c0:c1],
+                  b.ctrl_force[c0:c1], b.samp_t[k0:k1])
+    run = Run(out.time[s], b.scen_t_end[s], b.scen_dt[s], b.gravity, b.ground_z, b.integrator,
+              b.params[prow], b.bb_idx, b.bw_idx, b.bg_idx)
+    ev = S.EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
+    mine = TangentIO(tan.t_param, tan.t_vel, tan.t_ctrl, tan.meas[k0:k1], tan.tr_sse[s:s + 1],
+                     tan.tr_grad[s], tan.tr_gn[s], tan.fin_tpos[s], tan.fin_tvel[s],
+                     tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s], tan.signal[s],
+                     tan.nondiff[s:s + 1])
+    st, ne, tf = _scenario(scene, run, out.pos[s, :nb], out.vel[s, :nb], o_pos, o_vel, ev, mine)
+    out.status[s] = st
+    out.ev_count[s] = ne
+    out.time[s] = tf
 
 
 @njit(**JIT_PARALLEL)
-def _simulate_parallel(args):
+def _simulate_parallel(batch, out, tan):
     """All scenarios in parallel (``prange``); each writes only its own slices."""
-    for s in prange(args[0].shape[0]):
-        _run_one(np.int64(s), *args)  # (prange indices are unsigned: one overload)
+    for s in prange(batch.body_count.shape[0]):
+        _run_one(np.int64(s), batch, out, tan)  # (prange indices are unsigned: one overload)
 
 
 @jit
-def _simulate_serial(args):
+def _simulate_serial(batch, out, tan):
     """All scenarios one after the other (the reference for bit-identity)."""
-    for s in range(args[0].shape[0]):
-        _run_one(s, *args)
+    for s in range(batch.body_count.shape[0]):
+        _run_one(s, batch, out, tan)
 
 
 @dataclass(frozen=True)
@@ -1198,12 +526,12 @@ def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
     nt = directions.count
     meas = np.zeros((0, nbmax, 3)) if measured is None else measured
     ng = nt if gauss_newton else 0
-    return (directions.param, directions.vel, directions.ctrl, meas,
-            np.zeros(nscen), np.zeros((nscen, nt)), np.zeros((nscen, ng, ng)),
-            np.zeros((nscen, nbmax, 3, nt)), np.zeros((nscen, nbmax, 3, nt)),
-            np.zeros((nscen, cap, nt)), np.zeros((nscen, cap, 3, nt)),
-            np.zeros((nscen, cap, 3, nt)), np.zeros((nscen, nt), np.int64),
-            np.zeros(nscen, np.int64))
+    return TangentIO(directions.param, directions.vel, directions.ctrl, meas,
+                     np.zeros(nscen), np.zeros((nscen, nt)), np.zeros((nscen, ng, ng)),
+                     np.zeros((nscen, nbmax, 3, nt)), np.zeros((nscen, nbmax, 3, nt)),
+                     np.zeros((nscen, cap, nt)), np.zeros((nscen, cap, 3, nt)),
+                     np.zeros((nscen, cap, 3, nt)), np.zeros((nscen, nt), np.int64),
+                     np.zeros(nscen, np.int64))
 
 
 def _sample_csr(model, state, sample_times):
@@ -1244,30 +572,21 @@ def _sample_csr(model, state, sample_times):
 RERUN_EVENTS = 1 << 16
 
 
-def _event_buffers(nscen, cap):
-    return (np.empty((nscen, cap)), np.empty((nscen, cap), np.int64),
-            np.empty((nscen, cap), np.int64), np.empty((nscen, cap), np.int64),
-            np.empty((nscen, cap, 3)), np.empty((nscen, cap)), np.empty((nscen, cap)),
-            np.empty((nscen, cap, 3)), np.empty((nscen, cap, 3)),
-            np.empty((nscen, cap), np.int64))
-
-
 def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` (indices into ``model``) with event capacity ``cap``.
 
     ``pos``, ``vel``, ``time`` are that subset's state, advanced in place;
-    ``tan`` the tangent buffers (``_tangent_buffers``).
-    Returns ``(out_pos, out_vel, events, status, ev_count)``.
+    ``tan`` the tangent buffers (:class:`TangentIO`).  Returns the
+    :class:`Outputs`.
     """
     m = model
     nscen = scen.shape[0]
     nbmax = m.body_radius.shape[1]
     rows = samp_t.shape[0] if keep else 0
-    out_pos = buffers.zeros((rows, nbmax, 3))
-    out_vel = buffers.zeros((rows, nbmax, 3))
-    ev = _event_buffers(nscen, cap)
-    status = np.zeros(nscen, np.int64)
-    ev_count = np.zeros(nscen, np.int64)
+    out = Outputs(pos, vel, time, buffers.zeros((rows, nbmax, 3)),
+                  buffers.zeros((rows, nbmax, 3)), np.empty((nscen, cap, EVF_WIDTH)),
+                  np.empty((nscen, cap, EVI_WIDTH), np.int64), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
     ctrl_ptr = m.ctrl_ptr
     every = nscen == m.nscen and bool(np.all(scen == np.arange(nscen)))
     ctrl_rows = np.arange(m.ctrl_body.shape[0]) if every else np.concatenate(
@@ -1275,19 +594,30 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
     ).astype(np.int64)
     sub_ptr = np.zeros(nscen + 1, np.int64)
     sub_ptr[1:] = np.cumsum(ctrl_ptr[scen + 1] - ctrl_ptr[scen])
-    args = (m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
-            m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
-            m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
-            m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows], time,
-            m.scen_t_end[scen], m.scen_dt[scen], m.gravity, m.ground_z,
-            m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-            m.layout.bb, m.layout.bw, m.layout.bg,
-            m.integrator, samp_ptr, samp_t, pos, vel, out_pos, out_vel) + ev + (
-            status, ev_count, time) + tan
+    batch = Batch(m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
+                  m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
+                  m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
+                  m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows],
+                  m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
+                  m.params[scen] if m.params.ndim == 2 else m.params[None, :],
+                  m.layout.bb, m.layout.bw, m.layout.bg, float(m.gravity), float(m.ground_z),
+                  int(m.integrator))
     # ``time`` is both the start time (read first) and the end time (written
     # last) of each scenario.
-    (_simulate_parallel if parallel else _simulate_serial)(args)
-    return out_pos, out_vel, ev, status, ev_count
+    (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
+    return out
+
+
+def _events(out, tan):
+    """The named event fields (:data:`EVENT_FIELDS`) and their tangents
+    (``t``, ``dva``, ``dvb``) of a run's logs, per scenario and slot."""
+    logs = {"f": out.ev_f, "i": out.ev_i}
+    fields = {}
+    for name, (which, col, width) in FIELD_COLUMNS.items():
+        log = logs[which]
+        fields[name] = log[..., col] if width == 1 else log[..., col:col + width]
+    fields.update(tan_t=tan.ev_tt, tan_dva=tan.ev_tdva, tan_dvb=tan.ev_tdvb)
+    return fields
 
 
 def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
@@ -1327,9 +657,9 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
-    out_pos, out_vel, ev, status, ev_count = _run(
-        model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
-        parallel, tan, keep_samples)
+    out = _run(model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
+               parallel, tan, keep_samples)
+    status, ev_count = out.status, out.ev_count
     bad = np.flatnonzero(status != STATUS_OK)
     if bad.size:
         s = int(bad[0])
@@ -1339,18 +669,18 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
     # Pack the events (row-major order of the buffers is CSR order),
     # re-running the scenarios that overflowed their buffer.
-    ev = ev + tan[9:12]
+    logs = _events(out, tan)
     ptr = np.zeros(nscen + 1, np.int64)
     ptr[1:] = np.cumsum(ev_count)
     keep = ev_count <= cap
     mask = (np.arange(cap)[None, :] < ev_count[:, None]) & keep[:, None]
     if keep.all():
-        flat = [b[mask] for b in ev]
+        flat = {k: b[mask] for k, b in logs.items()}
     else:
         rows = (ptr[:-1, None] + np.arange(cap)[None, :])[mask]
-        flat = [np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for b in ev]
-        for f, b in zip(flat, ev):
-            f[rows] = b[mask]
+        flat = {k: np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for k, b in logs.items()}
+        for k, b in logs.items():
+            flat[k][rows] = b[mask]
     # The overflowed scenarios again, in batches of like event counts (each
     # batch's buffer holds at most RERUN_EVENTS events), in parallel.
     over = np.flatnonzero(~keep)
@@ -1364,18 +694,19 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
         cap_b = int(ev_count[idx[-1]])
         tan_b = _tangent_buffers(model, idx, directions, None, False, cap_b)
         # ``state[idx]`` is a copy: the re-run advances it, never ``state``.
-        _, _, ev_b, _, n_b = _run(model, idx, state.body_pos[idx], state.body_vel[idx],
-                                  state.time[idx], np.zeros(idx.size + 1, np.int64), np.zeros(0),
-                                  cap_b, parallel, tan_b)
-        for f, b in zip(flat, ev_b + tan_b[9:12]):
-            for k, s in enumerate(idx):
-                f[ptr[s]:ptr[s + 1]] = b[k, :n_b[k]]
+        out_b = _run(model, idx, state.body_pos[idx], state.body_vel[idx], state.time[idx],
+                     np.zeros(idx.size + 1, np.int64), np.zeros(0), cap_b, parallel, tan_b)
+        for k, b in _events(out_b, tan_b).items():
+            for q, s in enumerate(idx):
+                flat[k][ptr[s]:ptr[s + 1]] = b[q, :out_b.ev_count[q]]
         i = j
     sens = None
     if want:
-        gn = tan[6]
+        gn = tan.tr_gn
         if gn.shape[1]:
             gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
-        sens = Sensitivities(directions, tan[7], tan[8], *flat[10:13], tan[4], tan[5], gn,
-                             tan[12], tan[13])
-    return SimResult(samp_ptr, samp_t, out_pos, out_vel, final, ptr, *flat[:10], sens=sens)
+        sens = Sensitivities(directions, tan.fin_tpos, tan.fin_tvel, flat["tan_t"],
+                             flat["tan_dva"], flat["tan_dvb"], tan.tr_sse, tan.tr_grad, gn,
+                             tan.signal, tan.nondiff)
+    return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final, ptr,
+                     **{"event_" + f: flat[f] for f in EVENT_FIELDS}, sens=sens)

@@ -41,6 +41,19 @@ EVENT_FIELDS = ("t", "kind", "a", "b", "normal", "jn", "jt", "dva", "dvb", "slip
 
 assert len(EVENT_KINDS) == len(EventKind)
 
+#: Columns of a scenario's float event log ``f (cap, EVF_WIDTH)``: the time,
+#: the impulses, then three columns each for ``n``, ``dva`` and ``dvb``.
+EVF_T, EVF_JN, EVF_JT, EVF_N, EVF_DVA, EVF_DVB = 0, 1, 2, 3, 6, 9
+EVF_WIDTH = 12
+#: Columns of its integer log ``i (cap, EVI_WIDTH)``.
+EVI_KIND, EVI_A, EVI_B, EVI_SLIP = 0, 1, 2, 3
+EVI_WIDTH = 4
+#: Where each field of :data:`EVENT_FIELDS` is: (log, first column, columns).
+FIELD_COLUMNS = {"t": ("f", EVF_T, 1), "kind": ("i", EVI_KIND, 1), "a": ("i", EVI_A, 1),
+                 "b": ("i", EVI_B, 1), "normal": ("f", EVF_N, 3), "jn": ("f", EVF_JN, 1),
+                 "jt": ("f", EVF_JT, 1), "dva": ("f", EVF_DVA, 3), "dvb": ("f", EVF_DVB, 3),
+                 "slip": ("i", EVI_SLIP, 1)}
+
 
 def is_impact(kind):
     """Boolean mask (or bool) of the impact kinds among ``kind`` values."""

@@ -309,16 +309,18 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
 
 
 @jit
-def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, tpos,
-                tvel, tdvi, tdvj, signal):
+def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, tt_arrays,
+                signal):
     """Tangent of ``impulse.body_body`` (then of the sustained normal removal).
 
     ``n = (p_j - p_i) / |p_j - p_i|`` with ``dn = (I - n n^T) d(p_j - p_i) / |.|``;
     ``u = v_j - v_i``; ``J_n = -(1 + e) u . n / W`` (``W = 1/m_i + 1/m_j``);
     ``u_t = u - (u . n) n``; the friction impulse ``J_t = mu J_n`` (slip) or
     ``|u_t| / W`` (stick) along ``t = u_t / |u_t|``; impulse on j ``J_n n - J_t t``.
-    ``vi``, ``vj`` are the velocities before the impact.
+    ``vi``, ``vj`` are the velocities before the impact; ``tt_arrays`` the
+    tangents ``(tpos, tvel (nb, 3, NT), tdvi, tdvj (3, NT))``.
     """
+    tpos, tvel, tdvi, tdvj = tt_arrays
     nt = tdvi.shape[1]
     w = inv_mi + inv_mj
     n = np.empty(3)
