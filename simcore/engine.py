@@ -10,7 +10,7 @@ Each pass of the loop of :func:`_scenario` is the list of stages:
    crossings and body-body sticks (``integrate``), control window edges,
    ``dt`` grid times where a direction rotates, and the end of the run.
    Over a run of such ``dt`` steps the search is skipped up to a time that
-   a bound on the motion proves free of events (:func:`_quiet_time`), so
+   a bound on the motion proves free of events (``stages.quiet_time``), so
    the results are those of searching every step;
 5. advance every body to that time (``integrate.drift``), writing the
    requested samples on the way;

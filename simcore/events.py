@@ -3,7 +3,7 @@
 Every event the engine logs has one :class:`EventKind`; the kernels write
 its integer value, users see its label (``EVENT_KINDS[kind]``).  A new kind
 is a new member here (with its label) and the code that logs it
-(``engine._log``).
+(``stages.log``).
 
 Fields of an event (SI units, world frame; :class:`simcore.engine.SimResult`):
 
