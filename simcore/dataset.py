@@ -17,6 +17,7 @@ batches, in memory bounded whatever their length (``contactfit validate``);
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -1111,9 +1112,10 @@ class _Scan:
         m = self._codes(names)
         found = np.zeros((2, Report.SHOW), np.int64)
         nfound = np.zeros(2, np.int64)
-        _scan_rows(code, m, np.ascontiguousarray(body, np.int64), t, x, y, z, self.low, self.span,
-                   self.lut, self.skeys, self.srows, self.bcode, row0, self.count, self.first_row,
-                   self.last_t, self.head_t, self.head_p, self.closed, self.state, found, nfound)
+        _scan_rows(_Rows(code, np.ascontiguousarray(body, np.int64), t, x, y, z), m,
+                   _BodyIndex(self.low, self.span, self.lut, self.skeys, self.srows, self.bcode),
+                   row0, _ScanTables(self.count, self.first_row, self.last_t, self.head_t,
+                                     self.head_p, self.closed, self.state), found, nfound)
         for k, what in enumerate(("t", "orphan")):
             rows, sids, n = self.found[what]
             for i in found[k, :min(nfound[k], Report.SHOW)]:
@@ -1208,21 +1210,62 @@ def _body_rows(code, m, body, low, span, lut, skeys, srows, out):
         out[i] = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
 
 
+class _Rows(NamedTuple):
+    """A batch of trajectory rows: scenario codes, body ids, t, x, y, z."""
+
+    code: np.ndarray
+    body: np.ndarray
+    t: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+
+
+class _BodyIndex(NamedTuple):
+    """The bodies lookup of :func:`_body_row`, and each bodies row's scenario code."""
+
+    low: np.ndarray
+    span: np.ndarray
+    lut: np.ndarray
+    skeys: np.ndarray
+    srows: np.ndarray
+    bcode: np.ndarray
+
+
+class _ScanTables(NamedTuple):
+    """What :class:`_Scan` keeps per bodies row (and per scenario: ``closed``)."""
+
+    count: np.ndarray
+    first_row: np.ndarray
+    last_t: np.ndarray
+    head_t: np.ndarray
+    head_p: np.ndarray
+    closed: np.ndarray
+    state: np.ndarray
+
+
 @jit
-def _scan_rows(code, m, body, t, x, y, z, low, span, lut, skeys, srows, bcode, row0, count,
-               first_row, last_t, head_t, head_p, closed, state, found, nfound):
-    """One pass over a batch of trajectory rows in file order (see :class:`_Scan`).
+def _scan_rows(rows, m, index, row0, tab, found, nfound):
+    """One pass over a batch of trajectory rows in file order (see :class:`_Scan`):
+    ``rows`` (:class:`_Rows`), their scenarios' bodies codes ``m``, the bodies
+    lookup ``index`` (:class:`_BodyIndex`), the per-body tables ``tab``
+    (:class:`_ScanTables`, updated).
 
     ``found[0]`` gets the first rows (in the batch) where t does not
     increase for the body, ``found[1]`` the first rows of no body;
-    ``nfound`` counts both.  ``state``: the last row's scenario (bodies
+    ``nfound`` counts both.  ``tab.state``: the last row's scenario (bodies
     code) and whether every scenario's rows so far came in one run."""
+    code, body, t, x, y, z = rows.code, rows.body, rows.t, rows.x, rows.y, rows.z
+    count, first_row, last_t, head_t, head_p = (tab.count, tab.first_row, tab.last_t,
+                                                 tab.head_t, tab.head_p)
+    closed, state, bcode = tab.closed, tab.state, index.bcode
     nh = head_t.shape[1]
     b = -1
     for i in range(code.shape[0]):
         # Rows come in runs of one body: look the body up where a run starts.
         if i == 0 or code[i] != code[i - 1] or body[i] != body[i - 1]:
-            b = _body_row(code[i], body[i], m, low, span, lut, skeys, srows)
+            b = _body_row(code[i], body[i], m, index.low, index.span, index.lut, index.skeys,
+                          index.srows)
             if b >= 0 and bcode[b] != state[0]:
                 c = bcode[b]
                 if closed[c]:

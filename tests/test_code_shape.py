@@ -1,0 +1,32 @@
+"""The engine stays readable: no function in simcore/ longer than 150 lines
+(def to end, docstring included) or with more than 16 positional parameters
+(options of a public function can be keyword-only)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SIMCORE = Path(__file__).resolve().parents[1] / "simcore"
+MAX_LINES = 150
+MAX_POSITIONAL = 16
+
+
+def _functions():
+    for path in sorted(SIMCORE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{path.name}:{node.lineno} {node.name}", node
+
+
+@pytest.mark.parametrize("limit", ["lines", "positional"])
+def test_no_function_outgrows_the_limits(limit):
+    over = []
+    for where, node in _functions():
+        lines = node.end_lineno - node.lineno + 1
+        positional = len(node.args.posonlyargs) + len(node.args.args)
+        if limit == "lines" and lines > MAX_LINES:
+            over.append(f"{where}: {lines} lines")
+        if limit == "positional" and positional > MAX_POSITIONAL:
+            over.append(f"{where}: {positional} positional parameters")
+    assert not over, "split these functions or pass records:\n" + "\n".join(over)
