@@ -172,7 +172,7 @@ def cmd_generate(args):
                                   materials=[m for m in (args.materials or "").split(",") if m],
                                   wall_material=args.wall_material or "")
     truth = _params(args.truth, synth.TRUTH) if args.truth else None
-    out = synth.generate(args.out, cfg, truth)
+    out = synth.generate(args.out, cfg, truth, name=args.name or Path(args.out).name)
     print(f"wrote {cfg.scenarios} scenarios to {out}/")
     return 0
 
@@ -189,20 +189,19 @@ def _fit_config(args):
 
 
 def _print_fit(doc, out):
-    held = [n for n in doc["free"] if not doc["identifiability"][n]["identifiable"]]
-    head = ("converged on the informed coefficients; held at their start: "
-            + "; ".join(doc["identifiability"][n]["reason"] for n in held)
-            if held and doc["converged"] else f"{doc['status']}: {doc['message']}")
-    lines = [head,
-             f"{'coefficient':12s} {'value':>10s} {'95 % interval':>24s}"]
+    from flows import report
+
+    width = max(12, *(len(n) for n in doc["params"]))
+    lines = [f"{doc['status']}: {doc['message']}",
+             f"{'coefficient':{width}s} {'value':>14s} {'stderr':>9s}  95 % interval"]
     for n, v in doc["params"].items():
-        if n in doc["free"] and doc["ci95"].get(n) and doc["ci95"][n][0] is not None \
-                and doc["identifiability"][n]["identifiable"]:
-            lo, hi = doc["ci95"][n]
-            ci = f"[{lo:.5g}, {hi:.5g}]"
+        if n not in doc["free"]:
+            lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  fixed")
+        elif not doc["identifiability"][n]["identifiable"]:
+            lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  not identifiable: held at its start")
         else:
-            ci = "fixed" if n not in doc["free"] else "not identifiable: held"
-        lines.append(f"{n:12s} {v:10.5g} {ci:>24s}")
+            val, se, ci = report.estimate(doc, n)
+            lines.append(f"{n:{width}s} {val:>14s} {se:>9s}  {ci}")
     scores = doc.get("scores", {})
     if "test_loss" in scores:
         lines.append(f"loss {doc['loss']:.4e} (train), {scores['test_loss']:.4e} (test); "
@@ -314,6 +313,7 @@ def build_parser():
     gen.add_argument("--rate", type=float, default=100.0, help="sample rate [Hz]")
     gen.add_argument("--noise-mm", type=float, default=1.0)
     gen.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    gen.add_argument("--name", help="the dataset's name (default: the output directory's)")
     gen.add_argument("--materials", help="comma-separated body materials, drawn per body")
     gen.add_argument("--wall-material", help="the walls' material (default: none)")
     gen.add_argument("--truth", help="JSON object of true coefficients (per-material names "
@@ -347,7 +347,7 @@ def build_parser():
 
 #: Seconds the first run of a command spends compiling the kernels with an
 #: empty numba cache on 2 cores (docs/PERFORMANCE.md, "Cold start").
-COMPILE_S = {"simulate": 130, "calibrate": 160, "recalibrate": 160}
+COMPILE_S = {"simulate": 115, "calibrate": 165, "recalibrate": 165}
 
 
 def _compile_notice(command):

@@ -367,9 +367,15 @@ def _log_starts(c, exp_id, run_id, result, ok):
         tracking.log_metrics(c, child, dict({"final_loss": r.loss},
                                             **{f"fitted_{n}": r.params[n] for n in r.free}),
                              step=r.nit)
-        tracking.set_tags(c, child, {"status": report.STATUS_WORDS[r.status],
+        tracking.set_tags(c, child, {"status": report.status_word(r),
                                      "best": r is result or r.loss == result.loss})
         c.set_terminated(child, "FINISHED" if ok else "FAILED")
+
+
+def run_name(dataset, free):
+    """An MLflow run's name: the dataset and the free set, short enough to read."""
+    names = ",".join(free)
+    return f"{dataset} [{names if len(names) <= 60 else f'{len(free)} coefficients'}]"
 
 
 def _free_and_start(loaded, cfg, start, baseline=None):
@@ -413,7 +419,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         loaded = load(dataset, cfg, need_test=hold_out)
         c, exp_id = store.result()
     loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
-    run_id = tracking.start_run(c, exp_id, f"calibrate {loaded.ds.name}",
+    run_id = tracking.start_run(c, exp_id, run_name(loaded.ds.name, free),
                                 dict({"contactfit.flow": "calibrate",
                                       "dataset": loaded.ds.name}, **(tags or {})))
     try:
@@ -436,8 +442,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
             doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
             doc["fit_s"] = fit_s
-            _log_results(c, run_id, result, doc, res, conv.result(),
-                         over.result() if over else b"",
+            conv_png, over_png = conv.result(), over.result() if over else b""
+            _log_results(c, run_id, result, doc, res, conv_png, over_png,
                          report.nuisance_table(result, loaded.train, cfg.nuisance)
                          if result.nuisance is not None else None)
             if result.starts:
@@ -453,7 +459,9 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                       if not result.identifiability[n]["identifiable"])}
         )
         doc["model_version"] = version
-        tracking.log_files(c, run_id, {"fit.json": report.dumps(doc)})
+        # fit.json and the report again, now with the version they describe.
+        tracking.log_files(c, run_id, {"fit.json": report.dumps(doc),
+                                       "report.html": report.report_html(doc, conv_png, over_png)})
         tracking.set_tags(c, run_id, {"model_version": version or ""})
         tracking.finish(c, run_id)
     except BaseException as exc:

@@ -11,15 +11,37 @@ import numpy as np
 
 from simcore import fit as F
 
-#: ``FitResult.status`` as the word written to ``fit.json``.
-STATUS_WORDS = ("converged_ftol", "converged_gtol", "max_iter", "unidentifiable", "no_step",
-                "nonfinite", "converged_step")
+def status_word(result):
+    """The word of ``result``'s status (:data:`simcore.fit.STATUSES`): the same
+    in the terminal, ``fit.json``, the MLflow tags and the report."""
+    return F.STATUSES[result.status].word
+
+
+def digits(value, stderr):
+    """Significant digits that show ``value`` down to two digits of its
+    standard error (at least 3): ``0.190012 +- 3.2e-05`` and its interval
+    ``[0.189949, 0.190075]`` rather than ``0.19 [0.19, 0.19]``."""
+    if not (np.isfinite(stderr) and stderr > 0 and np.isfinite(value) and value != 0):
+        return 4
+    return int(max(3, min(15, np.floor(np.log10(abs(value))) - np.floor(np.log10(stderr)) + 2)))
+
+
+def estimate(doc, name):
+    """``(value, stderr, interval)`` of a free coefficient of ``doc`` as text,
+    to :func:`digits` significant digits (``-`` where not identifiable)."""
+    v = doc["params"][name]
+    se = doc["stderr"].get(name)
+    lo, hi = doc["ci95"].get(name) or (None, None)
+    if se is None or not np.isfinite(se) or lo is None:
+        return f"{v:.4g}", "-", "-"
+    k = digits(v, se)
+    return f"{v:#.{k}g}", f"{se:.2g}", f"[{lo:#.{k}g}, {hi:#.{k}g}]"
 
 
 def converged(result):
     """The optimiser converged on every coefficient the data informs (the
-    uninformed ones are held at their start and named in the report)."""
-    return result.status in F.CONVERGED + (F.STATUS_UNIDENTIFIABLE,)
+    uninformed ones are held at their start and named: ``result.held``)."""
+    return F.STATUSES[result.status].converged
 
 
 def fit_json(result, run_id, version, scores, dataset):
@@ -34,7 +56,8 @@ def fit_json(result, run_id, version, scores, dataset):
         "iterations": result.nit,
         "evaluations": result.nfev,
         "converged": converged(result),
-        "status": STATUS_WORDS[result.status],
+        "status": status_word(result),
+        "held": list(result.held),
         "message": result.message,
         "identifiability": result.identifiability,
         "method": result.method,
@@ -148,12 +171,9 @@ def report_html(doc, convergence, overlays):
     for n, v in doc["params"].items():
         free = n in doc["free"]
         ident = doc["identifiability"].get(n, {})
-        lo, hi = doc["ci95"].get(n, (None, None))
-        ci = f"[{lo:.6g}, {hi:.6g}]" if free and lo is not None and np.isfinite(lo) else "-"
-        se = doc["stderr"].get(n)
-        se = f"{se:.3g}" if free and se is not None and np.isfinite(se) else "-"
+        val, se, ci = estimate(doc, n) if free else (f"{v:.6g}", "-", "-")
         note = e(ident.get("reason", "fixed")) if free else "fixed"
-        rows.append(f"<tr><td>{e(n)}</td><td>{v:.6g}</td><td>{se}</td><td>{ci}</td>"
+        rows.append(f"<tr><td>{e(n)}</td><td>{val}</td><td>{se}</td><td>{ci}</td>"
                     f"<td>{note}</td></tr>")
     scores = "".join(f"<tr><td>{e(k)}</td><td>{v:.6g}</td></tr>"
                      for k, v in doc["scores"].items() if isinstance(v, (int, float)))

@@ -70,13 +70,14 @@ weights and the usual weighted-least-squares estimate otherwise.
 
 Identifiability: a free coefficient that entered no event or segment of any
 scenario (``signal == 0``: e.g. no wall impact slipped) gets no gradient from
-the data; it is held at its start value, named in the report with the
-reason, and the fit's status says it is not identifiable (never
-"converged").  A coefficient with a relative standard error above
-``WEAK_REL`` is reported as weakly identified.
+the data; it is held at its start value and named in ``FitResult.held``
+and in the message beside the optimiser's status, with the reason (the fit
+of the others can still converge).  A coefficient with a relative standard
+error above ``WEAK_REL`` is reported as weakly identified.
 """
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,20 +85,33 @@ from . import params as P
 from .problem import NUISANCE, project
 
 METHODS = ("lm", "gd", "adam")
-#: Status codes and their messages.
-STATUS_FTOL, STATUS_GTOL, STATUS_MAXITER, STATUS_UNIDENTIFIABLE, STATUS_NOSTEP, \
-    STATUS_NONFINITE, STATUS_STEP = range(7)
-STATUS_MESSAGES = (
-    "converged: relative loss change below ftol",
-    "converged: scaled gradient below gtol",
-    "not converged: max_iter reached",
-    "not converged: parameter(s) not identifiable from this data",
-    "not converged: no trial step lowered the loss",
-    "failed: the loss is not finite at the start",
-    "converged: the next step is below step_sigma standard errors",
+
+
+class Status(NamedTuple):
+    """How a fit ended: its code, the word ``fit.json``, MLflow and the
+    report show, the message, and whether the optimiser converged."""
+
+    code: int
+    word: str
+    message: str
+    converged: bool
+
+
+STATUS_FTOL, STATUS_GTOL, STATUS_MAXITER, STATUS_NOSTEP, STATUS_NONFINITE, STATUS_STEP = range(6)
+#: The one table of fit statuses, by code.
+STATUSES = (
+    Status(STATUS_FTOL, "converged_ftol", "converged: relative loss change below ftol", True),
+    Status(STATUS_GTOL, "converged_gtol", "converged: scaled gradient below gtol", True),
+    Status(STATUS_MAXITER, "max_iter", "not converged: max_iter reached", False),
+    Status(STATUS_NOSTEP, "no_step", "not converged: no trial step lowered the loss", False),
+    Status(STATUS_NONFINITE, "nonfinite", "failed: the loss is not finite at the start", False),
+    Status(STATUS_STEP, "converged_step",
+           "converged: the next step is below step_sigma standard errors", True),
 )
+assert all(st.code == k for k, st in enumerate(STATUSES))
+STATUS_MESSAGES = tuple(st.message for st in STATUSES)
 #: Statuses of a converged optimiser.
-CONVERGED = (STATUS_FTOL, STATUS_GTOL, STATUS_STEP)
+CONVERGED = tuple(st.code for st in STATUSES if st.converged)
 #: Horizon continuation: the fractions of each scenario's span fitted in turn.
 HORIZONS = (0.25, 0.5, 1.0)
 #: Cauchy scale of the continuation stages, in medians of the scenarios' losses.
@@ -124,7 +138,9 @@ class FitResult:
     ``params``: all coefficients (fixed ones included); ``free``: the fitted
     names; ``stderr``, ``ci95`` (name -> (lo, hi)) and ``corr (nfree, nfree)``
     for the free ones; ``loss`` and ``components``; ``grad`` (free);
-    ``nit``, ``nfev``; ``status``/``message``/``success``; ``history``: one
+    ``nit``, ``nfev``; ``status`` (a code of :data:`STATUSES`), ``message``,
+    ``success`` (the optimiser converged), ``held``: the free coefficients
+    the data do not inform, held at their start; ``history``: one
     dict per iteration (``loss``, ``components``, ``theta``, ``grad_norm``,
     ``step``); ``identifiability``: name -> ``{"signal", "identifiable",
     "weak", "reason"}``; ``nuisance (nscen, k)`` when fitted; ``unmatched``
@@ -159,6 +175,7 @@ class FitResult:
     fd_check: float = None
     starts: list = field(default_factory=list)
     spread: dict = field(default_factory=dict)
+    held: tuple = ()
 
 
 def _free_indices(free, layout):
@@ -624,8 +641,6 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
         if quiet >= patience:
             status = STATUS_FTOL
             break
-    if hold and status in CONVERGED:
-        status = STATUS_UNIDENTIFIABLE
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
                    fd_gap, k, nuisance)
 
@@ -784,8 +799,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     for c, (n, q) in enumerate(zip(names, free_idx)):
         sig = int(ev.signal[c])
         if sig == 0:
-            reason = (f"{n}: no {P.SIGNAL_OF[P.base(n)]} in any of {problem.nscen} scenarios; "
-                      "not identifiable from this data")
+            reason = f"{n}: no {P.SIGNAL_OF[P.base(n)]} in any of {problem.nscen} scenarios"
             std[c] = np.inf
         else:
             reason = f"{n}: {sig} events or segments carried signal"
@@ -798,7 +812,8 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     message = STATUS_MESSAGES[status]
     unident = [n for n in names if not ident[n]["identifiable"]]
     if unident:
-        message += "; not identifiable: " + ", ".join(ident[n]["reason"] for n in unident)
+        message += ("; held at their start (not identifiable from this data): "
+                    + "; ".join(ident[n]["reason"] for n in unident))
     if weak_names:
         message += "; weakly identified: " + ", ".join(weak_names)
     if k and real_held.any():
@@ -817,7 +832,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
               for c, (n, q) in enumerate(zip(names, free_idx))},
         corr=corr, loss=float(lv.total), components=dict(lv.components), grad=grad, nit=nit,
         nfev=nfev, status=status, message=message,
-        success=status in CONVERGED, history=history,
+        success=status in CONVERGED, history=history, held=tuple(unident),
         identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
         nondiff=int(scen_hold.sum()), fd_check=fd_gap,
         nuisance_held=real_held if k else None,

@@ -115,6 +115,9 @@ def test_generate_records_its_settings(tmp_path, capsys):
     again = tmp_path / "gen2"
     main(["generate", str(again), "--scenarios", "3", "--seed", "9", "--format", "csv"])
     assert (out / "trajectories.csv").read_text() == (again / "trajectories.csv").read_text()
+    assert meta["name"] == "gen"  # named after its directory unless --name says otherwise
+    main(["generate", str(tmp_path / "g3"), "--scenarios", "2", "--name", "lab-table"])
+    assert yaml.safe_load((tmp_path / "g3" / "dataset.yaml").read_text())["name"] == "lab-table"
 
 
 def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys):
@@ -185,3 +188,15 @@ def test_params_lists_the_registry_and_a_datasets_materials(tmp_path, capsys):
     for p in P.REGISTRY:
         assert p.name in out and p.unit in out
     assert "materials resin, rubber" in out and "resin+rubber" in out
+
+
+def test_estimates_print_enough_digits_to_tell_the_interval_ends_apart():
+    from flows import report
+
+    doc = {"params": {"mu_k": 0.1900123}, "stderr": {"mu_k": 3.2e-5},
+           "ci95": {"mu_k": (0.1900123 - 6.3e-5, 0.1900123 + 6.3e-5)}}
+    val, se, ci = report.estimate(doc, "mu_k")
+    assert (val, se) == ("0.190012", "3.2e-05")
+    lo, hi = ci.strip("[]").split(", ")
+    assert lo != hi and float(lo) < 0.19 < float(hi)
+    assert report.digits(12.5, 0.3) == 4 and report.digits(1.0, float("inf")) == 4  # 12.50 +- 0.30

@@ -2,6 +2,7 @@
 
 import json
 import threading
+from html import escape as html_escape
 from pathlib import Path
 
 import mlflow
@@ -66,6 +67,13 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     assert res["rms_m"].median() == pytest.approx(np.sqrt(3) * 1e-3, rel=0.1)  # 1 mm noise
     html = Path(c.download_artifacts(run.info.run_id, "report.html")).read_text()
     assert "data:image/png;base64," in html and "mu_k" in html
+    # One verdict: the same word and message in fit.json, the tags and the report,
+    # the held coefficient named beside "converged", the registered version shown.
+    assert doc["status"].startswith("converged") and doc["held"] == ["e_bg"]
+    assert run.data.tags["status"] == doc["status"]
+    assert run.info.run_name == f"synthetic-table [{','.join(doc['free'])}]"
+    assert f"<b>{doc['status']}</b>: {html_escape(doc['message'])}" in html
+    assert "model version 1" in html
     fit = json.loads(Path(c.download_artifacts(run.info.run_id, "fit.json")).read_text())
     assert fit["model_version"] == doc["model_version"] == "1"
     # The registry: version 1 is champion and simulates a dataset.
