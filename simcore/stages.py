@@ -8,10 +8,11 @@ these stages.  Per pass of its loop:
    giving every body a constant acceleration; :func:`log_starts` logs the
    bodies that start to slide;
 3. :func:`kick` (symplectic only): the velocity kick at a grid time;
-4. :func:`next_event`: the earliest impact, stop, ``v_th`` crossing or stick
-   within the horizon;
-5. :func:`advance`: samples passed on the way (and their residuals), then
-   the drift to the event;
+4. :func:`slide_events` (the exact integrator: stops, ``v_th`` crossings,
+   sticks) and :func:`impact_events`: the earliest event within the
+   horizon; :func:`quiet_time` bounds a span free of events;
+5. :func:`sample_segment` and :func:`residuals`: the samples passed on the
+   way and their residuals, then ``integrate.drift`` to the event;
 6. :func:`resolve`: the event's impulse, logged, propagated through the
    contacts it drove together (:func:`propagate`).
 
