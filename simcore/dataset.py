@@ -31,7 +31,7 @@ from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
 from .config import jit
-from .model import Scenario, build
+from .model import TOUCH_TOL, Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 TIME = {"s": 1.0, "ms": 1e-3}
@@ -1401,15 +1401,17 @@ def _check_first_sample(ds, f, scan, report, b_sid):
         p0 = np.stack([ds.initial[r][0] for r in range(radius.size)])
     else:
         p0 = scan.head_p[:, 0]
-    tol = 1e-9
+    # Within TOUCH_TOL a body touches (the engine moves it out: model.TOUCH_TOL).
+    tol = TOUCH_TOL
     below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
     if below.size and given:
         report.add_rows("below the ground at the first sample", f["bodies"], "bodies", "z0",
-                        below, "z0 - radius below ground_z", b_sid)
+                        below, f"z0 - radius below ground_z by more than {tol:g} m", b_sid)
     elif below.size:
         report.add_rows("below the ground at the first sample", f["trajectories"],
                         "trajectories", "z", b_index[below],
-                        "z - radius below ground_z (beyond the 3 mm snap of the initial fit)",
+                        f"z - radius below ground_z by more than {tol:g} m (beyond the 3 mm "
+                        "snap of the initial fit)",
                         {int(b_index[r]): b_sid[r] for r in below[:Report.SHOW]})
     # Overlaps: every pair of a scenario's bodies, in one pass.
     groups = _groups(ds, "bodies")
@@ -1427,7 +1429,7 @@ def _check_first_sample(ds, f, scan, report, b_sid):
             report.add("spheres overlapping at the first sample",
                        f"{f['trajectories']}: table trajectories, row {int(b_index[b])}",
                        f"bodies {int(body_id[a])} and {int(body_id[b])} overlap by "
-                       f"{-gap:.3g} m", sid)
+                       f"{-gap:.3g} m (more than the {tol:g} m taken as touching)", sid)
 
 
 @jit

@@ -217,7 +217,7 @@ def _check_scenario(sc, s):
         raise ValueError(f"{label}: {nb} bodies, expected at most {MAX_BODIES}")
     if mass.shape[0] != nb:
         raise ValueError(f"{label}: {mass.shape[0]} masses for {nb} radii")
-    pos = np.asarray(sc.pos, dtype=np.float64).reshape(nb, 3)
+    pos = np.array(sc.pos, dtype=np.float64).reshape(nb, 3)  # a copy: build may move it out
     vel = np.asarray(sc.vel, dtype=np.float64).reshape(nb, 3)
     walls = np.asarray(sc.walls, dtype=np.float64).reshape(-1, 4)
     controls = np.asarray(sc.controls, dtype=np.float64).reshape(-1, 6)
@@ -260,25 +260,56 @@ def _check_scenario(sc, s):
     return radius, mass, pos, vel, walls, controls, shape_codes
 
 
+#: Initial penetration [m] of the ground, a wall or another body that is
+#: taken as touching: measured positions carry noise, and a body pressed into
+#: a surface (a soft-contact simulator's, or a tracker's) sits slightly inside
+#: it.  Within this the body is moved out along the normal (a pair: each by
+#: half) and starts in contact; beyond it the scenario is refused.
+TOUCH_TOL = 1e-3
+
+
 def _check_geometry(label, radius, pos, walls, ground_z):
-    """Overlap and ground checks at the initial configuration."""
+    """Ground, wall and overlap checks at the initial configuration; a
+    penetration within :data:`TOUCH_TOL` is moved out (``pos`` is updated,
+    one pass in the order ground, walls, pairs) and checked again."""
     nb = radius.shape[0]
-    tol = 1e-12
     for i in range(nb):
-        if pos[i, 2] - radius[i] < ground_z - tol:
+        depth = ground_z + radius[i] - pos[i, 2]
+        if depth > TOUCH_TOL:
             raise ValueError(
-                f"{label} body {i}: z = {pos[i, 2]} puts the sphere below the ground "
-                f"(expected z >= ground_z + radius = {ground_z + radius[i]})")
+                f"{label} body {i}: z = {pos[i, 2]} puts the sphere {depth:.3g} m below the "
+                f"ground (expected z >= ground_z + radius = {ground_z + radius[i]}, or within "
+                f"{TOUCH_TOL:g} m of it: touching)")
+        if depth > 0.0:
+            pos[i, 2] = ground_z + radius[i]
         for k in range(walls.shape[0]):
-            gap = walls[k, :3] @ pos[i] - walls[k, 3] - radius[i]
-            if gap < -tol:
-                raise ValueError(
-                    f"{label} body {i}: penetrates wall {k} by {-gap:.3g} m at the start")
+            n = walls[k, :3]  # unit (normalised by _check_scenario)
+            gap = n @ pos[i] - walls[k, 3] - radius[i]
+            if gap < -TOUCH_TOL:
+                raise ValueError(f"{label} body {i}: penetrates wall {k} by {-gap:.3g} m at the "
+                                 f"start (more than the {TOUCH_TOL:g} m taken as touching)")
+            if gap < 0.0:
+                pos[i] -= gap * n
+    for i in range(nb):
         for j in range(i + 1, nb):
-            gap = np.linalg.norm(pos[j] - pos[i]) - radius[i] - radius[j]
-            if gap < -tol:
-                raise ValueError(
-                    f"{label} bodies {i} and {j}: overlap by {-gap:.3g} m at the start")
+            d = pos[j] - pos[i]
+            dist = np.linalg.norm(d)
+            gap = dist - radius[i] - radius[j]
+            if gap < -TOUCH_TOL or dist == 0.0:
+                raise ValueError(f"{label} bodies {i} and {j}: overlap by {-gap:.3g} m at the "
+                                 f"start (more than the {TOUCH_TOL:g} m taken as touching)")
+            if gap < 0.0:
+                pos[i] += 0.5 * gap * d / dist
+                pos[j] -= 0.5 * gap * d / dist
+    for i in range(nb):  # moving out of one surface may not push into another
+        bad = pos[i, 2] - radius[i] < ground_z - 1e-12 or any(
+            walls[k, :3] @ pos[i] - walls[k, 3] - radius[i] < -1e-12
+            for k in range(walls.shape[0]))
+        bad = bad or any(np.linalg.norm(pos[j] - pos[i]) - radius[i] - radius[j] < -1e-12
+                         for j in range(i + 1, nb))
+        if bad:
+            raise ValueError(f"{label} body {i}: touches several surfaces inside the "
+                             f"{TOUCH_TOL:g} m tolerance in a way no move out of each resolves")
 
 
 def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
