@@ -145,7 +145,9 @@ class Layout:
     restitution) of a body-body pair; ``bw (nmat, nmat, 2)``: (friction,
     restitution) of a body (first index) against a wall (second index, 0: a
     wall without a material); ``bg (nmat, 4)``: (mu_s, mu_k, v_th, e_bg) of a
-    body on the ground; ``nmat = len(materials) + 1``.
+    body on the ground; ``nmat = len(materials) + 1``.  Derived once:
+    ``static_kinetic``, the distinct ``(mu_s row, mu_k row)`` pairs that must
+    keep ``mu_s >= mu_k``, and ``vth_rows``, the rows that must stay > 0.
     """
 
     materials: tuple
@@ -153,6 +155,8 @@ class Layout:
     bb: np.ndarray
     bw: np.ndarray
     bg: np.ndarray
+    static_kinetic: tuple = ()
+    vth_rows: tuple = ()
 
     @classmethod
     def build(cls, materials=(), names=()):
@@ -196,7 +200,9 @@ class Layout:
                     bw[a, b] = [pick(r, labels[a]) for r in _WALL]
                 else:
                     bw[a, b] = [pick(r, labels[a], labels[b]) for r in _WALL]
-        return cls(materials, all_names, bb, bw, bg)
+        static_kinetic = tuple(sorted({(int(r[0]), int(r[1])) for r in bg}))
+        vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
+        return cls(materials, all_names, bb, bw, bg, static_kinetic, vth_rows)
 
     def __eq__(self, other):
         return (isinstance(other, Layout) and self.materials == other.materials
@@ -268,9 +274,9 @@ class Layout:
                 raise ValueError(f"parameter {name} = {x}: expected a finite number")
             if x < lo or x > hi:
                 raise ValueError(f"parameter {name} = {x}: expected {lo} <= {name} <= {hi}")
-            if base(name) == "v_th" and x <= 0.0:
+            if x <= 0.0 and i in self.vth_rows:
                 raise ValueError(f"parameter {name} = {x}: expected {name} > 0")
-        for qs, qk in {(int(r[0]), int(r[1])) for r in self.bg}:
+        for qs, qk in self.static_kinetic:
             if vec[qs] < vec[qk]:
                 s, k = self.names[qs], self.names[qk]
                 raise ValueError(f"parameter {s} = {vec[qs]} < {k} = {vec[qk]}: "
@@ -298,10 +304,9 @@ class Layout:
         for q in free:
             lo, hi = self.bounds(q)
             x[q] = min(max(x[q], lo), hi)
-        for q, name in enumerate(self.names):
-            if base(name) == "v_th":
-                x[q] = max(x[q], 1e-9)
-        for qs, qk in sorted({(int(r[0]), int(r[1])) for r in self.bg}):
+        for q in self.vth_rows:
+            x[q] = max(x[q], 1e-9)
+        for qs, qk in self.static_kinetic:
             if x[qs] < x[qk]:
                 fs, fk = qs in free, qk in free
                 if fs and fk:
