@@ -138,20 +138,29 @@ def cmd_params(args):
     from rich.table import Table
 
     from simcore import dataset
+    from simcore import laws as contact_laws
     from simcore import params as P
 
     table = Table(title="coefficients", title_justify="left")
-    for col in ("name", "default", "bounds", "unit", "per material", "meaning", "signal from"):
+    for col in ("name", "default", "bounds", "unit", "per material", "law", "meaning",
+                "signal from"):
         table.add_column(col, overflow="fold")
     address = {"ground": "NAME@MAT", "wall": "NAME@MAT, NAME@A+B", "body": "NAME@A+B",
                "global": "-"}
     for p in P.REGISTRY:
         table.add_row(p.name, f"{p.default:g}", f"[{p.bounds[0]:g}, {p.bounds[1]:g}]", p.unit,
-                      address[p.contact], p.meaning, p.signal)
+                      address[p.contact], p.law or "all", p.meaning, p.signal)
     console = Console(width=max(120, Console().width))
     console.print(table)
+    laws = Table(title="contact laws (dataset.yaml laws: {KIND: NAME})", title_justify="left")
+    for col in ("name", "kinds", "meaning", "source"):
+        laws.add_column(col, overflow="fold")
+    for law in contact_laws.REGISTRY:
+        laws.add_row(law.name, ", ".join(law.kinds), law.meaning, law.source)
+    console.print(laws)
     if args.dataset:
         ds = dataset.read(args.dataset)
+        console.print(f"{ds.name}: laws " + ", ".join(f"{k} {v}" for k, v in ds.laws.items()))
         mats = ds.materials
         if not mats:
             console.print(f"{ds.name}: no materials (every contact takes the plain names)")
@@ -163,6 +172,18 @@ def cmd_params(args):
     return 0
 
 
+def _laws(items):
+    """``{kind: law}`` of ``--law KIND=NAME`` options (checked by the model)."""
+    out = {}
+    for item in items or ():
+        kind, eq, name = item.partition("=")
+        if not eq:
+            raise ValueError(f"--law {item!r}: expected KIND=NAME, e.g. "
+                             "body_body=frictional_inelastic")
+        out[kind.strip()] = name.strip()
+    return out
+
+
 def cmd_generate(args):
     from simcore import synth
 
@@ -170,7 +191,8 @@ def cmd_generate(args):
                                   duration=args.duration, rate=args.rate,
                                   noise_mm=args.noise_mm, fmt=args.format,
                                   materials=[m for m in (args.materials or "").split(",") if m],
-                                  wall_material=args.wall_material or "")
+                                  wall_material=args.wall_material or "",
+                                  laws=_laws(args.law))
     truth = _params(args.truth, synth.TRUTH) if args.truth else None
     out = synth.generate(args.out, cfg, truth, name=args.name or Path(args.out).name)
     print(f"wrote {cfg.scenarios} scenarios to {out}/")
@@ -316,6 +338,9 @@ def build_parser():
     gen.add_argument("--name", help="the dataset's name (default: the output directory's)")
     gen.add_argument("--materials", help="comma-separated body materials, drawn per body")
     gen.add_argument("--wall-material", help="the walls' material (default: none)")
+    gen.add_argument("--law", action="append", metavar="KIND=NAME",
+                     help="a contact law per kind (body_ground, body_body, body_wall), "
+                          "e.g. body_body=frictional_inelastic; repeatable")
     gen.add_argument("--truth", help="JSON object of true coefficients (per-material names "
                                      "such as mu_bb@resin+rubber too); the rest: the defaults "
                                      "of the generator")

@@ -329,7 +329,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
     for k, ix in enumerate(s for s in shards if s):
-        extra = loaded.train.model.layout.names[P.NPARAM:]
+        extra = loaded.train.model.layout.per_material
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
                        f"{D.stable_hash(repr((weights, extra)))}", loaded.path, weights,
                        np.array([loaded.train.ids[i] for i in ix], dtype=str), extra)
@@ -384,7 +384,7 @@ def _free_and_start(loaded, cfg, start, baseline=None):
     problems' layout; a name or value that does not fit the dataset raises
     here, before any run exists."""
     fixed = loaded.ds.fixed_params
-    free = cfg.fit or [n for n in P.COEFFICIENTS if n not in fixed]
+    free = cfg.fit or [n for n in loaded.train.model.layout.coefficients if n not in fixed]
     values = dict(fixed)
     values.update(start or {})
     values.update(cfg.start)
@@ -436,7 +436,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         # version is registered only once everything else is in.
         with ThreadPoolExecutor(1) as side:
             conv = side.submit(report.convergence_png, result)
-            model = side.submit(registry.log_model, c, run_id, result.params) if ok else None
+            model = (side.submit(registry.log_model, c, run_id, result.params,
+                                 loaded.train.model.layout.laws) if ok else None)
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
@@ -481,6 +482,7 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
                 "robust": cfg.robust, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,
+                **{f"law_{kind}": name for kind, name in layout.laws.items()},
                 "dataset_path": str(Path(loaded.path).resolve()),
                 "dataset_digest": loaded.digest, "split": loaded.split_source,
                 "train_scenarios": loaded.train.nscen,
@@ -493,7 +495,8 @@ def _run_params(loaded, cfg, start, free, n_shards):
 
 def _lineage(loaded):
     return {"name": loaded.ds.name, "path": str(Path(loaded.path).resolve()),
-            "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source}
+            "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source,
+            "laws": dict(loaded.train.model.layout.laws)}
 
 
 def _parquet(columns):

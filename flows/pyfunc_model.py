@@ -1,9 +1,9 @@
 """The registered model: a set of fitted coefficients that simulates datasets.
 
-Logged as an MLflow "model from code" (this file), with the coefficients in
-its ``model_config``.  ``predict(df)``: ``df`` has a ``dataset`` column of
+Logged as an MLflow "model from code" (this file), with the coefficients
+and the contact laws they were fitted under in its ``model_config``.  ``predict(df)``: ``df`` has a ``dataset`` column of
 dataset directories (the contract of ``datasets/README.md``); each is
-simulated with the model's coefficients and the result is the simulated
+simulated with the model's coefficients and laws and the result is the simulated
 trajectories at the dataset's sample times, one frame with columns
 ``dataset, scenario_id, body_id, t, x, y, z, vx, vy, vz``.
 """
@@ -16,6 +16,8 @@ from mlflow.pyfunc import PythonModel
 class CoefficientModel(PythonModel):
     def load_context(self, context):
         self.params = dict(context.model_config["params"])
+        # The contact laws the coefficients were fitted under (older models: none).
+        self.laws = dict(context.model_config.get("laws") or {}) or None
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         from simcore import replay
@@ -25,7 +27,8 @@ class CoefficientModel(PythonModel):
                              f"got columns {list(model_input.columns)}")
         frames = []
         for path in model_input["dataset"]:
-            df = pd.DataFrame(replay.simulate_dataset(str(path), self.params)["trajectories"])
+            df = pd.DataFrame(replay.simulate_dataset(str(path), self.params,
+                                                          laws=self.laws)["trajectories"])
             df.insert(0, "dataset", str(path))
             frames.append(df)
         return pd.concat(frames, ignore_index=True)

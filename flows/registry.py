@@ -37,22 +37,24 @@ SIGNATURE = ModelSignature(
                    + [ColSpec("double", c) for c in ("t", "x", "y", "z", "vx", "vy", "vz")]))
 
 
-def register(c, settings, run_id, params, tags):
+def register(c, settings, run_id, params, tags, laws=None):
     """Log the coefficients as the run's ``model`` artifact and register it;
     returns the version (a string).  The first version becomes champion."""
-    log_model(c, run_id, params)
+    log_model(c, run_id, params, laws)
     return register_version(c, settings, run_id, tags)
 
 
-def log_model(c, run_id, params):
-    """Save the coefficients as a pyfunc model in the run's ``model``
-    artifact (registers nothing)."""
+def log_model(c, run_id, params, laws=None):
+    """Save the coefficients, and the contact laws they were fitted under
+    (``{kind: name}``), as a pyfunc model in the run's ``model`` artifact
+    (registers nothing)."""
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         # An input example would make MLflow run predict (a whole simulation) at save time.
         warnings.filterwarnings("ignore", message=".*input example was not provided")
         path = os.path.join(d, "model")
         mlflow.pyfunc.save_model(path, python_model=str(MODEL_CODE),
-                                 model_config={"params": dict(params)},
+                                 model_config={"params": dict(params),
+                                               "laws": dict(laws or {})},
                                  signature=SIGNATURE, pip_requirements=["contactfit"])
         c.log_artifacts(run_id, path, "model")
 

@@ -26,10 +26,16 @@ root, which a safeguarded Newton-bisection iteration takes to machine
 precision.  A gap that is already ``<= 0`` at ``s = 0`` counts as a contact
 at 0 only while it decreases (surfaces that touch and separate are left alone).
 
-Shape pairs are dispatched in :func:`toi_body_body` and :func:`toi_body_plane`;
-an unsupported pair returns ``UNSUPPORTED`` and the scenario stops with
-``STATUS_UNSUPPORTED_PAIR``, never a silent no-contact.
+Shape pairs are one table, :data:`PAIRS`: each row gives a pair's time of
+impact, gap, normal and contact points.  The kernels reach it through
+:func:`body_pair` and :func:`plane_pair` and the dispatchers
+(``toi_body_body``, ``gap_body_body``, ``contact_normal_body_body``,
+``contact_points_body_body`` and their ``_plane`` twins); a pair without a
+row is reported by every one of them and the scenario stops with
+``STATUS_UNSUPPORTED_PAIR``, never a silent no-contact or a sphere's answer.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -285,44 +291,11 @@ def toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h):
     return first_entry(c, 4, h)
 
 
-@jit
-def toi_body_body(shape_i, shape_j, pi, vi, ai, ri, pj, vj, aj, rj, h):
-    """Shape-pair dispatch for two bodies; ``UNSUPPORTED`` for unknown pairs.
-
-    New shapes add a branch here (ordered so that ``shape_i <= shape_j``,
-    swapping the bodies and flipping the normal in this one place).
-    """
-    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
-        return toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h)
-    return UNSUPPORTED
-
+# -- the shape-pair table ------------------------------------------------------------
 
 @jit
-def toi_body_plane(shape, p, v, a, r, pn, pd, h):
-    """Shape dispatch for a body against a plane (the ground or a wall)."""
-    if shape == SHAPE_SPHERE:
-        return toi_sphere_plane(p, v, a, r, pn, pd, h)
-    return UNSUPPORTED
-
-
-@jit
-def contact_normal_body_body(shape_i, shape_j, pi, pj, out):
-    """Unit contact normal from body i to body j at the current configuration."""
-    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
-        d0 = pj[0] - pi[0]
-        d1 = pj[1] - pi[1]
-        d2 = pj[2] - pi[2]
-        inv = 1.0 / np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
-        out[0] = d0 * inv
-        out[1] = d1 * inv
-        out[2] = d2 * inv
-        return True
-    return False
-
-
-@jit
-def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
-    """Signed surface distance between two bodies (negative when overlapping)."""
+def gap_sphere_sphere(pi, ri, pj, rj):
+    """Signed surface distance of two spheres (negative when overlapping)."""
     d0 = pj[0] - pi[0]
     d1 = pj[1] - pi[1]
     d2 = pj[2] - pi[2]
@@ -330,6 +303,183 @@ def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
 
 
 @jit
-def gap_body_plane(shape, p, r, pn, pd):
-    """Signed distance from a body's surface to a plane."""
+def gap_sphere_plane(p, r, pn, pd):
+    """Signed distance from a sphere's surface to the plane ``pn . x = pd``."""
     return pn[0] * p[0] + pn[1] * p[1] + pn[2] * p[2] - pd - r
+
+
+@jit
+def normal_sphere_sphere(pi, pj, out):
+    """Unit normal from sphere i's centre to sphere j's."""
+    d0 = pj[0] - pi[0]
+    d1 = pj[1] - pi[1]
+    d2 = pj[2] - pi[2]
+    inv = 1.0 / np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    out[0] = d0 * inv
+    out[1] = d1 * inv
+    out[2] = d2 * inv
+
+
+@jit
+def points_sphere_sphere(pi, ri, pj, rj, n, out_i, out_j):
+    """The contact points of spheres i and j along the normal ``n`` (i to j):
+    ``p_i + r_i n`` and ``p_j - r_j n`` (one point when they touch)."""
+    for d in range(3):
+        out_i[d] = pi[d] + ri * n[d]
+        out_j[d] = pj[d] - rj * n[d]
+
+
+@jit
+def points_sphere_plane(p, r, pn, out):
+    """The contact point of a sphere on a plane of normal ``pn``: ``p - r pn``."""
+    for d in range(3):
+        out[d] = p[d] - r * pn[d]
+
+
+class Pair(NamedTuple):
+    """One row of the shape-pair table: the two shapes (a body shape and
+    another, or ``"plane"``), the pair's code in the kernels, and its contact
+    functions: time of impact, gap, normal (None against a plane: the plane's
+    own) and contact points."""
+
+    shapes: tuple
+    code: int
+    toi: object
+    gap: object
+    normal: object
+    points: object
+
+
+PAIR_SPHERE_SPHERE = 0
+PAIR_SPHERE_PLANE = 1
+#: The code of a pair of shapes with no row in :data:`PAIRS`.
+NO_PAIR = -1
+#: Every shape pair with contact functions.  The kernels reach a row through
+#: :func:`body_pair` / :func:`plane_pair` (shape codes to the pair's code, and
+#: whether body i and j were swapped to put the pair in table order) and the
+#: dispatchers below, which branch on that code: a pair without a row returns
+#: ``UNSUPPORTED`` (time of impact), NaN (gap) or False (normal, contact
+#: points), and the scenario stops with ``STATUS_UNSUPPORTED_PAIR``;
+#: :func:`check_shapes` refuses such a batch before it runs.
+PAIRS = (
+    Pair(("sphere", "sphere"), PAIR_SPHERE_SPHERE, toi_sphere_sphere, gap_sphere_sphere,
+         normal_sphere_sphere, points_sphere_sphere),
+    Pair(("sphere", "plane"), PAIR_SPHERE_PLANE, toi_sphere_plane, gap_sphere_plane, None,
+         points_sphere_plane),
+)
+
+
+def pair(a, b):
+    """The :class:`Pair` of shapes named ``a`` and ``b`` (either order;
+    ``"plane"`` for the ground or a wall), or a ``ValueError`` saying which
+    pairs have contact functions."""
+    for row in PAIRS:
+        if row.shapes in ((a, b), (b, a)):
+            return row
+    have = ", ".join("-".join(row.shapes) for row in PAIRS)
+    raise ValueError(f"no contact functions for shapes {a!r} and {b!r} "
+                     f"(simcore/collision.py PAIRS has {have})")
+
+
+def check_shapes(names):
+    """Raise ``ValueError`` unless every pair of the body shapes ``names``,
+    and each shape against a plane, has a row in :data:`PAIRS`."""
+    names = sorted(set(names))
+    for k, a in enumerate(names):
+        pair(a, "plane")
+        for b in names[k:]:
+            pair(a, b)
+
+
+@jit
+def body_pair(shape_i, shape_j):
+    """``(pair code, swapped)`` of bodies of shape codes ``shape_i``,
+    ``shape_j``: the pair in table order (lower shape code first), and whether
+    that swaps i and j.  :data:`NO_PAIR` when the table has no row."""
+    swapped = shape_i > shape_j
+    lo = shape_j if swapped else shape_i
+    hi = shape_i if swapped else shape_j
+    if lo == SHAPE_SPHERE and hi == SHAPE_SPHERE:
+        return PAIR_SPHERE_SPHERE, swapped
+    return NO_PAIR, swapped
+
+
+@jit
+def plane_pair(shape):
+    """The pair code of a body of shape code ``shape`` against a plane."""
+    if shape == SHAPE_SPHERE:
+        return PAIR_SPHERE_PLANE
+    return NO_PAIR
+
+
+@jit
+def toi_body_body(shape_i, shape_j, pi, vi, ai, ri, pj, vj, aj, rj, h):
+    """Time of impact of two bodies within ``h`` (``UNSUPPORTED``: no row)."""
+    code, swapped = body_pair(shape_i, shape_j)
+    if code == PAIR_SPHERE_SPHERE:
+        return toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h)
+    return UNSUPPORTED
+
+
+@jit
+def toi_body_plane(shape, p, v, a, r, pn, pd, h):
+    """Time of impact of a body with a plane (the ground or a wall) within ``h``."""
+    if plane_pair(shape) == PAIR_SPHERE_PLANE:
+        return toi_sphere_plane(p, v, a, r, pn, pd, h)
+    return UNSUPPORTED
+
+
+@jit
+def contact_normal_body_body(shape_i, shape_j, pi, pj, out):
+    """Unit contact normal from body i to body j at the current configuration
+    into ``out``; False when the pair has no row.  A swapped pair is computed
+    from j to i and flipped, here and only here."""
+    code, swapped = body_pair(shape_i, shape_j)
+    if code == PAIR_SPHERE_SPHERE:
+        if swapped:
+            normal_sphere_sphere(pj, pi, out)
+            for d in range(3):
+                out[d] = -out[d]
+        else:
+            normal_sphere_sphere(pi, pj, out)
+        return True
+    return False
+
+
+@jit
+def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
+    """Signed surface distance between two bodies (negative when
+    overlapping); NaN when the pair has no row (it never counts as touching)."""
+    code, swapped = body_pair(shape_i, shape_j)
+    if code == PAIR_SPHERE_SPHERE:
+        return gap_sphere_sphere(pi, ri, pj, rj)
+    return np.nan
+
+
+@jit
+def gap_body_plane(shape, p, r, pn, pd):
+    """Signed distance from a body's surface to a plane; NaN without a row."""
+    if plane_pair(shape) == PAIR_SPHERE_PLANE:
+        return gap_sphere_plane(p, r, pn, pd)
+    return np.nan
+
+
+@jit
+def contact_points_body_body(shape_i, shape_j, pi, ri, pj, rj, n, out_i, out_j):
+    """The contact points of bodies i and j with normal ``n`` (i to j) into
+    ``out_i``, ``out_j``; False when the pair has no row."""
+    code, swapped = body_pair(shape_i, shape_j)
+    if code == PAIR_SPHERE_SPHERE:
+        points_sphere_sphere(pi, ri, pj, rj, n, out_i, out_j)
+        return True
+    return False
+
+
+@jit
+def contact_point_body_plane(shape, p, r, pn, out):
+    """The contact point of a body on a plane of normal ``pn`` into ``out``;
+    False when the pair has no row."""
+    if plane_pair(shape) == PAIR_SPHERE_PLANE:
+        points_sphere_plane(p, r, pn, out)
+        return True
+    return False

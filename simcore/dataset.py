@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from . import buffers
+from . import laws as contact_laws
 from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
@@ -169,6 +170,9 @@ class Dataset:
     ground_z: float = 0.0
     fixed_params: dict = field(default_factory=dict)
     truth: dict = field(default_factory=dict)
+    #: The contact law of each kind, ``{kind: name}`` (``dataset.yaml``
+    #: ``laws``, :func:`simcore.laws.resolve`).
+    laws: dict = field(default_factory=contact_laws.resolve)
     #: Sorted scenario ids of all tables (``"*"`` included when walls use it),
     #: and per table the code of each row's scenario_id into that list: ids
     #: never become per-row Python strings.
@@ -204,7 +208,8 @@ class Dataset:
         """The coefficient layout of this dataset's materials with the
         per-material entries its ``params`` and ``truth`` name, and
         ``coefficients``."""
-        return P.Layout.build(self.materials, [*self.fixed_params, *self.truth, *coefficients])
+        return P.Layout.build(self.materials, [*self.fixed_params, *self.truth, *coefficients],
+                              self.laws)
 
     def ids_of(self, table):
         """Row -> scenario id lookup for ``table`` (for messages and outputs)."""
@@ -459,10 +464,15 @@ def _read(root, report, keep=True, batch_rows=None):
         report.add("unknown units", meta_path, f"units.time = {tu!r}: expected one of {list(TIME)}")
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
+    try:
+        laws = contact_laws.resolve(meta.get("laws"))
+    except ValueError as exc:
+        report.add("unknown contact law", meta_path, str(exc))
+        laws = contact_laws.resolve()
     for what, values in (("params", fixed), ("truth", truth)):
         for name in values:
             try:
-                P.parse(name)
+                P.check(name, laws)
             except ValueError as exc:
                 report.add("unknown parameter", meta_path, f"{what}: {exc}")
     tables = {}
@@ -511,7 +521,8 @@ def _read(root, report, keep=True, batch_rows=None):
     # The read's buffers are free now: hand them back to the OS rather than
     # keep them in Arrow's pool.
     pa.default_memory_pool().release_unused()
-    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, names, codes, scan=scan)
+    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, laws, names, codes,
+                   scan=scan)
 
 
 def _groups(ds, table):
@@ -635,7 +646,7 @@ def scenarios(ds, integrator=None, coefficients=()):
     layout = ds.layout(coefficients)
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
-                         coefficients=layout.names)
+                         coefficients=layout.per_material, laws=layout.laws)
     return model, state, times, ids
 
 

@@ -95,8 +95,9 @@ class Scene(NamedTuple):
 
 class Run(NamedTuple):
     """A run's scalars and coefficients: start and end time, step, gravity,
-    nominal ground height, integrator code; the coefficient vector and the
-    material tables (:class:`simcore.params.Layout`)."""
+    nominal ground height, integrator code; the coefficient vector, the
+    material tables (:class:`simcore.params.Layout`) and the law code of each
+    contact kind (:mod:`simcore.laws`)."""
 
     t_start: float
     t_end: float
@@ -108,6 +109,7 @@ class Run(NamedTuple):
     bb_idx: np.ndarray
     bw_idx: np.ndarray
     bg_idx: np.ndarray
+    laws: np.ndarray
 
 
 class TangentIO(NamedTuple):
@@ -163,6 +165,7 @@ class Batch(NamedTuple):
     bb_idx: np.ndarray
     bw_idx: np.ndarray
     bg_idx: np.ndarray
+    laws: np.ndarray
     gravity: float
     ground_z: float
     integrator: int
@@ -207,7 +210,7 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
     has_meas = ns > 0 and meas.shape[0] == ns
     (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
-     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1)
+     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1, run.laws)
     tpos, tvel, tacc, tfa, tsamp, ttau, ds, tdva, tdvb, pdir = S.tangent_scratch(
         nb, nt, params.shape[0], t_param)
     g_mu_s, g_mu_k, g_vth, pl_mu, b_mu = gc.mu_s, gc.mu_k, gc.v_th, pc.pl_mu, pc.b_mu
@@ -375,7 +378,7 @@ def _run_one(s, b, out, tan):
                   b.wall_mat[s, :nw], b.ctrl_body[c0:c1], b.ctrl_t0[c0:c1], b.ctrl_t1[c0:c1],
                   b.ctrl_force[c0:c1], b.samp_t[k0:k1])
     run = Run(out.time[s], b.scen_t_end[s], b.scen_dt[s], b.gravity, b.ground_z, b.integrator,
-              b.params[prow], b.bb_idx, b.bw_idx, b.bg_idx)
+              b.params[prow], b.bb_idx, b.bw_idx, b.bg_idx, b.laws)
     ev = S.EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
     mine = TangentIO(tan.t_param, tan.t_vel, tan.t_ctrl, tan.meas[k0:k1], tan.tr_sse[s:s + 1],
                      tan.tr_grad[s], tan.tr_gn[s], tan.fin_tpos[s], tan.fin_tvel[s],
@@ -600,8 +603,8 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
                   m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows],
                   m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
                   m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-                  m.layout.bb, m.layout.bw, m.layout.bg, float(m.gravity), float(m.ground_z),
-                  int(m.integrator))
+                  m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes, float(m.gravity),
+                  float(m.ground_z), int(m.integrator))
     # ``time`` is both the start time (read first) and the end time (written
     # last) of each scenario.
     (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)

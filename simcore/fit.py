@@ -179,7 +179,7 @@ class FitResult:
 
 
 def _free_indices(free, layout):
-    names = P.COEFFICIENTS if free is None else tuple(free)
+    names = layout.coefficients if free is None else tuple(free)
     out = []
     for n in names:
         try:
@@ -304,8 +304,8 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
     coefficients not in ``free``); ``free``: names to fit (None: the contact
-    coefficients ``params.COEFFICIENTS``; the global offsets
-    ``ground_offset`` and ``time_offset`` are fitted only when named);
+    coefficients of the model's layout, ``Layout.coefficients``; the global
+    offsets ``ground_offset`` and ``time_offset`` are fitted only when named);
     ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`;
     the start is :meth:`~simcore.problem.Problem.nuisance_start` at
     ``params0``, where a push stuck on the static plateau restarts from its

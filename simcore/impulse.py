@@ -22,7 +22,9 @@ the time-of-impact configuration.
   effective mass is the translational one.
 
 The impulse on body j is ``J_n n - J_t t``, on body i the opposite, with
-``t = u_t / |u_t|``.
+``t = u_t / |u_t|``.  Between bodies the law is applied through the law seam
+(:func:`simcore.laws.body_body`, which other laws share: they differ in the
+bound on a slipping friction impulse).
 """
 
 import numpy as np
@@ -47,21 +49,27 @@ PARAMETERS = (
 
 
 @jit
-def coulomb(j_stick, mu, jn):
-    """Friction impulse ``min(J_stick, mu J_n)`` and whether it slips."""
-    if j_stick <= mu * jn:
+def capped(j_stick, j_slip):
+    """Friction impulse ``min(J_stick, J_slip)`` and whether it slips: the
+    impulse that stops the tangential motion, unless the law's bound on a
+    slipping impulse is smaller."""
+    if j_stick <= j_slip:
         return j_stick, False
-    return mu * jn, True
+    return j_slip, True
 
 
 @jit
-def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
-    """Apply the impact impulse between bodies i and j in place.
+def coulomb(j_stick, mu, jn):
+    """Friction impulse ``min(J_stick, mu J_n)`` and whether it slips."""
+    return capped(j_stick, mu * jn)
 
-    ``vi``, ``vj`` (3,) are updated; ``dvi``, ``dvj`` receive the velocity
-    changes.  Returns ``(J_n, J_t, slipped)``.
-    """
-    inv_sum = inv_mi + inv_mj
+
+@jit
+def pair_split(vi, vj, n, e, inv_sum):
+    """Normal and tangential parts of an impact between bodies i and j:
+    ``(u_n, J_n, t0, t1, t2, |u_t|)`` with ``u = v_j - v_i``, ``J_n =
+    max(-(1 + e) u_n / W, 0)`` (``W = inv_sum = 1/m_i + 1/m_j``) and the unit
+    tangential direction ``t = u_t / |u_t|`` (zero when ``u_t = 0``)."""
     u0 = vj[0] - vi[0]
     u1 = vj[1] - vi[1]
     u2 = vj[2] - vi[2]
@@ -70,18 +78,21 @@ def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
     jn = -(1.0 + e) * un / inv_sum
     if jn < 0.0:
         jn = 0.0
-    # Relative tangential velocity and the impulse that would stop it.
     t0 = u0 - un * n[0]
     t1 = u1 - un * n[1]
     t2 = u2 - un * n[2]
     ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    # Clamp the friction impulse to mu * J_n.
-    jt, slipped = coulomb(ut / inv_sum, mu, jn)
     if ut > 0.0:
         t0 /= ut
         t1 /= ut
         t2 /= ut
-    # Impulse on body j: J_n n - J_t t; body i takes the opposite.
+    return un, jn, t0, t1, t2, ut
+
+
+@jit
+def apply_pair(vi, vj, inv_mi, inv_mj, n, jn, jt, t0, t1, t2, dvi, dvj):
+    """Apply the impulse ``J_n n - J_t t`` to body j and its opposite to body
+    i: ``vi``, ``vj`` (3,) are updated, ``dvi``, ``dvj`` receive the changes."""
     i0 = jn * n[0] - jt * t0
     i1 = jn * n[1] - jt * t1
     i2 = jn * n[2] - jt * t2
@@ -94,7 +105,6 @@ def body_body(vi, vj, inv_mi, inv_mj, n, e, mu, dvi, dvj):
     for d in range(3):
         vj[d] += dvj[d]
         vi[d] += dvi[d]
-    return jn, jt, slipped
 
 
 @jit

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import params as P
-from .collision import SHAPE_NAMES, SHAPE_SPHERE
+from .collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
 from .integrate import choose
 
 MAX_BODIES = 32
@@ -141,7 +141,7 @@ class Model:
                        **{f: getattr(self, f)[rows] for f in per_ctrl})
 
 
-def _layout(scenarios, materials, coefficients, params):
+def _layout(scenarios, materials, coefficients, params, laws):
     """The coefficient layout of a batch (see :func:`build`)."""
     if materials is None:
         used = [m for sc in scenarios for col in (sc.material, sc.wall_material)
@@ -153,7 +153,7 @@ def _layout(scenarios, materials, coefficients, params):
                              "names as build(materials=...)")
         materials = names or [f"m{k}" for k in range(1, max(ids, default=0) + 1)]
     named = list(params) if isinstance(params, dict) else []
-    return P.Layout.build(materials, list(coefficients) + named)
+    return P.Layout.build(materials, list(coefficients) + named, laws)
 
 
 def _material_ids(values, layout, n, label):
@@ -313,7 +313,7 @@ def _check_geometry(label, radius, pos, walls, ground_z):
 
 
 def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
-          materials=None, coefficients=()):
+          materials=None, coefficients=(), laws=None):
     """Validate scenarios and pack them into a ``(Model, State)`` pair.
 
     ``integrator``: a registered name (checked against the shapes), or None
@@ -322,7 +322,9 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     (ids 1, 2, ... of the scenarios' integer materials); None takes the
     sorted names the scenarios use, or ``m1``, ``m2``, ... for integer ids.
     The layout has the per-material entries ``coefficients`` and those that
-    ``params`` (a mapping, or a vector of that layout) names.
+    ``params`` (a mapping, or a vector of that layout) names; ``laws`` the
+    contact law of each kind (``{kind: name}``, :mod:`simcore.laws`; absent:
+    the impulse law everywhere).
     """
     if integrator is not None:
         choose((), integrator)  # an unknown name fails before the scenarios are checked
@@ -330,7 +332,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
     if not np.isfinite(ground_z):
         raise ValueError(f"ground_z = {ground_z}: expected a finite number")
-    layout = _layout(scenarios, materials, coefficients, params)
+    layout = _layout(scenarios, materials, coefficients, params, laws)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)
            else np.asarray(params, np.float64))
     layout.validate(vec)
@@ -393,7 +395,9 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         pos[s, :nb] = p
         vel[s, :nb] = v
         time[s] = sc.t0
-    chosen = choose({SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}, integrator)
+    shapes = {SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}
+    check_shapes(shapes)
+    chosen = choose(shapes, integrator)
     model = Model(body_count, body_shape, body_radius, body_mass, body_material,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,

@@ -33,7 +33,12 @@ class Parameter(NamedTuple):
     meaning, what kind of event or segment carries signal for it (the
     identifiability report), the contact it belongs to (one of
     :data:`CONTACTS`), its slot, and, for the set-up offsets, the natural
-    size that relative measures take against an offset's zero truth."""
+    size that relative measures take against an offset's zero truth.
+
+    ``law``: the contact law that reads the coefficient (:mod:`simcore.laws`),
+    or ``""`` for one every model reads.  A law's coefficients have no fixed
+    slot (``slot = -1``): a vector holds them, after the fixed slots, only when
+    its layout uses the law, and kernels read them through the material tables."""
 
     name: str
     default: float
@@ -44,3 +49,4 @@ class Parameter(NamedTuple):
     contact: str
     slot: int
     scale: float = 0.0
+    law: str = ""

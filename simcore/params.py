@@ -10,7 +10,9 @@ a fit, not measured truth.  ``contactfit params`` prints the table.
 Per-material coefficients
 -------------------------
 A coefficient vector has the ten global entries (:data:`NAMES`, fixed slots
-the kernels know) and then the per-material entries its :class:`Layout`
+the kernels know), then the coefficients of the contact laws its layout uses
+(``mu_bb_b``, ``mu_bb_c`` with ``frictional_inelastic``, see
+:mod:`simcore.laws`), then the per-material entries its :class:`Layout`
 names.  Materials are the names of the ``material`` column of ``bodies`` and
 ``walls``; a body or wall without one has none.
 
@@ -27,7 +29,9 @@ address on an offset are errors, as is a material the dataset does not have.
 An addressed entry that is not given takes its plain name's value.
 
 The kernels never read a contact coefficient by slot.  They read
-``params[bb[mat_a, mat_b, k]]`` (k = 0 friction, 1 restitution),
+``params[bb[mat_a, mat_b, k]]`` (k = 0 friction, 1 restitution, 2 and 3
+the speed-dependent friction ``mu_bb_b``, ``mu_bb_c``: -1 where the layout
+does not hold them, as its body-body law does not read them),
 ``params[bw[mat_body, mat_wall, k]]`` and ``params[bg[mat_body, k]]``
 (k = mu_s, mu_k, v_th, e_bg), with material id 0 for "no material" and the
 named materials from 1 on; :class:`Layout` builds those tables.
@@ -38,23 +42,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import contact, engine, impulse
+from . import contact, engine, frictional_inelastic, impulse
+from . import laws as contact_laws
 from .parameter import (  # noqa: F401  (the slots, re-exported)
     E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM, TIME_OFFSET, V_TH,
 )
 
-#: Every parameter, in slot order.
-REGISTRY = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS,
-                        key=lambda p: p.slot))
-assert [p.slot for p in REGISTRY] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
+#: The parameters every model reads, in slot order.
+FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS,
+                     key=lambda p: p.slot))
+assert [p.slot for p in FIXED] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
+#: The coefficients a contact law reads besides its kind's own (no slot: a
+#: layout holds them when it uses the law).
+LAW_PARAMETERS = frictional_inelastic.PARAMETERS
+assert all(p.slot == -1 and p.law in contact_laws.BY_NAME for p in LAW_PARAMETERS)
+#: Every parameter: the fixed slots, then the laws' own.
+REGISTRY = FIXED + LAW_PARAMETERS
 BY_NAME = {p.name: p for p in REGISTRY}
 
-NAMES = tuple(p.name for p in REGISTRY)
-#: The contact coefficients proper: what a fit frees unless told otherwise.
-COEFFICIENTS = tuple(p.name for p in REGISTRY if p.contact != "global")
+#: The fixed slots' names: the entries every vector starts with.
+NAMES = tuple(p.name for p in FIXED)
+#: The contact coefficients of the fixed slots: what a fit frees unless told
+#: otherwise, with the laws' own that a layout holds (:attr:`Layout.coefficients`).
+COEFFICIENTS = tuple(p.name for p in FIXED if p.contact != "global")
 #: The global offsets of the measurement set-up (nuisance unknowns).
 OFFSETS = tuple(p.name for p in REGISTRY if p.contact == "global")
-DEFAULTS = {p.name: p.default for p in REGISTRY}
+#: The defaults of the fixed slots (a law's own coefficients have theirs in
+#: :data:`BY_NAME`, and a layout that uses the law starts them there).
+DEFAULTS = {p.name: p.default for p in FIXED}
 #: Closed bounds of each parameter; ``v_th`` must also be strictly positive and
 #: ``mu_s >= mu_k`` (checked in :meth:`Layout.validate`).
 BOUNDS = {p.name: p.bounds for p in REGISTRY}
@@ -72,7 +87,7 @@ MATERIAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: The ground coefficients of a body material, in the columns of ``Layout.bg``.
 _GROUND = ("mu_s", "mu_k", "v_th", "e_bg")
 _WALL = ("mu_w", "e_bw")
-_BODY = ("mu_bb", "e_bb")
+_BODY = ("mu_bb", "e_bb", "mu_bb_b", "mu_bb_c")
 
 
 def base(name):
@@ -118,6 +133,27 @@ def canonical(name):
     return f"{root}@{'+'.join(mats)}" if mats else root
 
 
+def check(name, laws=None):
+    """:func:`parse` ``name``, and check that a model under ``laws`` (``{kind:
+    name}``; None: the default law everywhere) reads it: a contact law's own
+    coefficient needs its law.  Raises ``ValueError`` saying how to choose it."""
+    root, mats = parse(name)
+    law = BY_NAME[root].law
+    resolved = contact_laws.resolve(laws)
+    if law and law not in resolved.values():
+        _unused_law(name, resolved)
+    return root, mats
+
+
+def _unused_law(name, laws):
+    """Raise the error for a law's coefficient under a layout without the law."""
+    law = BY_NAME[base(name)].law
+    kinds = contact_laws.BY_NAME[law].kinds
+    raise ValueError(f"parameter {name!r}: {base(name)} is read by the contact law {law!r}, "
+                     f"which this model does not use (laws: {laws}); choose it in "
+                     f"dataset.yaml as laws: {{{kinds[0]}: {law}}}")
+
+
 def mlflow_key(name):
     """``name`` as MLflow allows keys (no ``@`` or ``+``): ``mu_bb@resin+rubber``
     becomes ``mu_bb.resin.rubber`` and ``mu_s@felt`` ``mu_s.felt``.  Names and
@@ -139,15 +175,19 @@ class Layout:
     """Which entries a coefficient vector has, and where each contact reads.
 
     ``materials``: the material names; material id ``k >= 1`` is
-    ``materials[k - 1]``, id 0 is "no material".  ``names``: the vector's
-    entries, :data:`NAMES` first, then the per-material ones (canonical).
-    Tables (int64, rows of the vector): ``bb (nmat, nmat, 2)``: (friction,
-    restitution) of a body-body pair; ``bw (nmat, nmat, 2)``: (friction,
+    ``materials[k - 1]``, id 0 is "no material".  ``laws``: the contact law
+    of each kind (``{kind: name}``, :func:`simcore.laws.resolve`), and
+    ``law_codes`` the kernels' array of them.  ``names``: the vector's
+    entries, :data:`NAMES` first, then the plain coefficients of the laws in
+    use, then the per-material ones (canonical).  Tables (int64, rows of the
+    vector): ``bb (nmat, nmat, 4)``: (friction, restitution, ``mu_bb_b``,
+    ``mu_bb_c``) of a body-body pair; ``bw (nmat, nmat, 2)``: (friction,
     restitution) of a body (first index) against a wall (second index, 0: a
     wall without a material); ``bg (nmat, 4)``: (mu_s, mu_k, v_th, e_bg) of a
-    body on the ground; ``nmat = len(materials) + 1``.  Derived once:
-    ``static_kinetic``, the distinct ``(mu_s row, mu_k row)`` pairs that must
-    keep ``mu_s >= mu_k``, and ``vth_rows``, the rows that must stay > 0.
+    body on the ground; ``nmat = len(materials) + 1``; -1 for a law's
+    coefficient the layout does not hold.  Derived once: ``static_kinetic``,
+    the distinct ``(mu_s row, mu_k row)`` pairs that must keep ``mu_s >=
+    mu_k``, and ``vth_rows``, the rows that must stay > 0.
     """
 
     materials: tuple
@@ -155,13 +195,17 @@ class Layout:
     bb: np.ndarray
     bw: np.ndarray
     bg: np.ndarray
+    laws: dict
+    law_codes: np.ndarray
     static_kinetic: tuple = ()
     vth_rows: tuple = ()
 
     @classmethod
-    def build(cls, materials=(), names=()):
-        """The layout of the named ``materials`` with the per-material entries
-        ``names`` (plain names among them are ignored: they are always there)."""
+    def build(cls, materials=(), names=(), laws=None):
+        """The layout of the named ``materials`` under the contact ``laws``
+        (a ``{kind: name}`` mapping; absent kinds take the default law) with
+        the per-material entries ``names`` (plain names among them are
+        ignored: they are always there)."""
         materials = tuple(materials)
         for m in materials:
             if not isinstance(m, str) or not MATERIAL_NAME.match(m):
@@ -169,9 +213,12 @@ class Layout:
                                  "and '-'")
         if len(set(materials)) != len(materials):
             raise ValueError(f"materials {list(materials)}: each name once")
+        laws = contact_laws.resolve(laws)
+        used = set(laws.values())
+        plain = NAMES + tuple(p.name for p in LAW_PARAMETERS if p.law in used)
         extra = []
         for name in names:
-            root, mats = parse(name)
+            root, mats = check(name, laws)
             missing = [m for m in mats if m not in materials]
             if missing:
                 raise ValueError(f"parameter {name!r}: no material {missing[0]!r} in this "
@@ -179,21 +226,25 @@ class Layout:
             full = canonical(name)
             if mats and full not in extra:
                 extra.append(full)
-        all_names = NAMES + tuple(extra)
+        all_names = plain + tuple(extra)
         row = {n: k for k, n in enumerate(all_names)}
         labels = ("",) + materials
 
         def pick(root, *mats):
+            if root not in row:
+                return -1
+            if not all(mats):
+                return row[root]
             return row.get(f"{root}@{'+'.join(sorted(mats))}", row[root])
 
         nmat = len(labels)
-        bb = np.empty((nmat, nmat, 2), np.int64)
-        bw = np.empty((nmat, nmat, 2), np.int64)
-        bg = np.empty((nmat, 4), np.int64)
+        bb = np.empty((nmat, nmat, len(_BODY)), np.int64)
+        bw = np.empty((nmat, nmat, len(_WALL)), np.int64)
+        bg = np.empty((nmat, len(_GROUND)), np.int64)
         for a in range(nmat):
-            bg[a] = [pick(r, labels[a]) if a else row[r] for r in _GROUND]
+            bg[a] = [pick(r, labels[a]) for r in _GROUND]
             for b in range(nmat):
-                bb[a, b] = [pick(r, labels[a], labels[b]) if a and b else row[r] for r in _BODY]
+                bb[a, b] = [pick(r, labels[a], labels[b]) for r in _BODY]
                 if not a:
                     bw[a, b] = [row[r] for r in _WALL]
                 elif not b:
@@ -202,17 +253,30 @@ class Layout:
                     bw[a, b] = [pick(r, labels[a], labels[b]) for r in _WALL]
         static_kinetic = tuple(sorted({(int(r[0]), int(r[1])) for r in bg}))
         vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
-        return cls(materials, all_names, bb, bw, bg, static_kinetic, vth_rows)
+        return cls(materials, all_names, bb, bw, bg, laws, contact_laws.codes(laws),
+                   static_kinetic, vth_rows)
+
+    @property
+    def coefficients(self):
+        """The plain contact coefficients of this layout (the fixed slots' and
+        those of the laws in use): what a fit frees unless told otherwise."""
+        return tuple(n for n in self.names
+                     if "@" not in n and BY_NAME[n].contact != "global")
 
     def __eq__(self, other):
         return (isinstance(other, Layout) and self.materials == other.materials
-                and self.names == other.names)
+                and self.names == other.names and self.laws == other.laws)
 
     __hash__ = None
 
     @property
     def size(self):
         return len(self.names)
+
+    @property
+    def per_material(self):
+        """The per-material entries (``NAME@MAT``, ``NAME@A+B``) of this layout."""
+        return tuple(n for n in self.names if "@" in n)
 
     def material_id(self, name):
         """The id of material ``name`` (None or "": 0, no material)."""
@@ -228,12 +292,14 @@ class Layout:
         new = [canonical(n) for n in names]
         if all(n in self.names for n in new):
             return self
-        return Layout.build(self.materials, self.names[NPARAM:] + tuple(new))
+        return Layout.build(self.materials, self.per_material + tuple(new), self.laws)
 
     def index(self, name):
         """The row of parameter ``name`` in this layout's vector."""
         full = canonical(name)
         if full not in self.names:
+            if base(full) not in self.names:
+                _unused_law(name, self.laws)
             raise ValueError(f"parameter {name!r} is not in this model's coefficients "
                              f"{list(self.names)}")
         return self.names.index(full)
@@ -252,7 +318,7 @@ class Layout:
             if full not in self.names:
                 self.index(name)  # raises, naming the layout's entries
             given[full] = v
-        vec = np.array([given.get(n, given.get(base(n), DEFAULTS[base(n)])) for n in self.names],
+        vec = np.array([given.get(n, given.get(base(n), BY_NAME[base(n)].default)) for n in self.names],
                        dtype=np.float64)
         self.validate(vec)
         return vec

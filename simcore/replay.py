@@ -14,6 +14,8 @@ On a :class:`~simcore.problem.Problem` (the arrays a fit already holds),
 measured and simulated paths of a few scenarios, for plots.
 """
 
+from dataclasses import replace
+
 import numpy as np
 from numba import njit, prange
 
@@ -21,17 +23,21 @@ from . import dataset as D
 from .config import JIT_PARALLEL
 from .engine import simulate
 from .events import EVENT_KINDS, EventKind
+from .laws import resolve
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
 
 
-def simulate_dataset(ds, params=None, integrator=None):
+def simulate_dataset(ds, params=None, integrator=None, laws=None):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
-    fixed values, then the defaults).  Returns ``{"trajectories", "events",
+    fixed values, then the defaults) under the contact ``laws`` (``{kind:
+    name}``; None: the dataset's own).  Returns ``{"trajectories", "events",
     "final"}`` tables."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
+    if laws is not None:
+        ds = replace(ds, laws=resolve(laws))
     values = dict(ds.fixed_params, **(params or {}))
     model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values))
     res = simulate(model.with_params(values), state, times)

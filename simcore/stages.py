@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import impulse, tangent
+from . import impulse, laws, tangent
 from .collision import (
     SHAPE_SPHERE,
     UNSUPPORTED,
@@ -43,6 +43,7 @@ from .events import (
     EVF_DVA, EVF_DVB, EVF_JN, EVF_JT, EVF_N, EVF_T, EVI_A, EVI_B, EVI_KIND, EVI_SLIP, EventKind,
 )
 from .integrate import sample, stop_time, vth_crossing
+from .laws import PairLaw
 
 EV_BODY_BODY = int(EventKind.BODY_BODY)
 EV_BODY_WALL = int(EventKind.BODY_WALL)
@@ -100,12 +101,18 @@ class GroundCoef(NamedTuple):
 
 class PairCoef(NamedTuple):
     """Pair coefficients: body-plane ``pl_mu``, ``pl_e (nb, npl)`` (column 0
-    the ground's restitution), body-body ``b_mu``, ``b_e (nb, nb)``."""
+    the ground's restitution), body-body ``b_mu``, ``b_e``, and the
+    speed-dependent friction ``b_mub``, ``b_muc (nb, nb)`` (read by
+    ``frictional_inelastic`` only); the law code of each contact kind
+    ``laws (3,)`` (:mod:`simcore.laws`)."""
 
     pl_mu: np.ndarray
     pl_e: np.ndarray
     b_mu: np.ndarray
     b_e: np.ndarray
+    b_mub: np.ndarray
+    b_muc: np.ndarray
+    laws: np.ndarray
 
 
 #: Active contacts ``plane_contact (nb, npl)``, ``body_contact (nb, nb)`` and
@@ -180,11 +187,12 @@ class Sums(NamedTuple):
 
 
 @jit
-def scratch(nb, npl):
+def scratch(nb, npl, law_codes):
     """A scenario's work arrays, carved from two buffers (float and bool):
     the set-up costs two allocations, not thirty.  Returns ``(plane_n,
-    plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3, fl)``."""
-    fbuf = np.zeros(4 * npl + 5 * nb + 2 * nb * npl + 2 * nb * nb + 15 * nb + 18)
+    plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3, fl)``;
+    ``pc.laws`` is ``law_codes``."""
+    fbuf = np.zeros(4 * npl + 5 * nb + 2 * nb * npl + 4 * nb * nb + 15 * nb + 18)
     plane_n = fbuf[:3 * npl].reshape((npl, 3))
     plane_d = fbuf[3 * npl:4 * npl]
     off = 4 * npl
@@ -192,12 +200,11 @@ def scratch(nb, npl):
     gc = GroundCoef(fbuf[off + nb:off + 2 * nb], fbuf[off + 2 * nb:off + 3 * nb],
                     fbuf[off + 3 * nb:off + 4 * nb], fbuf[off + 4 * nb:off + 5 * nb])
     off += 5 * nb
-    pc = PairCoef(fbuf[off:off + nb * npl].reshape((nb, npl)),
-                  fbuf[off + nb * npl:off + 2 * nb * npl].reshape((nb, npl)),
-                  fbuf[off + 2 * nb * npl:off + 2 * nb * npl + nb * nb].reshape((nb, nb)),
-                  fbuf[off + 2 * nb * npl + nb * nb:off + 2 * nb * npl + 2 * nb * nb]
-                  .reshape((nb, nb)))
-    off += 2 * nb * npl + 2 * nb * nb
+    planar = fbuf[off:off + 2 * nb * npl].reshape((2, nb, npl))
+    off += 2 * nb * npl
+    pairs = fbuf[off:off + 4 * nb * nb].reshape((4, nb, nb))
+    off += 4 * nb * nb
+    pc = PairCoef(planar[0], planar[1], pairs[0], pairs[1], pairs[2], pairs[3], law_codes)
     vecs = fbuf[off:off + 15 * nb].reshape((5, nb, 3))
     off += 15 * nb
     v3 = Vec3(fbuf[off:off + 3], fbuf[off + 3:off + 6], fbuf[off + 6:off + 9],
@@ -292,11 +299,18 @@ def set_planes(shape, pos, radius, wall_n, wall_d, ground, ground_z, plane_n, pl
 
 
 @jit(borrow=True)
+def entry(values, row, absent):
+    """``values[row]``, or ``absent`` for row -1 (a law's coefficient that the
+    layout does not hold, since its law is not in use)."""
+    return values[row] if row >= 0 else absent
+
+
+@jit(borrow=True)
 def set_coefficients(mass, mat, wall_mat, params, bg_idx, bw_idx, bb_idx, inv_m, gc, pc):
     """Each body's and pair's coefficients through the material tables
     (:class:`simcore.params.Layout`)."""
     g_mu_s, g_mu_k, g_vth, g_e = gc.mu_s, gc.mu_k, gc.v_th, gc.e
-    pl_mu, pl_e, b_mu, b_e = pc.pl_mu, pc.pl_e, pc.b_mu, pc.b_e
+    pl_mu, pl_e, b_mu, b_e, b_mub, b_muc = pc.pl_mu, pc.pl_e, pc.b_mu, pc.b_e, pc.b_mub, pc.b_muc
     nb = mass.shape[0]
     for i in range(nb):
         inv_m[i] = 1.0 / mass[i]
@@ -311,6 +325,8 @@ def set_coefficients(mass, mat, wall_mat, params, bg_idx, bw_idx, bb_idx, inv_m,
         for j in range(nb):
             b_mu[i, j] = params[bb_idx[mat[i], mat[j], 0]]
             b_e[i, j] = params[bb_idx[mat[i], mat[j], 1]]
+            b_mub[i, j] = entry(params, bb_idx[mat[i], mat[j], 2], 0.0)
+            b_muc[i, j] = entry(params, bb_idx[mat[i], mat[j], 3], 0.0)
 
 
 @jit(borrow=True)
@@ -768,23 +784,23 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
 
 @jit
 def impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg):
-    """Impact between bodies i < j at the time-of-impact configuration
-    (tangents as in :func:`impact_plane`)."""
+    """Impact between bodies i < j at the time-of-impact configuration, under
+    the body-body law of ``pc.laws`` (tangents as in :func:`impact_plane`)."""
     shape, pos, vel, acc, inv_m = bodies.shape, bodies.pos, bodies.vel, bodies.acc, bodies.inv_m
-    b_mu, b_e = pc.b_mu, pc.b_e
     nrm, dva, dvb = v3.nrm, v3.dva, v3.dvb
     tvel, pdir, mat, bb_idx = tg.tvel, tg.pdir, tg.mat, tg.bb_idx
     contact_normal_body_body(shape[i], shape[j], pos[i], pos[j], nrm)
     un, an = rel_normal(i, j, vel, acc, nrm)
     sustained = -un < V_CONTACT and an <= 0.0
-    e = 0.0 if sustained else b_e[i, j]
+    law = PairLaw(pc.laws[laws.BODY_BODY], 0.0 if sustained else pc.b_e[i, j], pc.b_mu[i, j],
+                  pc.b_mub[i, j], pc.b_muc[i, j])
     if tvel.shape[2] > 0:
-        tangent.impact_body(i, j, vel[i], vel[j], pos, inv_m[i], inv_m[j], e, b_mu[i, j],
-                            sustained, pdir[bb_idx[mat[i], mat[j], 1]],
-                            pdir[bb_idx[mat[i], mat[j], 0]], (tg.tpos, tvel, tg.tdva, tg.tdvb),
-                            tg.signal)
-    jn, jt, slipped = impulse.body_body(vel[i], vel[j], inv_m[i], inv_m[j], nrm, e,
-                                        b_mu[i, j], dva, dvb)
+        rows = bb_idx[mat[i], mat[j]]
+        tangent.impact_body(i, j, vel[i], vel[j], pos, inv_m[i], inv_m[j], law, sustained,
+                            (pdir[rows[1]], pdir[rows[0]], entry(pdir, rows[2], -1),
+                             entry(pdir, rows[3], -1)),
+                            (tg.tpos, tvel, tg.tdva, tg.tdvb), tg.signal)
+    jn, jt, slipped = laws.body_body(law, vel[i], vel[j], inv_m[i], inv_m[j], nrm, dva, dvb)
     if sustained:
         fl.body_contact[i, j] = True
         fl.body_contact[j, i] = True

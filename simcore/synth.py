@@ -21,6 +21,7 @@ from . import params as P
 from .dataset import write_table
 from .engine import simulate
 from .events import EVENT_KINDS
+from .laws import spelled
 from .model import Scenario, build
 
 
@@ -41,6 +42,9 @@ class GeneratorSettings:
     materials: list = field(default_factory=list)
     #: The walls' material ("" : none).
     wall_material: str = ""
+    #: The contact law of each kind (``{kind: name}``, :mod:`simcore.laws`;
+    #: absent: the impulse law); written to ``dataset.yaml`` as ``laws``.
+    laws: dict = field(default_factory=dict)
 
 
 TRUTH = {"mu_s": 0.28, "mu_k": 0.19, "v_th": 0.04, "mu_bb": 0.07, "e_bb": 0.92,
@@ -97,7 +101,7 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
                                                                      size=len(sc.radius))]
             sc.wall_material = [cfg.wall_material] * len(sc.walls)
     materials = sorted(set(cfg.materials) | ({cfg.wall_material} - {""}))
-    model, state = build(scenes, params=truth, materials=materials)
+    model, state = build(scenes, params=truth, materials=materials, laws=cfg.laws)
     nsamp = int(round(cfg.duration * cfg.rate)) + 1
     ts = np.linspace(0.0, cfg.duration, nsamp)
     res = simulate(model, state, [ts] * len(scenes))
@@ -183,6 +187,7 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
         "units": {"length": "m", "time": "s"},
         "gravity": 9.81,
         "ground_z": 0.0,
+        **({"laws": spelled(model.layout.laws)} if spelled(model.layout.laws) else {}),
         "truth": {k: float(v) for k, v in truth.items()},
         "noise": f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
                  "events: exact (simulated)",

@@ -41,7 +41,7 @@ complementarity solve), body-body stick events, and the symplectic integrator.
 
 import numpy as np
 
-from . import impulse
+from . import impulse, laws
 from .config import jit
 
 #: Reasons a scenario's tangents are not exact (bit flags of ``nondiff``).
@@ -309,18 +309,22 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
 
 
 @jit
-def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, tt_arrays,
-                signal):
-    """Tangent of ``impulse.body_body`` (then of the sustained normal removal).
+def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, law, sustained, pdirs, tt_arrays, signal):
+    """Tangent of ``laws.body_body`` (then of the sustained normal removal).
 
     ``n = (p_j - p_i) / |p_j - p_i|`` with ``dn = (I - n n^T) d(p_j - p_i) / |.|``;
     ``u = v_j - v_i``; ``J_n = -(1 + e) u . n / W`` (``W = 1/m_i + 1/m_j``);
-    ``u_t = u - (u . n) n``; the friction impulse ``J_t = mu J_n`` (slip) or
+    ``u_t = u - (u . n) n``; the friction impulse ``J_t`` is the law's slip
+    bound (``laws.slip_bound``, its tangent ``laws.slip_bound_tangent``) or
     ``|u_t| / W`` (stick) along ``t = u_t / |u_t|``; impulse on j ``J_n n - J_t t``.
-    ``vi``, ``vj`` are the velocities before the impact; ``tt_arrays`` the
-    tangents ``(tpos, tvel (nb, 3, NT), tdvi, tdvj (3, NT))``.
+    ``vi``, ``vj`` are the velocities before the impact; ``law`` the
+    :class:`simcore.laws.PairLaw` (its ``e`` already 0 when ``sustained``);
+    ``pdirs`` the directions of ``(e, mu, mu_b, mu_c)`` (-1: none);
+    ``tt_arrays`` the tangents ``(tpos, tvel (nb, 3, NT), tdvi, tdvj (3, NT))``.
     """
     tpos, tvel, tdvi, tdvj = tt_arrays
+    p_e, p_mu, p_mub, p_muc = pdirs
+    e = law.e
     nt = tdvi.shape[1]
     w = inv_mi + inv_mj
     n = np.empty(3)
@@ -348,7 +352,7 @@ def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, 
         ut[d] = u[d] - un * n[d]
         q += ut[d] * ut[d]
     q = np.sqrt(q)
-    jt, slipped = impulse.coulomb(q / w, mu, jn)
+    jt, slipped = impulse.capped(q / w, laws.slip_bound(law, un, jn, q, w))
     for d in range(3):
         tt[d] = ut[d] / q if q > 0.0 else 0.0
     for p in range(nt):
@@ -368,7 +372,9 @@ def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, 
             dut[d] = du[d] - dun * n[d] - un * dn[d]
             along += tt[d] * dut[d]
         if slipped:
-            djt = (1.0 if p == p_mu else 0.0) * jn + mu * djn
+            dcoef = (de, 1.0 if p == p_mu else 0.0, 1.0 if p == p_mub else 0.0,
+                     1.0 if p == p_muc else 0.0)
+            djt = laws.slip_bound_tangent(law, un, jn, q, w, dcoef, dun, djn, along)
         else:
             djt = along / w
         for d in range(3):
@@ -380,8 +386,10 @@ def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, e, mu, sustained, p_e, p_mu, 
             tvel[i, d, p] += tdvi[d, p]
     if p_e >= 0 and not sustained and jn > 0.0:
         signal[p_e] += 1
-    if p_mu >= 0 and slipped and jn > 0.0:
-        signal[p_mu] += 1
+    if slipped and jn > 0.0:
+        for p_c in (p_mu, p_mub, p_muc):
+            if p_c >= 0:
+                signal[p_c] += 1
 
 
 @jit

@@ -93,7 +93,7 @@ class Oracle:
     """One scenario: arrays as in ``simcore.Scenario`` (validated already)."""
 
     def __init__(self, radius, mass, pos, vel, walls, controls, t0, t_end, dt,
-                 params, gravity=9.81, ground_z=0.0):
+                 params, gravity=9.81, ground_z=0.0, body_law="impulse"):
         self.r = np.array(radius, float)
         self.m = np.array(mass, float)
         self.p = np.array(pos, float).copy()
@@ -111,7 +111,9 @@ class Oracle:
         self.dt = dt
         self.g = gravity
         self.gz = ground_z
-        par = P.as_dict(params)
+        par = dict(params) if isinstance(params, dict) else P.as_dict(params)
+        self.body_law = body_law
+        self.mu_bb_b, self.mu_bb_c = par.get("mu_bb_b", 0.0), par.get("mu_bb_c", 1.0)
         self.mu_s, self.mu_k, self.vth, self.e_g = par["mu_s"], par["mu_k"], par["v_th"], par["e_bg"]
         self.mu_bb, self.e_bb, self.mu_w, self.e_w = par["mu_bb"], par["e_bb"], par["mu_w"], par["e_bw"]
         nb, npl = self.nb, self.npl
@@ -366,7 +368,13 @@ class Oracle:
         jn = max(0.0, -(1 + e) * un * meff)
         t, ut = self.tangent(u, n)
         jstick = ut * meff
-        jt, slip = (jstick, 0) if jstick <= self.mu_bb * jn else (self.mu_bb * jn, 1)
+        if self.body_law == "frictional_inelastic":
+            # pooltool's bound: a velocity change of mu e |u_n| per (equal-mass) ball.
+            mu = self.mu_bb + self.mu_bb_b * np.exp(-self.mu_bb_c * ut)
+            jslip = 2.0 * mu * e * -un / (1.0 / self.m[i] + 1.0 / self.m[j]) if un < 0 else 0.0
+        else:
+            jslip = self.mu_bb * jn
+        jt, slip = (jstick, 0) if jstick <= jslip else (jslip, 1)
         imp = jn * n - jt * t
         dvj, dvi = imp / self.m[j], -imp / self.m[i]
         self.v[j] = self.v[j] + dvj

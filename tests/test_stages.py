@@ -14,7 +14,7 @@ R = 0.03
 def _work(nb, walls=()):
     """A scenario's scratch with the ground (and ``walls`` as (n, d) rows) set."""
     (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
-     fl) = S.scratch(nb, len(walls) + 1)
+     fl) = S.scratch(nb, len(walls) + 1, np.zeros(3, np.int64))
     plane_n[0, 2] = 1.0
     for k, (n, d) in enumerate(walls):
         plane_n[k + 1] = n

@@ -1,0 +1,151 @@
+"""Contact laws: the registry, and the seam through which impacts call them.
+
+A dataset chooses a law per contact kind in ``dataset.yaml``::
+
+    laws: {body_ground: impulse, body_body: frictional_inelastic, body_wall: impulse}
+
+(absent kinds, or no ``laws`` key: ``impulse``, the patent's law of
+:mod:`simcore.impulse`).  Each :class:`Law` declares the contact kinds it
+serves, the coefficients it reads besides the kind's own (declared in its
+module's ``PARAMETERS`` with ``law=`` its name, so a coefficient vector holds
+them only when its layout uses the law, see :class:`simcore.params.Layout`),
+whether its sensitivities are exact, and what it is.
+
+Kernels see a law as its code in the batch's ``laws`` array (one per kind,
+:data:`BODY_GROUND`, :data:`BODY_BODY`, :data:`BODY_WALL`) and, at an impact,
+a :class:`PairLaw` record of the code and the pair's coefficients.  The laws
+of today differ in the bound on a slipping friction impulse
+(:func:`slip_bound`, :func:`slip_bound_tangent`); the impulse's normal part,
+its stick cap and its application are shared (:func:`body_body`).
+
+Sustained contacts (resting, sliding, pressed together) are the contact
+solve's (:mod:`simcore.contact`) under every law: a law governs impacts.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from . import frictional_inelastic, impulse
+from .config import jit
+
+#: The contact kinds, in the order of a batch's ``laws`` array.
+KINDS = ("body_ground", "body_body", "body_wall")
+BODY_GROUND, BODY_BODY, BODY_WALL = range(3)
+
+LAW_IMPULSE = 0
+LAW_FRICTIONAL_INELASTIC = 1
+
+
+@dataclass(frozen=True)
+class Law:
+    """A registered contact law: its name (``dataset.yaml`` ``laws:``), its
+    code in the kernels, the contact kinds it serves, whether its
+    sensitivities are exact, what it is, and where it comes from."""
+
+    name: str
+    code: int
+    kinds: tuple
+    differentiable: bool
+    meaning: str
+    source: str
+
+
+REGISTRY = (
+    Law("impulse", LAW_IMPULSE, KINDS, True,
+        "restitution and a Coulomb friction impulse mu J_n, capped at stick",
+        "the source patent, claims 6, 7 and 10 (simcore/impulse.py)"),
+    Law(frictional_inelastic.NAME, LAW_FRICTIONAL_INELASTIC, ("body_body",), True,
+        "restitution and a friction impulse of at most 2 mu e |u_n| / W, "
+        "mu = mu_bb + mu_bb_b exp(-mu_bb_c |u_t|), capped at stick",
+        "pooltool 0.6 FrictionalInelastic3D; Alciatore TP A-5, A-6, A-14 "
+        "(simcore/frictional_inelastic.py)"),
+)
+BY_NAME = {law.name: law for law in REGISTRY}
+DEFAULT = "impulse"
+
+
+def resolve(laws=None):
+    """The law of every contact kind, ``{kind: name}``, from a ``laws``
+    mapping (absent kinds: :data:`DEFAULT`).  Raises ``ValueError`` naming the
+    key or the law and what is allowed."""
+    if laws is None:
+        laws = {}
+    if not isinstance(laws, dict):
+        raise ValueError(f"laws = {laws!r}: expected a mapping of contact kinds "
+                         f"({', '.join(KINDS)}) to law names")
+    out = dict.fromkeys(KINDS, DEFAULT)
+    for kind, name in laws.items():
+        if kind not in KINDS:
+            raise ValueError(f"laws: unknown contact kind {kind!r}; expected one of "
+                             f"{list(KINDS)}")
+        serving = [law.name for law in REGISTRY if kind in law.kinds]
+        if not isinstance(name, str) or name not in BY_NAME:
+            raise ValueError(f"laws.{kind} = {name!r}: expected one of {serving}")
+        if kind not in BY_NAME[name].kinds:
+            raise ValueError(f"laws.{kind} = {name!r}: {name} serves "
+                             f"{list(BY_NAME[name].kinds)}; for {kind} use one of {serving}")
+        out[kind] = name
+    return out
+
+
+def codes(laws):
+    """The kernels' ``laws`` array (int64, one code per kind of :data:`KINDS`)
+    of a resolved ``{kind: name}``."""
+    return np.array([BY_NAME[laws[kind]].code for kind in KINDS], np.int64)
+
+
+def spelled(laws):
+    """The non-default entries of a resolved ``{kind: name}`` (what a
+    ``dataset.yaml`` would write; empty for today's law everywhere)."""
+    return {k: v for k, v in laws.items() if v != DEFAULT}
+
+
+class PairLaw(NamedTuple):
+    """The law of one impact and the pair's coefficients: restitution ``e``,
+    friction ``mu`` and the law's own (``mu_b``, ``mu_c``: the speed-dependent
+    friction of :mod:`simcore.frictional_inelastic`; unread by other laws)."""
+
+    code: int
+    e: float
+    mu: float
+    mu_b: float
+    mu_c: float
+
+
+@jit
+def slip_bound(law, un, jn, ut, inv_sum):
+    """The largest friction impulse of a slipping impact under ``law``
+    (:class:`PairLaw`), with normal velocity ``un``, normal impulse ``jn``,
+    slip speed ``ut`` and ``inv_sum = 1/m_i + 1/m_j``."""
+    if law.code == LAW_FRICTIONAL_INELASTIC:
+        return frictional_inelastic.slip_bound(law.e, law.mu, law.mu_b, law.mu_c, un, ut,
+                                               inv_sum)
+    return law.mu * jn
+
+
+@jit
+def slip_bound_tangent(law, un, jn, ut, inv_sum, dcoef, dun, djn, dut):
+    """The tangent of :func:`slip_bound` along one direction: ``dcoef`` the
+    tuple of the coefficients' tangents ``(de, dmu, dmu_b, dmu_c)``, ``dun``,
+    ``djn``, ``dut`` those of the normal velocity, normal impulse and slip speed."""
+    de, dmu, dmu_b, dmu_c = dcoef
+    if law.code == LAW_FRICTIONAL_INELASTIC:
+        return frictional_inelastic.slip_bound_tangent(law.e, law.mu, law.mu_b, law.mu_c, un,
+                                                       ut, inv_sum, de, dmu, dmu_b, dmu_c,
+                                                       dun, dut)
+    return dmu * jn + law.mu * djn
+
+
+@jit
+def body_body(law, vi, vj, inv_mi, inv_mj, n, dvi, dvj):
+    """Apply the impact impulse between bodies i and j under ``law``
+    (:class:`PairLaw`) in place: normal impulse with restitution, friction
+    impulse the smaller of the stick impulse and the law's slip bound.
+    Returns ``(J_n, J_t, slipped)``; ``dvi``, ``dvj`` receive the changes."""
+    inv_sum = inv_mi + inv_mj
+    un, jn, t0, t1, t2, ut = impulse.pair_split(vi, vj, n, law.e, inv_sum)
+    jt, slipped = impulse.capped(ut / inv_sum, slip_bound(law, un, jn, ut, inv_sum))
+    impulse.apply_pair(vi, vj, inv_mi, inv_mj, n, jn, jt, t0, t1, t2, dvi, dvj)
+    return jn, jt, slipped
