@@ -23,9 +23,11 @@ the time-of-impact configuration.
 
 The impulse on body j is ``J_n n - J_t t``, on body i the opposite, with
 ``t = u_t / |u_t|``.  Between bodies the law is applied through the law seam
-(:func:`simcore.laws.body_body`, which other laws share: they differ in the
+(:func:`simcore.laws.pair_impact`, which other laws share: they differ in the
 bound on a slipping friction impulse).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,25 +129,45 @@ def plane_split(v, n, e):
     return vn, jn, t0, t1, t2, vt
 
 
-@jit
-def body_plane(v, n, e, mu, dv):
-    """Apply the impact impulse of a body on a fixed plane, per unit mass.
+class Impact(NamedTuple):
+    """An impact's impulse and the intermediates its tangent reads: the
+    normal velocity ``vn`` (relative, of j against i; a body's own against a
+    plane), the normal and friction impulses ``jn``, ``jt`` (per unit mass
+    against a plane), the unit tangential direction ``(t0, t1, t2)``, the
+    tangential speed ``vt`` and whether the friction impulse slipped."""
 
-    The impulse per unit mass is returned (``J_n / m``, ``J_t / m``) with the
-    slip flag; multiply by the mass for the impulse itself.
-    """
+    vn: float
+    jn: float
+    jt: float
+    t0: float
+    t1: float
+    t2: float
+    vt: float
+    slipped: bool
+
+
+@jit
+def plane_impact(v, n, e, mu):
+    """The :class:`Impact` of a body with velocity ``v`` on a fixed plane of
+    normal ``n`` (per unit mass), before it is applied."""
     vn, jn, t0, t1, t2, vt = plane_split(v, n, e)
     jt, slipped = coulomb(vt, mu, jn)
-    if slipped:
-        dv[0] = jn * n[0] - jt * t0
-        dv[1] = jn * n[1] - jt * t1
-        dv[2] = jn * n[2] - jt * t2
+    return Impact(vn, jn, jt, t0, t1, t2, vt, slipped)
+
+
+@jit
+def apply_plane(v, n, imp, dv):
+    """Apply a plane :class:`Impact` to ``v`` in place; ``dv`` receives the
+    change.  Stick leaves the tangential velocity zero exactly, not up to
+    rounding."""
+    if imp.slipped:
+        dv[0] = imp.jn * n[0] - imp.jt * imp.t0
+        dv[1] = imp.jn * n[1] - imp.jt * imp.t1
+        dv[2] = imp.jn * n[2] - imp.jt * imp.t2
         for d in range(3):
             v[d] += dv[d]
     else:
-        # Stick: the tangential velocity is zero exactly, not up to rounding.
-        vn_after = vn + jn
+        vn_after = imp.vn + imp.jn
         for d in range(3):
             dv[d] = vn_after * n[d] - v[d]
             v[d] = vn_after * n[d]
-    return jn, jt, slipped

@@ -13,10 +13,13 @@ whether its sensitivities are exact, and what it is.
 
 Kernels see a law as its code in the batch's ``laws`` array (one per kind,
 :data:`BODY_GROUND`, :data:`BODY_BODY`, :data:`BODY_WALL`) and, at an impact,
-a :class:`PairLaw` record of the code and the pair's coefficients.  The laws
+a :class:`PairLaw` record of the code and the pair's coefficients; the
+impact is an :class:`simcore.impulse.Impact` record, which the sensitivities
+read before it is applied.  The laws
 of today differ in the bound on a slipping friction impulse
 (:func:`slip_bound`, :func:`slip_bound_tangent`); the impulse's normal part,
-its stick cap and its application are shared (:func:`body_body`).
+its stick cap and its application are shared (:func:`pair_impact`,
+``impulse.apply_pair``).
 
 Sustained contacts (resting, sliding, pressed together) are the contact
 solve's (:mod:`simcore.contact`) under every law: a law governs impacts.
@@ -139,13 +142,12 @@ def slip_bound_tangent(law, un, jn, ut, inv_sum, dcoef, dun, djn, dut):
 
 
 @jit
-def body_body(law, vi, vj, inv_mi, inv_mj, n, dvi, dvj):
-    """Apply the impact impulse between bodies i and j under ``law``
-    (:class:`PairLaw`) in place: normal impulse with restitution, friction
-    impulse the smaller of the stick impulse and the law's slip bound.
-    Returns ``(J_n, J_t, slipped)``; ``dvi``, ``dvj`` receive the changes."""
+def pair_impact(law, vi, vj, inv_mi, inv_mj, n):
+    """The :class:`simcore.impulse.Impact` of bodies i and j under ``law``
+    (:class:`PairLaw`), before it is applied (``impulse.apply_pair``): normal
+    impulse with restitution, friction impulse the smaller of the stick
+    impulse and the law's slip bound."""
     inv_sum = inv_mi + inv_mj
     un, jn, t0, t1, t2, ut = impulse.pair_split(vi, vj, n, law.e, inv_sum)
     jt, slipped = impulse.capped(ut / inv_sum, slip_bound(law, un, jn, ut, inv_sum))
-    impulse.apply_pair(vi, vj, inv_mi, inv_mj, n, jn, jt, t0, t1, t2, dvi, dvj)
-    return jn, jt, slipped
+    return impulse.Impact(un, jn, jt, t0, t1, t2, ut, slipped)

@@ -737,8 +737,9 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
     the approach speed *before* the event, which was zero: the response is
     plastic and the contact stays.
 
-    The tangents ``tg`` go through the same impulse, with the same e, mu and
-    sustained decision, and are logged.
+    The tangents ``tg`` go through the same impulse: they read its
+    :class:`simcore.impulse.Impact` (the same e, mu, sustained decision, slip
+    and intermediates) before it is applied, and are logged.
     """
     pos, vel, acc, radius, mass = bodies.pos, bodies.vel, bodies.acc, bodies.radius, bodies.mass
     g_mu_s, g_mu_k, g_vth = gc.mu_s, gc.mu_k, gc.v_th
@@ -761,10 +762,13 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
         mu = pc.pl_mu[i, k]
         p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
         p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
+    imp = impulse.plane_impact(vel[i], n, e, mu)
     if tvel.shape[2] > 0:  # tangents first: they read the velocity before the impulse
-        tangent.impact_plane(i, vel[i], n, e, mu, sustained, p_e, p_mu, tvel, tdva, tg.signal)
+        tangent.impact_plane(i, vel[i], n, e, mu, imp, sustained, (p_e, p_mu), tvel, tdva,
+                             tg.signal)
         tdvb[:] = 0.0
-    jn, jt, slipped = impulse.body_plane(vel[i], n, e, mu, dva)
+    impulse.apply_plane(vel[i], n, imp, dva)
+    jn, jt, slipped = imp.jn, imp.jt, imp.slipped
     if sustained:
         plane_contact[i, k] = True
         vn = vel[i, 0] * n[0] + vel[i, 1] * n[1] + vel[i, 2] * n[2]
@@ -785,7 +789,8 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
 @jit
 def impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg):
     """Impact between bodies i < j at the time-of-impact configuration, under
-    the body-body law of ``pc.laws`` (tangents as in :func:`impact_plane`)."""
+    the body-body law of ``pc.laws`` (tangents as in :func:`impact_plane`:
+    they read the law's :class:`simcore.impulse.Impact` before it is applied)."""
     shape, pos, vel, acc, inv_m = bodies.shape, bodies.pos, bodies.vel, bodies.acc, bodies.inv_m
     nrm, dva, dvb = v3.nrm, v3.dva, v3.dvb
     tvel, pdir, mat, bb_idx = tg.tvel, tg.pdir, tg.mat, tg.bb_idx
@@ -794,13 +799,16 @@ def impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg):
     sustained = -un < V_CONTACT and an <= 0.0
     law = PairLaw(pc.laws[laws.BODY_BODY], 0.0 if sustained else pc.b_e[i, j], pc.b_mu[i, j],
                   pc.b_mub[i, j], pc.b_muc[i, j])
-    if tvel.shape[2] > 0:
+    imp = laws.pair_impact(law, vel[i], vel[j], inv_m[i], inv_m[j], nrm)
+    if tvel.shape[2] > 0:  # tangents first: they read the velocities before the impulse
         rows = bb_idx[mat[i], mat[j]]
-        tangent.impact_body(i, j, vel[i], vel[j], pos, inv_m[i], inv_m[j], law, sustained,
-                            (pdir[rows[1]], pdir[rows[0]], entry(pdir, rows[2], -1),
-                             entry(pdir, rows[3], -1)),
+        tangent.impact_body(i, j, vel[i], vel[j], pos, nrm, imp, (inv_m[i], inv_m[j]), law,
+                            sustained, (pdir[rows[1]], pdir[rows[0]], entry(pdir, rows[2], -1),
+                                        entry(pdir, rows[3], -1)),
                             (tg.tpos, tvel, tg.tdva, tg.tdvb), tg.signal)
-    jn, jt, slipped = laws.body_body(law, vel[i], vel[j], inv_m[i], inv_m[j], nrm, dva, dvb)
+    impulse.apply_pair(vel[i], vel[j], inv_m[i], inv_m[j], nrm, imp.jn, imp.jt, imp.t0, imp.t1,
+                       imp.t2, dva, dvb)
+    jn, jt, slipped = imp.jn, imp.jt, imp.slipped
     if sustained:
         fl.body_contact[i, j] = True
         fl.body_contact[j, i] = True

@@ -41,7 +41,7 @@ complementarity solve), body-body stick events, and the symplectic integrator.
 
 import numpy as np
 
-from . import impulse, laws
+from . import laws
 from .config import jit
 
 #: Reasons a scenario's tangents are not exact (bit flags of ``nondiff``).
@@ -260,16 +260,20 @@ def drift(nb, vel, acc, s, ds, tpos, tvel, tacc, ttau):
 
 
 @jit
-def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
-    """Tangent of ``impulse.body_plane`` for body i with pre-impact velocity ``v``.
+def impact_plane(i, v, n, e, mu, imp, sustained, pdirs, tvel, tdv, signal):
+    """Tangent of a plane impact (``impulse.plane_impact``, ``apply_plane``)
+    for body i with pre-impact velocity ``v``, from the forward's
+    :class:`simcore.impulse.Impact` ``imp``.
 
     ``J_n = -(1 + e) v_n``; slip: ``v+ = v + J_n n - mu J_n t``; stick:
     ``v+ = -e v_n n`` (no ``mu``).  Writes ``tvel[i]`` (after) and ``tdv`` (the
-    tangent of the velocity change).  ``sustained``: ``e`` was forced to 0.
+    tangent of the velocity change).  ``sustained``: ``e`` was forced to 0;
+    ``pdirs``: the directions of ``(e, mu)`` (-1: none).
     """
+    p_e, p_mu = pdirs
     nt = tdv.shape[1]
-    vn, jn, t0, t1, t2, vt = impulse.plane_split(v, n, e)
-    jt, slipped = impulse.coulomb(vt, mu, jn)
+    vn, jn, jt, vt, slipped = imp.vn, imp.jn, imp.jt, imp.vt, imp.slipped
+    t0, t1, t2 = imp.t0, imp.t1, imp.t2
     for p in range(nt):
         dvn = n[0] * tvel[i, 0, p] + n[1] * tvel[i, 1, p] + n[2] * tvel[i, 2, p]
         de = 1.0 if (p == p_e and not sustained) else 0.0
@@ -309,52 +313,38 @@ def impact_plane(i, v, n, e, mu, sustained, p_e, p_mu, tvel, tdv, signal):
 
 
 @jit
-def impact_body(i, j, vi, vj, pos, inv_mi, inv_mj, law, sustained, pdirs, tt_arrays, signal):
-    """Tangent of ``laws.body_body`` (then of the sustained normal removal).
+def impact_body(i, j, vi, vj, pos, n, imp, inv_m, law, sustained, pdirs, tt_arrays, signal):
+    """Tangent of a body-body impact (``laws.pair_impact``, ``impulse.apply_pair``)
+    from the forward's :class:`simcore.impulse.Impact` ``imp`` and normal ``n``.
 
     ``n = (p_j - p_i) / |p_j - p_i|`` with ``dn = (I - n n^T) d(p_j - p_i) / |.|``;
     ``u = v_j - v_i``; ``J_n = -(1 + e) u . n / W`` (``W = 1/m_i + 1/m_j``);
     ``u_t = u - (u . n) n``; the friction impulse ``J_t`` is the law's slip
     bound (``laws.slip_bound``, its tangent ``laws.slip_bound_tangent``) or
     ``|u_t| / W`` (stick) along ``t = u_t / |u_t|``; impulse on j ``J_n n - J_t t``.
-    ``vi``, ``vj`` are the velocities before the impact; ``law`` the
-    :class:`simcore.laws.PairLaw` (its ``e`` already 0 when ``sustained``);
-    ``pdirs`` the directions of ``(e, mu, mu_b, mu_c)`` (-1: none);
-    ``tt_arrays`` the tangents ``(tpos, tvel (nb, 3, NT), tdvi, tdvj (3, NT))``.
+    ``vi``, ``vj`` are the velocities before the impact, ``inv_m`` the pair
+    ``(1/m_i, 1/m_j)``; ``law`` the :class:`simcore.laws.PairLaw` (its ``e``
+    already 0 when ``sustained``); ``pdirs`` the directions of ``(e, mu,
+    mu_b, mu_c)`` (-1: none); ``tt_arrays`` the tangents ``(tpos, tvel (nb,
+    3, NT), tdvi, tdvj (3, NT))``.
     """
     tpos, tvel, tdvi, tdvj = tt_arrays
     p_e, p_mu, p_mub, p_muc = pdirs
+    inv_mi, inv_mj = inv_m
     e = law.e
     nt = tdvi.shape[1]
     w = inv_mi + inv_mj
-    n = np.empty(3)
+    un, jn, jt, q, slipped = imp.vn, imp.jn, imp.jt, imp.vt, imp.slipped
+    tt = (imp.t0, imp.t1, imp.t2)
     u = np.empty(3)
-    ut = np.empty(3)
-    tt = np.empty(3)
     dn = np.empty(3)
     du = np.empty(3)
     dut = np.empty(3)
     dist = 0.0
     for d in range(3):
-        n[d] = pos[j, d] - pos[i, d]
-        dist += n[d] * n[d]
-    dist = np.sqrt(dist)
-    un = 0.0
-    for d in range(3):
-        n[d] /= dist
         u[d] = vj[d] - vi[d]
-        un += u[d] * n[d]
-    jn = -(1.0 + e) * un / w
-    if jn < 0.0:
-        jn = 0.0
-    q = 0.0
-    for d in range(3):
-        ut[d] = u[d] - un * n[d]
-        q += ut[d] * ut[d]
-    q = np.sqrt(q)
-    jt, slipped = impulse.capped(q / w, laws.slip_bound(law, un, jn, q, w))
-    for d in range(3):
-        tt[d] = ut[d] / q if q > 0.0 else 0.0
+        dist += (pos[j, d] - pos[i, d]) ** 2
+    dist = np.sqrt(dist)
     for p in range(nt):
         dnn = 0.0
         for d in range(3):
