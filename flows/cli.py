@@ -228,6 +228,11 @@ def _print_fit(doc, out):
     if "test_loss" in scores:
         lines.append(f"loss {doc['loss']:.4e} (train), {scores['test_loss']:.4e} (test); "
                      f"rms position error {scores.get('test_rms_m', float('nan')) * 1e3:.2f} mm")
+    if "train_rms_m" in scores:
+        noise = doc.get("noise_m")
+        lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train) against "
+                     "the positions' noise " + (f"{noise * 1e3:.3g} mm" if noise is not None
+                                                else "(unknown)"))
     lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, "
                  f"model version {doc['model_version']}")
     if "decision" in doc:

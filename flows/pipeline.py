@@ -55,7 +55,9 @@ from . import registry, report, settings, tracking
 
 
 class CalibrationFailed(RuntimeError):
-    """The fit ended without converging; its run is FAILED, nothing registered."""
+    """The fit did not pass the registration gate (``report.gate``: not
+    converged, a residual the model does not explain, or intervals that do
+    not hold their estimates); its run is FAILED, nothing registered."""
 
     def __init__(self, message, doc):
         super().__init__(message)
@@ -438,11 +440,16 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             conv = side.submit(report.convergence_png, result)
             model = (side.submit(registry.log_model, c, run_id, result.params,
                                  loaded.train.model.layout.laws) if ok else None)
+            # ``ok`` so far: converged; the registration gate decides below.
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
+            noise = D.position_noise(loaded.ds)
+            ok, refusal, limit = report.gate(result, scores.get("train_rms_m"), noise,
+                                             cfg.gate_k, cfg.gate_floor_m)
             doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
-            doc["fit_s"] = fit_s
+            doc.update(fit_s=fit_s, noise_m=noise,
+                       gate={"registered": ok, "reason": refusal, "rms_limit_m": limit})
             conv_png, over_png = conv.result(), over.result() if over else b""
             _log_results(c, run_id, result, doc, res, conv_png, over_png,
                          report.nuisance_table(result, loaded.train, cfg.nuisance)
@@ -450,7 +457,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             if result.starts:
                 _log_starts(c, exp_id, run_id, result, ok)
             if not ok:
-                raise CalibrationFailed(f"fit did not converge: {result.message}", doc)
+                tracking.set_tags(c, run_id, {"gate": refusal[:5000]})
+                raise CalibrationFailed(f"not registered: {refusal}", doc)
             model.result()
         version = registry.register_version(
             c, track, run_id,
@@ -510,6 +518,9 @@ def _log_results(c, run_id, result, doc, res, conv, over, nuisance=None):
              "evaluations": result.nfev}
     final.update({f"final_loss_{k}": v for k, v in result.components.items()})
     final.update({k: v for k, v in doc["scores"].items()})
+    if doc.get("noise_m") is not None:
+        final["noise_m"] = doc["noise_m"]
+    final["gate_rms_limit_m"] = doc["gate"]["rms_limit_m"]
     for n in result.free:
         final[f"fitted_{n}"] = result.params[n]
         se = result.stderr[n]

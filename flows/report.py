@@ -44,6 +44,36 @@ def converged(result):
     return F.STATUSES[result.status].converged
 
 
+def gate(result, rms_m, noise_m, k, floor_m):
+    """Whether a fit may be registered: ``(ok, reason, limit_m)``.
+
+    It must have converged on the coefficients the data inform, its training
+    residual rms ``rms_m`` must be at most ``limit_m = max(k noise_m,
+    floor_m)`` (``noise_m``: the positions' noise scale, None when unknown;
+    the floor lets noiseless data and real data with model error through),
+    and every informed coefficient's 95 % interval must be finite and hold
+    its estimate.  ``reason`` says which test failed and what to check."""
+    limit = max(k * noise_m, floor_m) if noise_m is not None else floor_m
+    if not converged(result):
+        return False, f"the fit did not converge: {result.message}", limit
+    if rms_m is None or not np.isfinite(rms_m) or rms_m > limit:
+        noise = f"{noise_m:.3g} m" if noise_m is not None else "unknown"
+        rms = f"{rms_m:.4g} m" if rms_m is not None else "unknown"
+        return False, (f"the training residual rms {rms} is above the gate "
+                       f"max(gate_k {k:g} x noise {noise}, gate_floor_m {floor_m:g} m) = "
+                       f"{limit:.4g} m: the model does not explain these data (check "
+                       "dataset.yaml units, the scenarios and the laws)"), limit
+    for name in result.free:
+        if name in result.held:
+            continue
+        v = result.params[name]
+        lo, hi = result.ci95.get(name, (np.nan, np.nan))
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo <= v <= hi):
+            return False, (f"the 95 % interval of {name} [{lo:.4g}, {hi:.4g}] is not finite "
+                           f"or does not hold its estimate {v:.4g}"), limit
+    return True, "", limit
+
+
 def fit_json(result, run_id, version, scores, dataset):
     """The ``fit.json`` document of a calibration."""
     return {

@@ -104,6 +104,11 @@ class CalibrationConfig:
     test_fraction: float = 0.25      # recalibration test split when the data has none
     promote_margin: float = 0.01     # challenger must beat the champion by this fraction
     overlays: int = 6                # scenarios drawn in the overlay plot
+    # The registration gate: a converged fit is registered only when its
+    # training residual rms is at most max(gate_k x the positions' noise
+    # scale, gate_floor_m) and its intervals are finite and hold the estimates.
+    gate_k: float = 10.0
+    gate_floor_m: float = 0.05
 
     def fit_options(self):
         """Keyword arguments of :func:`simcore.fit.fit`."""
@@ -122,7 +127,8 @@ _KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, f
           "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
           "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
           "dask_address": (str, type(None)), "test_fraction": (int, float),
-          "promote_margin": (int, float), "overlays": int}
+          "promote_margin": (int, float), "overlays": int, "gate_k": (int, float),
+          "gate_floor_m": (int, float)}
 
 
 def calibration(path=None, **overrides):
@@ -158,7 +164,9 @@ def calibration(path=None, **overrides):
               ("shards", cfg.shards >= 0, ">= 0"), ("workers", cfg.workers >= 1, ">= 1"),
               ("test_fraction", 0 < cfg.test_fraction < 1, "in (0, 1)"),
               ("promote_margin", 0 <= cfg.promote_margin < 1, "in [0, 1)"),
-              ("overlays", cfg.overlays >= 0, ">= 0"))
+              ("overlays", cfg.overlays >= 0, ">= 0"),
+              ("gate_k", 0 < cfg.gate_k < float("inf"), "a finite number > 0"),
+              ("gate_floor_m", 0 <= cfg.gate_floor_m < float("inf"), "a finite number >= 0"))
     for key, ok, want in checks:
         if not ok:
             raise ValueError(f"{where}: {key} = {getattr(cfg, key)!r}: expected {want}")

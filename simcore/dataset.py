@@ -14,6 +14,7 @@ batches, in memory bounded whatever their length (``contactfit validate``);
 :func:`shards` and :func:`split` partition scenarios deterministically.
 """
 
+import difflib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -437,9 +438,66 @@ def read(path):
 def _units(meta):
     """``(metres per length unit, seconds per time unit)`` of a dataset's
     ``units``, or None when either is unknown."""
-    units = meta.get("units", {}) or {}
-    lu, tu = units.get("length", "m"), units.get("time", "s")
+    units = meta.get("units")
+    if not isinstance(units, dict):
+        return None
+    lu, tu = units.get("length"), units.get("time")
     return (LENGTH[lu], TIME[tu]) if lu in LENGTH and tu in TIME else None
+
+
+#: The keys of ``dataset.yaml`` (datasets/README.md); any other is an error
+#: with the nearest known key as a suggestion.
+META_KEYS = ("name", "description", "source", "license", "citation", "units", "gravity",
+             "ground_z", "truth", "params", "laws", "noise", "generator", "allow_implausible")
+
+
+def _check_meta(meta, meta_path, report):
+    """Check ``dataset.yaml``'s keys, types and units into ``report``; False
+    when it is not a mapping (nothing else can be read from it)."""
+    if not isinstance(meta, dict):
+        report.add("wrong type", meta_path, f"expected a mapping of keys to values, got a "
+                                            f"{type(meta).__name__}")
+        return False
+    for key in meta:
+        if key not in META_KEYS:
+            near = difflib.get_close_matches(str(key), META_KEYS, n=1)
+            hint = f"; did you mean {near[0]}?" if near else f"; expected some of {list(META_KEYS)}"
+            report.add("unknown key", meta_path, f"{key}{hint}")
+    units = meta.get("units")
+    if not isinstance(units, dict):
+        report.add("missing units" if units is None else "wrong type", meta_path,
+                   f"units = {units!r}: expected a mapping such as {{length: m, time: s}} (the "
+                   "unit of every length and time column)")
+    else:
+        for key in units:
+            if key not in ("length", "time"):
+                near = difflib.get_close_matches(str(key), ("length", "time"), n=1)
+                report.add("unknown key", meta_path, f"units.{key}" + (
+                    f"; did you mean units.{near[0]}?" if near else "; expected length, time"))
+        for key, known in (("length", LENGTH), ("time", TIME)):
+            if units.get(key) not in known:
+                report.add("unknown units", meta_path,
+                           f"units.{key} = {units.get(key)!r}: expected one of {list(known)}")
+    for key, lo, hi in (("gravity", 0.0, 100.0), ("ground_z", -np.inf, np.inf)):
+        v = meta.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            report.add("wrong type", meta_path, f"{key} = {v!r}: expected a finite number")
+        elif not lo <= v <= hi:
+            report.add("implausible value", meta_path, f"{key} = {v!r}: expected {lo} to {hi}")
+    for key in ("params", "truth"):
+        values = meta.get(key) or {}
+        if not isinstance(values, dict):
+            report.add("wrong type", meta_path, f"{key}: expected a mapping of coefficient "
+                                                f"names to numbers, got {values!r}")
+            meta[key] = {}
+            continue
+        for name, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                report.add("wrong type", meta_path, f"{key}: {name} = {v!r}: expected a number")
+    if not isinstance(meta.get("allow_implausible", False), bool):
+        report.add("wrong type", meta_path, f"allow_implausible = "
+                                            f"{meta['allow_implausible']!r}: expected true or false")
+    return True
 
 
 def _read(root, report, keep=True, batch_rows=None):
@@ -456,12 +514,8 @@ def _read(root, report, keep=True, batch_rows=None):
     except yaml.YAMLError as exc:
         report.add("unreadable or truncated file", meta_path, f"not valid YAML ({exc})")
         return None
-    units = meta.get("units", {}) or {}
-    lu, tu = units.get("length", "m"), units.get("time", "s")
-    if lu not in LENGTH:
-        report.add("unknown units", meta_path, f"units.length = {lu!r}: expected one of {list(LENGTH)}")
-    if tu not in TIME:
-        report.add("unknown units", meta_path, f"units.time = {tu!r}: expected one of {list(TIME)}")
+    if not _check_meta(meta, meta_path, report):
+        return None
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
     try:
@@ -684,6 +738,13 @@ def body_series(ds):
                           for c in "xyz"))
     ds.series = (order, keys, counts, t if n >= 0 else t[order], p)
     return ds.series
+
+
+def position_noise(ds):
+    """The noise scale [m] of the dataset's positions (``targets.position_noise``
+    over every body's series), or None with too few equally spaced samples."""
+    _, _, counts, t, p = body_series(ds)
+    return targets.position_noise(t, p, counts)
 
 
 class _Identity:
@@ -1364,9 +1425,119 @@ def _check_rules(ds, scan, report):
                 report.add_rows("unknown split", f["scenarios"], "scenarios", "split", bad,
                                 "expected 'train' or 'test'", s_sid)
 
+    if not report and not ds.meta.get("allow_implausible", False):
+        _check_plausible(ds, f, scan, report)
+
     # Geometry at the first sample: above the ground, no overlaps.
     if not report:
         _check_first_sample(ds, f, scan, report, b_sid)
+
+
+#: Physical ranges of measured values (SI, after the units are applied):
+#: outside them ``validate`` reports an "implausible value" (a unit label
+#: that does not match the numbers, a corrupt file), unless ``dataset.yaml``
+#: sets ``allow_implausible: true`` for unusual data.
+PLAUSIBLE = {"radius": (1e-4, 10.0, "m"), "mass": (1e-6, 1e5, "kg"),
+             "speed": (0.0, 1e3, "m/s"), "force": (0.0, 1e6, "N"),
+             "sample rate": (1.0, 1e5, "Hz"), "dt": (1e-6, None, "s")}
+#: A given initial speed and the speed the first samples show disagree when
+#: one exceeds this many times the other plus the larger of ``SPEED_AGREE``
+#: (m/s) and ``SPEED_NOISE`` times the velocity noise of a fit over the first
+#: samples (position noise over the sample interval); the dataset is
+#: implausible when at least half its moving bodies disagree.
+SPEED_RATIO = 10.0
+SPEED_AGREE = 0.05
+SPEED_NOISE = 5.0
+_OVERRIDE = " (if the data are right, set allow_implausible: true in dataset.yaml)"
+
+
+def _check_plausible(ds, f, scan, report):
+    """Values in their physical ranges (:data:`PLAUSIBLE`), ``dt`` within
+    the run, the duration against the samples' span, the sample rate, and
+    given initial velocities against the motion of the first samples: what a
+    wrong unit label or a corrupt column looks like."""
+    b_sid = ds.ids_of("bodies")
+    for c in ("radius", "mass"):
+        lo, hi, unit = PLAUSIBLE[c]
+        v = _col(ds, "bodies", c)
+        bad = np.flatnonzero((v < lo) | (v > hi))
+        if bad.size:
+            report.add_rows("implausible value", f["bodies"], "bodies", c, bad,
+                            f"{c} outside [{lo:g}, {hi:g}] {unit}{_OVERRIDE}", b_sid)
+    cols = ds.tables["bodies"].column_names
+    if all(c in cols for c in ("vx0", "vy0", "vz0")):
+        v0 = np.stack([_col(ds, "bodies", c) for c in ("vx0", "vy0", "vz0")], axis=1)
+        with np.errstate(over="ignore"):  # 1e300 is reported, not squared
+            speed = np.linalg.norm(v0, axis=1)
+        bad = np.flatnonzero(speed > PLAUSIBLE["speed"][1])
+        if bad.size:
+            report.add_rows("implausible value", f["bodies"], "bodies", "vx0", bad,
+                            f"initial speed above {PLAUSIBLE['speed'][1]:g} m/s{_OVERRIDE}", b_sid)
+        fitted = np.array([v for _, v in scan.initial_states(
+            _col(ds, "bodies", "radius"), ds.ground_z).values()]).reshape(-1, 3)
+        seen = np.linalg.norm(fitted, axis=1)
+        n = np.minimum(scan.count, HEAD)
+        take = np.arange(HEAD) < n[:, None]
+        noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n)
+        step = np.median(np.diff(scan.head_t[n >= 2, :2], axis=1)) if (n >= 2).any() else 0.0
+        agree = max(SPEED_AGREE, SPEED_NOISE * noise / step if noise and step > 0 else 0.0)
+        far = (np.maximum(speed, seen) > SPEED_RATIO * np.minimum(speed, seen) + agree) & (
+            scan.count >= 3)
+        moving = (np.maximum(speed, seen) > agree) & (scan.count >= 3)
+        bad = np.flatnonzero(far)
+        # A unit mistake moves every body; an impact within the first samples
+        # only the bodies it involves: the dataset is implausible when most
+        # of its moving bodies disagree.
+        if bad.size and bad.size >= 0.5 * moving.sum():
+            report.add_rows("implausible value", f["bodies"], "bodies", "vx0", bad,
+                            f"the initial speed and the first samples' speed differ over "
+                            f"{SPEED_RATIO:g} times (units of the time or velocity columns?)"
+                            f"{_OVERRIDE}", b_sid)
+    if "controls" in ds.tables:
+        with np.errstate(over="ignore"):
+            force = np.linalg.norm(np.stack([_col(ds, "controls", c)
+                                             for c in ("fx", "fy", "fz")], axis=1), axis=1)
+        bad = np.flatnonzero(force > PLAUSIBLE["force"][1])
+        if bad.size:
+            report.add_rows("implausible value", f["controls"], "controls", "fx", bad,
+                            f"force above {PLAUSIBLE['force'][1]:g} N{_OVERRIDE}",
+                            ds.ids_of("controls"))
+    span = scan.last_t - scan.head_t[:, 0]
+    rate = np.where(span > 0, (scan.count - 1) / np.where(span > 0, span, 1.0), np.nan)
+    lo, hi, _ = PLAUSIBLE["sample rate"]
+    bad = np.flatnonzero((scan.count >= 2) & ((rate < lo) | (rate > hi)))
+    if bad.size:
+        report.add_rows("implausible value", f["trajectories"], "trajectories", "t",
+                        scan.first_row[bad], f"a body's sample rate is outside [{lo:g}, {hi:g}] "
+                        f"Hz (times in ms labelled s?){_OVERRIDE}", ds.ids_of("trajectories"))
+    if "scenarios" in ds.tables and "dt" in ds.tables["scenarios"].column_names:
+        _check_steps(ds, f, scan, report)
+
+
+def _check_steps(ds, f, scan, report):
+    """``dt`` within ``[1e-6 s, duration]``; a duration of at most ten times
+    the span of its scenario's samples (plus a second)."""
+    s_sid = ds.ids_of("scenarios")
+    dt = _col(ds, "scenarios", "dt")
+    names = ds.tables["scenarios"].column_names
+    duration = _col(ds, "scenarios", "duration") if "duration" in names else None
+    top = duration if duration is not None else np.inf
+    bad = np.flatnonzero((dt < PLAUSIBLE["dt"][0]) | (dt > top))
+    if bad.size:
+        report.add_rows("implausible value", f["scenarios"], "scenarios", "dt", bad,
+                        f"dt outside [{PLAUSIBLE['dt'][0]:g} s, the duration]{_OVERRIDE}", s_sid)
+    if duration is None:
+        return
+    ncode = ds.names.shape[0]
+    lo = np.full(ncode, np.inf)
+    hi = np.full(ncode, -np.inf)
+    np.minimum.at(lo, scan.bcode, scan.head_t[:, 0])
+    np.maximum.at(hi, scan.bcode, scan.last_t)
+    span = (hi - lo)[ds.codes["scenarios"]]
+    bad = np.flatnonzero(np.isfinite(span) & (duration > 10.0 * span + 1.0))
+    if bad.size:
+        report.add_rows("implausible value", f["scenarios"], "scenarios", "duration", bad,
+                        f"duration over 10 x its samples' span + 1 s{_OVERRIDE}", s_sid)
 
 
 def _check_materials(ds, f, report):

@@ -27,6 +27,15 @@ Collision detection (:func:`detect_events`)
     below it.  All bodies are processed at once, the window fits and the
     peak search in parallel numba kernels.  The time of the event is that
     sample's time.  Two impacts closer than ``half`` samples merge into one.
+
+Position noise (:func:`position_noise`)
+    The tracker's noise on one coordinate, from the second differences
+    ``x[k+1] - 2 x[k] + x[k-1]`` of equally spaced samples: for independent
+    noise of standard deviation sigma their variance is ``6 sigma^2`` (plus
+    the motion's ``a dt^2``, small between impacts), so sigma is their scaled
+    MAD over ``sqrt(6)``.  Impacts are rare and do not move the median.
+    Noiseless data give the motion's own small term, never zero unless
+    nothing moves.
 """
 
 import numpy as np
@@ -329,3 +338,28 @@ def match_events(det_b, det_t, true_b, true_t, tol):
             md.append(i)
             mt.append(j)
     return np.array(md, int), np.array(mt, int)
+
+
+def position_noise(t, p, counts, max_samples=MAD_SAMPLES):
+    """The positions' noise scale [m] (see the module docstring) over the
+    series ``counts`` of samples ``t`` (N,) and positions ``p`` (three (N,)
+    arrays, or (N, 3)); None with fewer than 10 equally spaced triplets.
+    At most ``max_samples`` evenly strided second differences enter the MAD."""
+    t = np.asarray(t, np.float64)
+    cols = [np.asarray(c, np.float64) for c in (p.T if isinstance(p, np.ndarray) else
+                                                 getattr(p, "cols", p))]
+    n = t.shape[0]
+    if n < 3:
+        return None
+    inner = np.ones(n, bool)
+    ends = np.cumsum(counts)
+    inner[ends - 1] = False
+    inner[np.r_[0, ends[:-1]]] = False
+    k = np.flatnonzero(inner[1:-1]) + 1
+    h0, h1 = t[k] - t[k - 1], t[k + 1] - t[k]
+    k = k[(h0 > 0) & (np.abs(h1 - h0) <= 1e-6 * (h0 + h1))]
+    if k.size < 10:
+        return None
+    k = k[::max(1, (3 * k.size) // max_samples)]
+    d2 = np.concatenate([c[k + 1] - 2.0 * c[k] + c[k - 1] for c in cols])
+    return float(MAD_SCALE * np.median(np.abs(d2 - np.median(d2))) / np.sqrt(6.0))

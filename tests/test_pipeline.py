@@ -70,6 +70,8 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     # One verdict: the same word and message in fit.json, the tags and the report,
     # the held coefficient named beside "converged", the registered version shown.
     assert doc["status"].startswith("converged") and doc["held"] == ["e_bg"]
+    assert doc["gate"] == {"registered": True, "reason": "",
+                           "rms_limit_m": pytest.approx(0.05)}  # the floor: 10 x 1 mm < 5 cm
     assert run.data.tags["status"] == doc["status"]
     assert run.info.run_name == f"synthetic-table [{','.join(doc['free'])}]"
     assert f"<b>{doc['status']}</b>: {html_escape(doc['message'])}" in html
@@ -99,6 +101,24 @@ def test_a_failed_fit_leaves_the_run_failed_and_the_alias_in_place(store):
     assert [str(v.version) for v in versions] == ["1"]
     assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == \
         first["model_version"]
+
+
+def test_the_gate_refuses_a_residual_the_model_does_not_explain(store):
+    """The shipped set's residual is its 1 mm noise (rms sqrt(3) mm over the
+    three axes): a gate of 0.5 x the noise and no floor refuses it; the run is
+    FAILED with the reason, nothing is registered, fit.json says why."""
+    track, c, exp = store
+    with pytest.raises(pipeline.CalibrationFailed, match="not registered: the training "
+                                                         "residual rms") as err:
+        pipeline.calibrate(TABLE, config={"gate_k": 0.5, "gate_floor_m": 0.0})
+    doc = err.value.doc
+    assert doc["converged"] and doc["gate"]["registered"] is False
+    assert doc["noise_m"] == pytest.approx(1e-3, rel=0.05)
+    assert doc["gate"]["rms_limit_m"] == pytest.approx(0.5 * doc["noise_m"])
+    (run,) = _runs(c, exp)
+    assert run.info.status == "FAILED" and "gate_k 0.5" in run.data.tags["gate"]
+    assert run.data.metrics["noise_m"] == pytest.approx(doc["noise_m"])
+    assert c.search_registered_models() == []
 
 
 def test_an_exception_inside_the_flow_marks_the_run_failed(store, monkeypatch):

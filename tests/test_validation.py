@@ -314,3 +314,70 @@ def test_truncated_trajectories_streamed(good, tmp_path):
     report, summary = dataset.validate_stream(bad, batch_rows=10)
     assert "unreadable or truncated" in report.text() and "trajectories.parquet" in report.text()
     assert report.text() == dataset.validate(bad)[1].text() and summary == {}
+
+
+# --- dataset.yaml: keys, types, units ---------------------------------------------
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: {("unit" if k == "units" else k): v for k, v in m.items()},
+     ["unknown key", "unit; did you mean units?", "missing units"]),
+    (lambda m: dict(m, units="mm"), ["wrong type", "units = 'mm'", "{length: m, time: s}"]),
+    (lambda m: dict(m, units={"lenght": "m", "time": "s"}),
+     ["units.lenght; did you mean units.length?", "units.length = None"]),
+    (lambda m: dict(m, gravity="9.81"), ["wrong type", "gravity = '9.81'"]),
+    (lambda m: dict(m, gravity=981.0), ["implausible value", "gravity = 981.0"]),
+    (lambda m: dict(m, params=[0.1]), ["wrong type", "params: expected a mapping"]),
+    (lambda m: dict(m, truth={"mu_k": "fast"}), ["wrong type", "truth: mu_k = 'fast'"]),
+    (lambda m: dict(m, allow_implausible="yes please"), ["allow_implausible", "true or false"]),
+    (lambda m: [m], ["wrong type", "expected a mapping of keys to values, got a list"]),
+])
+def test_dataset_yaml_keys_types_and_units_are_checked(good, tmp_path, edit, words):
+    bad = _copy(good, tmp_path)
+    meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+    (bad / "dataset.yaml").write_text(yaml.safe_dump(edit(meta)))
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    for w in words:
+        assert w in text, (w, text)
+    assert "dataset.yaml" in text
+
+
+# --- plausibility -------------------------------------------------------------------
+
+def _scale(cols, k):
+    return lambda df: df.assign(**{c: df[c] * k for c in cols})
+
+
+PLAUSIBILITY = [
+    # Lengths in mm labelled m: radii of 30-80 "m".
+    ({"bodies": _scale(["radius", "x0", "y0", "z0", "vx0", "vy0", "vz0"], 1e3),
+      "trajectories": _scale(["x", "y", "z"], 1e3),
+      "walls": _scale(["d"], 1e3)},
+     ["implausible value", "bodies, column radius, row 0", "allow_implausible: true"]),
+    # Times in ms labelled s: 0.1 Hz samples, and velocities that disagree with them.
+    ({"trajectories": _scale(["t"], 1e3), "scenarios": _scale(["duration", "dt"], 1e3)},
+     ["implausible value", "table trajectories, column t", "sample rate", "times in ms",
+      "bodies, column vx0", "the initial speed and the first samples' speed differ"]),
+    ({"bodies": _set("mass", 1, 5e5)}, ["bodies, column mass, row 1", "[1e-06, 100000] kg"]),
+    ({"bodies": _set("vx0", 2, 1e300)}, ["bodies, column vx0, row 2", "above 1000 m/s"]),
+    ({"controls": _set("fx", 0, 2e7)}, ["controls, column fx, row 0", "above 1e+06 N"]),
+    ({"scenarios": _set("dt", 1, 1e6)}, ["scenarios, column dt, row 1",
+                                         "[1e-06 s, the duration]"]),
+    ({"scenarios": _set("duration", 0, 1e4)}, ["scenarios, column duration, row 0",
+                                               "10 x its samples' span"]),
+]
+
+
+@pytest.mark.parametrize("edits, words", PLAUSIBILITY)
+def test_implausible_values_are_reported_unless_allowed(good, tmp_path, edits, words):
+    bad = _copy(good, tmp_path)
+    for table, fn in edits.items():
+        _edit(bad, table, fn)
+    _, report, _ = dataset.validate(bad)
+    text = report.text() + "\n".join(f"{v.where}: {v.message}" for v in report.items)
+    for w in words:
+        assert w in text, (w, text)
+    meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+    (bad / "dataset.yaml").write_text(yaml.safe_dump(dict(meta, allow_implausible=True)))
+    _, report, _ = dataset.validate(bad)
+    assert "implausible" not in report.text()

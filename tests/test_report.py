@@ -1,0 +1,55 @@
+"""The registration gate (``flows.report.gate``) on each of its tests."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from flows import report
+from simcore import fit as F
+
+
+def _result(status=F.STATUS_FTOL, params=None, ci95=None, held=()):
+    params = params or {"mu_k": 0.19, "e_bb": 0.92}
+    ci95 = ci95 or {"mu_k": (0.18, 0.20), "e_bb": (0.91, 0.93)}
+    return SimpleNamespace(status=status, message=F.STATUS_MESSAGES[status], params=params,
+                           free=tuple(params), ci95=ci95, held=held)
+
+
+def test_a_converged_fit_within_the_gate_registers():
+    ok, reason, limit = report.gate(_result(), 1.7e-3, 1e-3, 10.0, 0.05)
+    assert ok and reason == "" and limit == 0.05
+    # Noiseless data: the floor lets a tiny residual through.
+    assert report.gate(_result(), 1e-9, 1e-12, 10.0, 1e-6)[0]
+    # Above the floor, the noise scale sets the limit.
+    assert report.gate(_result(), 0.09, 0.01, 10.0, 0.05) == (True, "", pytest.approx(0.1))
+
+
+def test_a_fit_that_did_not_converge_is_refused():
+    ok, reason, _ = report.gate(_result(status=F.STATUS_MAXITER), 1e-3, 1e-3, 10.0, 0.05)
+    assert not ok and reason == "the fit did not converge: not converged: max_iter reached"
+
+
+@pytest.mark.parametrize("rms", [427.0, np.nan, None])
+def test_a_residual_the_model_does_not_explain_is_refused(rms):
+    ok, reason, limit = report.gate(_result(), rms, 1.0, 10.0, 0.05)
+    assert not ok and limit == 10.0
+    assert "residual rms" in reason and "gate_k 10 x noise 1 m" in reason
+    assert "units" in reason
+
+
+def test_a_residual_with_an_unknown_noise_scale_meets_the_floor():
+    ok, reason, limit = report.gate(_result(), 0.06, None, 10.0, 0.05)
+    assert not ok and limit == 0.05 and "noise unknown" in reason
+
+
+@pytest.mark.parametrize("ci", [(np.nan, np.nan), (-np.inf, 0.3), (0.2, 0.3)])
+def test_an_interval_that_is_not_finite_or_misses_its_estimate_is_refused(ci):
+    res = _result(ci95={"mu_k": ci, "e_bb": (0.91, 0.93)})
+    ok, reason, _ = report.gate(res, 1e-3, 1e-3, 10.0, 0.05)
+    assert not ok and reason.startswith("the 95 % interval of mu_k")
+
+
+def test_a_held_coefficient_has_no_interval_to_check():
+    res = _result(ci95={"mu_k": (np.nan, np.nan), "e_bb": (0.91, 0.93)}, held=("mu_k",))
+    assert report.gate(res, 1e-3, 1e-3, 10.0, 0.05)[0]
