@@ -26,9 +26,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import yaml
-
 from simcore import fit as F
+from simcore.dataset import safe_yaml
 from simcore import losses as L
 from simcore import params as P
 
@@ -179,12 +178,11 @@ def calibration(path=None, **overrides):
 
 def _read_yaml(path):
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = safe_yaml(Path(path))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

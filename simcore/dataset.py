@@ -33,7 +33,7 @@ from . import params as P
 from .collision import SHAPE_NAMES
 from . import targets
 from .config import jit
-from .model import TOUCH_TOL, Scenario, build
+from .model import MAX_BODIES, TOUCH_TOL, Scenario, build
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 TIME = {"s": 1.0, "ms": 1e-3}
@@ -276,6 +276,15 @@ def _table_file(root, name):
     return None
 
 
+def _check_one_format(root, report):
+    """Each table in one file: ``T.parquet`` and ``T.csv`` side by side is
+    ambiguous (which one holds the data?)."""
+    for name in TABLES:
+        if (root / f"{name}.parquet").exists() and (root / f"{name}.csv").exists():
+            report.add("ambiguous table", root, f"{name}.parquet and {name}.csv both exist; "
+                                                "keep one")
+
+
 def _read_table(path, name, report):
     """Read one table with the contract's columns; problems go to ``report``.
 
@@ -445,6 +454,32 @@ def _units(meta):
     return (LENGTH[lu], TIME[tu]) if lu in LENGTH and tu in TIME else None
 
 
+#: The largest YAML file read (``dataset.yaml``, configs) [bytes]: they hold
+#: metadata and settings, not data.
+META_MAX_BYTES = 1 << 20
+
+
+def safe_yaml(path):
+    """A YAML file (``dataset.yaml``, a config) as Python data: at most
+    :data:`META_MAX_BYTES`, no YAML aliases (an alias bomb expands a kilobyte
+    into gigabytes), safe types only.  Raises ``ValueError`` saying what is
+    wrong (``OSError`` when it cannot be read)."""
+    size = path.stat().st_size
+    if size > META_MAX_BYTES:
+        raise ValueError(f"{size} bytes; expected at most {META_MAX_BYTES} bytes of "
+                         "metadata")
+    text = path.read_text()
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ValueError(f"YAML alias *{event.anchor} at line "
+                                 f"{event.start_mark.line + 1}: aliases are not allowed "
+                                 "(write the value out)")
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not valid YAML ({exc})") from None
+
+
 #: The keys of ``dataset.yaml`` (datasets/README.md); any other is an error
 #: with the nearest known key as a suggestion.
 META_KEYS = ("name", "description", "source", "license", "citation", "units", "gravity",
@@ -510,12 +545,13 @@ def _read(root, report, keep=True, batch_rows=None):
         report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
         return None
     try:
-        meta = yaml.safe_load(meta_path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        report.add("unreadable or truncated file", meta_path, f"not valid YAML ({exc})")
+        meta = safe_yaml(meta_path)
+    except ValueError as exc:
+        report.add("unreadable or truncated file", meta_path, str(exc))
         return None
     if not _check_meta(meta, meta_path, report):
         return None
+    _check_one_format(root, report)
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
     try:
@@ -1425,12 +1461,97 @@ def _check_rules(ds, scan, report):
                 report.add_rows("unknown split", f["scenarios"], "scenarios", "split", bad,
                                 "expected 'train' or 'test'", s_sid)
 
+    _check_references(ds, f, report)
+    _check_parameters(ds, report)
     if not report and not ds.meta.get("allow_implausible", False):
         _check_plausible(ds, f, scan, report)
 
     # Geometry at the first sample: above the ground, no overlaps.
     if not report:
         _check_first_sample(ds, f, scan, report, b_sid)
+
+
+def _check_references(ds, f, report):
+    """Rows of ``walls``, ``controls``, ``events`` and ``scenarios`` name a
+    scenario of ``bodies`` (walls may say ``*``: every scenario), events name
+    bodies and walls that exist; no duplicate walls, scenarios, controls or
+    events; at most ``MAX_BODIES`` bodies per scenario."""
+    b_codes = np.unique(ds.codes["bodies"])
+    star = np.flatnonzero(ds.names == "*")
+    counts = np.bincount(ds.codes["bodies"], minlength=ds.names.shape[0])
+    big = np.flatnonzero(counts > MAX_BODIES)
+    if big.size:
+        rows = np.flatnonzero(np.isin(ds.codes["bodies"], big))
+        report.add_rows("too many bodies", f["bodies"], "bodies", "body_id", rows[:1],
+                        f"{int(counts[big[0]])} bodies in one scenario, expected at most "
+                        f"{MAX_BODIES}", ds.ids_of("bodies"), total=big.size)
+    keys = {"walls": ("scenario_id", "wall_id"), "scenarios": ("scenario_id",),
+            "controls": tuple(TABLES["controls"]), "events": tuple(TABLES["events"])}
+    for table, key in keys.items():
+        if table not in ds.tables:
+            continue
+        codes = ds.codes[table]
+        sid = ds.ids_of(table)
+        known = np.isin(codes, b_codes) | (np.isin(codes, star) if table == "walls" else False)
+        bad = np.flatnonzero(~known)
+        if bad.size:
+            report.add_rows("unknown scenario", f[table], table, "scenario_id", bad,
+                            "no body of bodies has this scenario_id", sid)
+        cols = [codes] + [_col(ds, table, c) for c in key[1:]]
+        cols = [c.astype(str) if c.dtype == object else c for c in map(np.asarray, cols)]
+        order = np.lexsort(cols[::-1])
+        same = np.ones(max(order.size - 1, 0), bool)
+        for c in cols:
+            a = c[order]
+            same &= a[1:] == a[:-1]
+        dup = np.sort(order[1:][same])
+        if dup.size:
+            report.add_rows("duplicate row", f[table], table, key[-1], dup,
+                            f"the same ({', '.join(key)}) as an earlier row", sid)
+    if "events" in ds.tables:
+        _check_event_references(ds, f, report)
+
+
+def _check_event_references(ds, f, report):
+    """Events name a body of their scenario, and ``other`` is ``ground``,
+    ``body:K`` of a body of the scenario or ``wall:K`` of one of its walls."""
+    sid = ds.ids_of("events")
+    codes = ds.codes["events"]
+    body = _col(ds, "events", "body_id")
+    bkey = set(zip(ds.codes["bodies"].tolist(), _col(ds, "bodies", "body_id").tolist()))
+    walls = set()
+    if "walls" in ds.tables:
+        star = set(np.flatnonzero(ds.names == "*").tolist())
+        wall_ids = _col(ds, "walls", "wall_id").tolist()
+        for c, w in zip(ds.codes["walls"].tolist(), wall_ids):
+            walls.add((-1 if c in star else c, w))
+    bad_body, bad_other = [], []
+    for r, (c, b, other) in enumerate(zip(codes.tolist(), body.tolist(),
+                                          _col(ds, "events", "other").astype(str))):
+        if (c, b) not in bkey:
+            bad_body.append(r)
+        kind, _, k = other.partition(":")
+        if other == "ground":
+            continue
+        if not k.lstrip("-").isdigit() or kind not in ("body", "wall") or (
+                kind == "body" and (c, int(k)) not in bkey) or (
+                kind == "wall" and (c, int(k)) not in walls and (-1, int(k)) not in walls):
+            bad_other.append(r)
+    if bad_body:
+        report.add_rows("unknown body", f["events"], "events", "body_id", bad_body,
+                        "no such body in this scenario", sid)
+    if bad_other:
+        report.add_rows("unknown body or wall", f["events"], "events", "other", bad_other,
+                        "expected ground, body:K or wall:K of this scenario", sid)
+
+
+def _check_parameters(ds, report):
+    """``params`` and ``truth`` of ``dataset.yaml`` within their bounds."""
+    for what, values in (("params", ds.fixed_params), ("truth", ds.truth)):
+        try:
+            ds.layout(values).vector(values)
+        except ValueError as exc:
+            report.add("parameter out of range", ds.path / "dataset.yaml", f"{what}: {exc}")
 
 
 #: Physical ranges of measured values (SI, after the units are applied):

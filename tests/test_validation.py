@@ -381,3 +381,73 @@ def test_implausible_values_are_reported_unless_allowed(good, tmp_path, edits, w
     (bad / "dataset.yaml").write_text(yaml.safe_dump(dict(meta, allow_implausible=True)))
     _, report, _ = dataset.validate(bad)
     assert "implausible" not in report.text()
+
+
+# --- what calibrate would refuse, found by validate ----------------------------------
+
+def _more_bodies(df, n):
+    first = df[df.scenario_id == df.scenario_id.iloc[0]].iloc[:1]
+    extra = pd.concat([first] * n, ignore_index=True)
+    extra["body_id"] = np.arange(100, 100 + n)
+    extra["x0"] = np.linspace(-0.5, 0.5, n)
+    return pd.concat([df, extra], ignore_index=True)
+
+
+STRICT = [
+    ("walls", lambda df: df.assign(scenario_id="nowhere"),
+     ["unknown scenario", "walls, column scenario_id, row 0"]),
+    ("scenarios", lambda df: pd.concat([df, df.iloc[:1]], ignore_index=True),
+     ["duplicate row", "scenarios, column scenario_id, row 5"]),
+    ("walls", lambda df: pd.concat([df, df.iloc[2:3]], ignore_index=True),
+     ["duplicate row", "walls, column wall_id, row 4"]),
+    ("events", _set("body_id", 0, 17), ["unknown body", "events, column body_id, row 0"]),
+    ("events", _set("other", 1, "wall:9"), ["unknown body or wall", "events, column other, row 1"]),
+    ("events", _set("other", 2, "cushion"), ["unknown body or wall", "row 2"]),
+    ("events", _set("scenario_id", 3, "s9999"), ["unknown scenario", "events", "row 3"]),
+    ("bodies", lambda df: _more_bodies(df, 40), ["too many bodies", "expected at most 32"]),
+]
+
+
+@pytest.mark.parametrize("table, change, words", STRICT)
+def test_validate_finds_what_calibrate_would_refuse(good, tmp_path, table, change, words):
+    bad = _copy(good, tmp_path)
+    _edit(bad, table, change)
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    for w in words:
+        assert w in text, (w, text)
+
+
+def test_a_table_in_both_formats_is_ambiguous(good, tmp_path):
+    bad = _copy(good, tmp_path)
+    pd.read_parquet(bad / "walls.parquet").to_csv(bad / "walls.csv", index=False)
+    _, report, _ = dataset.validate(bad)
+    assert "ambiguous table" in report.text() and "walls.parquet and walls.csv" in report.text()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n", ["YAML alias *a at line 2",
+                                                      "aliases are not allowed"]),
+    ("name: x\ndescription: '" + "x" * (2 << 20) + "'\n", ["bytes; expected at most 1048576"]),
+])
+def test_yaml_size_and_aliases_are_bounded(good, tmp_path, text, words):
+    bad = _copy(good, tmp_path)
+    (bad / "dataset.yaml").write_text(text)
+    _, report, _ = dataset.validate(bad)
+    for w in words:
+        assert w in report.text(), (w, report.text())
+
+
+@pytest.mark.parametrize("truth, words", [
+    ({"e_bb": 1.5}, ["parameter out of range", "truth: parameter e_bb = 1.5"]),
+    ({"mu_s": 0.1, "mu_k": 0.2}, ["parameter out of range", "expected mu_s >= mu_k"]),
+])
+def test_dataset_yaml_coefficients_are_checked_against_their_bounds(good, tmp_path, truth, words):
+    bad = _copy(good, tmp_path)
+    meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+    meta["truth"] = dict(meta["truth"], **truth)
+    (bad / "dataset.yaml").write_text(yaml.safe_dump(meta))
+    _, report, _ = dataset.validate(bad)
+    for w in words:
+        assert w in report.text(), (w, report.text())
