@@ -355,12 +355,16 @@ PAIR_SPHERE_PLANE = 1
 #: The code of a pair of shapes with no row in :data:`PAIRS`.
 NO_PAIR = -1
 #: Every shape pair with contact functions.  The kernels reach a row through
-#: :func:`body_pair` / :func:`plane_pair` (shape codes to the pair's code, and
-#: whether body i and j were swapped to put the pair in table order) and the
-#: dispatchers below, which branch on that code: a pair without a row returns
-#: ``UNSUPPORTED`` (time of impact), NaN (gap) or False (normal, contact
-#: points), and the scenario stops with ``STATUS_UNSUPPORTED_PAIR``;
-#: :func:`check_shapes` refuses such a batch before it runs.
+#: the dispatchers below: the normal and the contact points through
+#: :func:`body_pair` (shape codes to the pair's code, and whether bodies i and
+#: j swap to put the pair in table order: the one place a normal is
+#: flipped); the time of impact and the gap, symmetric in i and j and called
+#: for every pair at every step of the search, branch on the shape codes
+#: directly (a tuple-returning lookup there slowed the symplectic loop by
+#: a third).  A pair without a row returns ``UNSUPPORTED`` (time of impact),
+#: NaN (gap) or False (normal, contact points), and the scenario stops with
+#: ``STATUS_UNSUPPORTED_PAIR``; :func:`check_shapes` refuses such a batch
+#: before it runs.
 PAIRS = (
     Pair(("sphere", "sphere"), PAIR_SPHERE_SPHERE, toi_sphere_sphere, gap_sphere_sphere,
          normal_sphere_sphere, points_sphere_sphere),
@@ -415,8 +419,7 @@ def plane_pair(shape):
 @jit
 def toi_body_body(shape_i, shape_j, pi, vi, ai, ri, pj, vj, aj, rj, h):
     """Time of impact of two bodies within ``h`` (``UNSUPPORTED``: no row)."""
-    code, swapped = body_pair(shape_i, shape_j)
-    if code == PAIR_SPHERE_SPHERE:
+    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
         return toi_sphere_sphere(pi, vi, ai, ri, pj, vj, aj, rj, h)
     return UNSUPPORTED
 
@@ -424,7 +427,7 @@ def toi_body_body(shape_i, shape_j, pi, vi, ai, ri, pj, vj, aj, rj, h):
 @jit
 def toi_body_plane(shape, p, v, a, r, pn, pd, h):
     """Time of impact of a body with a plane (the ground or a wall) within ``h``."""
-    if plane_pair(shape) == PAIR_SPHERE_PLANE:
+    if shape == SHAPE_SPHERE:
         return toi_sphere_plane(p, v, a, r, pn, pd, h)
     return UNSUPPORTED
 
@@ -450,8 +453,7 @@ def contact_normal_body_body(shape_i, shape_j, pi, pj, out):
 def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
     """Signed surface distance between two bodies (negative when
     overlapping); NaN when the pair has no row (it never counts as touching)."""
-    code, swapped = body_pair(shape_i, shape_j)
-    if code == PAIR_SPHERE_SPHERE:
+    if shape_i == SHAPE_SPHERE and shape_j == SHAPE_SPHERE:
         return gap_sphere_sphere(pi, ri, pj, rj)
     return np.nan
 
@@ -459,7 +461,7 @@ def gap_body_body(shape_i, shape_j, pi, ri, pj, rj):
 @jit
 def gap_body_plane(shape, p, r, pn, pd):
     """Signed distance from a body's surface to a plane; NaN without a row."""
-    if plane_pair(shape) == PAIR_SPHERE_PLANE:
+    if shape == SHAPE_SPHERE:
         return gap_sphere_plane(p, r, pn, pd)
     return np.nan
 
