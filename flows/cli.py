@@ -45,8 +45,10 @@ it never shows a traceback.
 """
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -77,12 +79,39 @@ def _params(path, fixed):
     return values
 
 
+def _registered(uri):
+    """``(params, laws)`` of a registered model (``models:/NAME@ALIAS`` or
+    ``models:/NAME/VERSION``) in the configured registry."""
+    import mlflow
+
+    from flows import settings
+
+    track = settings.tracking()
+    mlflow.set_tracking_uri(track.tracking_uri)
+    mlflow.set_registry_uri(track.registry_uri)
+    try:
+        config = mlflow.pyfunc.load_model(uri).model_config
+    except mlflow.exceptions.MlflowException as exc:
+        raise ValueError(f"{uri}: {exc.message} (registry {track.registry_uri})") from None
+    return dict(config["params"]), dict(config.get("laws") or {}) or None
+
+
 def cmd_simulate(args):
+    from dataclasses import replace
+
     from simcore import dataset, replay
+    from simcore import laws as contact_laws
 
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
-    values = _params(args.params, ds.fixed_params)
+    laws = None
+    if args.params and args.params.startswith("models:/"):
+        given, laws = _registered(args.params)
+        values = dict(ds.fixed_params, **given)
+    else:
+        values = _params(args.params, ds.fixed_params)
+    if laws is not None:
+        ds = replace(ds, laws=contact_laws.resolve(laws))
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
     tables = replay.simulate_dataset(ds, values, integrator=args.integrator)
@@ -241,6 +270,22 @@ def _print_fit(doc, out):
     print("\n".join(lines))
 
 
+def _interrupted(signum, frame):
+    """Ctrl-C or SIGTERM during a flow: mark the open MLflow runs FAILED (and
+    undo a registration not yet finished), stop the temporary Prefect server
+    this process started, and exit at once: waiting for Prefect to report the
+    flow's end to a server the same Ctrl-C has killed would take minutes."""
+    from flows import pipeline
+
+    name = signal.Signals(signum).name
+    pipeline.abandon(f"interrupted by {name}")
+    with contextlib.suppress(Exception):
+        pipeline.stop_temporary_server()
+    print(f"contactfit: {name}: the run is marked FAILED, nothing registered", file=sys.stderr,
+          flush=True)
+    os._exit(128 + signum)
+
+
 def _run_flow(args, which):
     from flows import pipeline, report
 
@@ -250,6 +295,7 @@ def _run_flow(args, which):
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
     pipeline.preload(args.dataset)  # a bad dataset is reported before any flow starts
     cold = _compile_notice(which)
+    before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         doc = pipeline.run(flow_fn, args.dataset, config)
     except pipeline.CalibrationFailed as exc:
@@ -257,6 +303,9 @@ def _run_flow(args, which):
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
               f"nothing registered: {exc}\nwrote {out}/fit.json", file=sys.stderr)
         return 1
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
     if cold:
         _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))
@@ -319,7 +368,9 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="simulate a dataset's scenarios with given coefficients")
     sim.add_argument("dataset")
-    sim.add_argument("--params", help="JSON object of parameter names to numbers")
+    sim.add_argument("--params", help="coefficients: a JSON object of names to numbers, a "
+                                      "calibration's fit.json, or a registered model "
+                                      "(models:/NAME@champion, models:/NAME/VERSION)")
     sim.add_argument("--out", required=True, help="output directory")
     sim.add_argument("--integrator", choices=list(INTEGRATORS),
                      help="default: the first registered integrator that runs the dataset")

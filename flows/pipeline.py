@@ -54,6 +54,26 @@ from simcore.problem import Problem, ShardedProblem
 from . import registry, report, settings, tracking
 
 
+#: The MLflow runs this process has open, ``run_id -> [client, registered
+#: version or None]``: an interrupt marks them FAILED (:func:`abandon`).
+_OPEN_RUNS = {}
+
+
+def abandon(reason):
+    """Mark every run this process has open FAILED with ``reason`` and delete
+    a version one of them registered before it could finish (so an
+    interrupted calibration never leaves a version or an alias behind).
+    Called from a signal handler: it never raises."""
+    track = None
+    for run_id, (c, version) in list(_OPEN_RUNS.items()):
+        with contextlib.suppress(Exception):
+            if version is not None:
+                track = track or settings.tracking()
+                c.delete_model_version(track.registered_model, version)
+            tracking.fail(c, run_id, KeyboardInterrupt(reason))
+        _OPEN_RUNS.pop(run_id, None)
+
+
 class CalibrationFailed(RuntimeError):
     """The fit did not pass the registration gate (``report.gate``: not
     converged, a residual the model does not explain, or intervals that do
@@ -261,10 +281,68 @@ def task_runner(cfg):
 
 def run(flow_fn, dataset, config=None):
     """Run ``calibrate`` or ``recalibrate`` on the task runner its config names,
-    as the CLI does (:func:`_run_settings`)."""
+    as the CLI does (:func:`_run_settings`, :func:`temporary_server`)."""
     cfg = settings.calibration(**(config or {}))
-    with _run_settings():
+    with _run_settings(), temporary_server():
         return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
+
+
+#: How long the temporary Prefect server may take to start [s] (Prefect's own
+#: default, 20 s, is not enough on a busy machine's first run).
+SERVER_STARTUP_S = 120.0
+
+
+@contextlib.contextmanager
+def temporary_server():
+    """Without a configured Prefect server (``PREFECT_API_URL``), start
+    Prefect's temporary one before the flow, with a longer start-up wait
+    (:data:`SERVER_STARTUP_S`), in a session of its own: a terminal's Ctrl-C
+    reaches contactfit, which stops the server (:func:`stop_temporary_server`),
+    instead of the server printing its shutdown traceback.  Prefect's own
+    code finds it as its default server."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value() or None in SubprocessASGIServer._instances:
+        yield
+        return
+
+    class Detached(SubprocessASGIServer):
+        def _run_uvicorn_command(self):
+            popen = subprocess.Popen
+
+            def detached(*args, **kwargs):
+                return popen(*args, start_new_session=True, **kwargs)
+
+            subprocess.Popen = detached
+            try:
+                return super()._run_uvicorn_command()
+            finally:
+                subprocess.Popen = popen
+
+    server = Detached()
+    try:
+        server.start(timeout=SERVER_STARTUP_S)
+        yield
+    finally:
+        stop_temporary_server()
+
+
+def stop_temporary_server():
+    """Kill the temporary Prefect servers this process started, at once (a
+    graceful stop lets the server's event recorder print a traceback while it
+    shuts down; its SQLite store is crash-safe)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    for key, server in list(SubprocessASGIServer._instances.items()):
+        proc = server.server_process
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+                proc.wait(timeout=5)
+            server.server_process = None
+        server.running = False
+        SubprocessASGIServer._instances.pop(key, None)
 
 
 @contextlib.contextmanager
@@ -424,6 +502,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     run_id = tracking.start_run(c, exp_id, run_name(loaded.ds.name, free),
                                 dict({"contactfit.flow": "calibrate",
                                       "dataset": loaded.ds.name}, **(tags or {})))
+    _OPEN_RUNS[run_id] = [c, None]
     try:
         tracking.log_dataset(c, run_id, dataset, loaded.ds.name, loaded.digest, "train",
                              loaded.rows)
@@ -460,20 +539,24 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                 tracking.set_tags(c, run_id, {"gate": refusal[:5000]})
                 raise CalibrationFailed(f"not registered: {refusal}", doc)
             model.result()
-        version = registry.register_version(
+        version, first = registry.register_version(
             c, track, run_id,
             {"dataset": loaded.ds.name, "dataset_digest": loaded.digest[:16],
              "loss": result.loss, "test_loss": scores.get("test_loss", ""),
              "unidentified": ",".join(n for n in result.free
                                       if not result.identifiability[n]["identifiable"])}
         )
-        doc["model_version"] = version
+        _OPEN_RUNS[run_id][1] = version
+        doc.update(model_version=version, first_champion=first)
         # fit.json and the report again, now with the version they describe.
         tracking.log_files(c, run_id, {"fit.json": report.dumps(doc),
                                        "report.html": report.report_html(doc, conv_png, over_png)})
-        tracking.set_tags(c, run_id, {"model_version": version or ""})
+        tracking.set_tags(c, run_id, {"model_version": version or "",
+                                      **({"champion": "first"} if first else {})})
         tracking.finish(c, run_id)
+        _OPEN_RUNS.pop(run_id, None)
     except BaseException as exc:
+        _OPEN_RUNS.pop(run_id, None)
         tracking.fail(c, run_id, exc)
         raise
     logger.info(f"calibrated {loaded.ds.name}: loss {result.loss:.6e}, "
@@ -553,15 +636,20 @@ def recalibrate(dataset: str, config: dict | None = None):
     c, _ = tracking.client(track)
     champ = registry.champion(c, track)
     if champ is None:
-        logger.info("no champion yet: this calibration becomes the first")
+        logger.info("no champion yet: this calibration becomes the first unless another "
+                    "registers first")
         doc = calibrate.with_options(task_runner=task_runner(cfg))(
             dataset, config, tags={"contactfit.flow": "recalibrate"}, hold_out=True)
-        doc["decision"] = "first champion"
-        return doc
-    champ_version, champ_params = champ
-    doc = calibrate.with_options(task_runner=task_runner(cfg))(
-        dataset, config, start=champ_params, hold_out=True, baseline=champ_params,
-        tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
+        if doc["first_champion"]:  # decided once, under the champion lock
+            doc["decision"] = "first champion"
+            tracking.set_tags(c, doc["mlflow_run_id"], {"decision": "first champion"})
+            return doc
+        champ_version = None  # another run became champion meanwhile: compare with it
+    else:
+        champ_version, champ_params = champ
+        doc = calibrate.with_options(task_runner=task_runner(cfg))(
+            dataset, config, start=champ_params, hold_out=True, baseline=champ_params,
+            tags={"contactfit.flow": "recalibrate", "champion_before": champ_version})
     challenger_score = doc["scores"]["test_loss"]
     with registry.champion_lock(track):
         # Re-read under the lock: another recalibration may have moved it,

@@ -39,9 +39,10 @@ SIGNATURE = ModelSignature(
 
 def register(c, settings, run_id, params, tags, laws=None):
     """Log the coefficients as the run's ``model`` artifact and register it;
-    returns the version (a string).  The first version becomes champion."""
+    returns the version (a string).  The first version becomes champion
+    (:func:`register_version`)."""
     log_model(c, run_id, params, laws)
-    return register_version(c, settings, run_id, tags)
+    return register_version(c, settings, run_id, tags)[0]
 
 
 def log_model(c, run_id, params, laws=None):
@@ -61,7 +62,9 @@ def log_model(c, run_id, params, laws=None):
 
 def register_version(c, settings, run_id, tags):
     """Register the run's ``model`` artifact (:func:`log_model`) as a new
-    version; returns it (a string).  The first version becomes champion."""
+    version; returns ``(version, first)``: the version (a string) and whether
+    it became the first champion.  That decision is made once, under the
+    champion lock, and tagged on the version (``champion: first``)."""
     name = settings.registered_model
     if c.search_registered_models(filter_string=f"name = '{name}'") == []:
         with contextlib.suppress(mlflow.exceptions.MlflowException):
@@ -70,9 +73,11 @@ def register_version(c, settings, run_id, tags):
     mv = c.create_model_version(name, source=source, run_id=run_id,
                                 tags={k: str(v) for k, v in tags.items()})
     with champion_lock(settings):
-        if _champion_version(c, settings) is None:
+        first = _champion_version(c, settings) is None
+        if first:
             c.set_registered_model_alias(name, settings.champion_alias, mv.version)
-    return str(mv.version)
+            c.set_model_version_tag(name, mv.version, "champion", "first")
+    return str(mv.version), first
 
 
 def _champion_version(c, settings):
@@ -97,13 +102,15 @@ def set_champion(c, settings, version):
 
 
 @contextlib.contextmanager
-def champion_lock(settings):
-    """Exclusive lock for alias decisions on a local store (no-op otherwise)."""
-    path = _store_file(settings.registry_uri)
+def store_lock(uri, purpose):
+    """Exclusive ``flock`` on ``<store>.<purpose>.lock`` beside a local store
+    (``sqlite:`` or a file path), shared by every process on this machine;
+    a no-op for a server store (the server serialises its own writes)."""
+    path = _store_file(uri)
     if path is None:
         yield
         return
-    lock = Path(str(path) + ".champion.lock")
+    lock = Path(f"{path}.{purpose}.lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -111,6 +118,11 @@ def champion_lock(settings):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def champion_lock(settings):
+    """Exclusive lock for alias decisions on a local registry store (no-op otherwise)."""
+    return store_lock(settings.registry_uri, "champion")
 
 
 def _store_file(uri):

@@ -166,30 +166,47 @@ def convergence_png(result):
 
 
 def overlays_png(measured, simulated, scenario_ids):
-    """Measured (dots) and simulated (lines) x-y paths of a few scenarios.
-    ``measured``/``simulated``: column dicts with scenario_id, body_id, t, x, y."""
+    """Per scenario, the measured (dots) and simulated (lines) x-y paths, one
+    colour per body, and below them each body's x-y residual over time.
+    ``measured``/``simulated``: column dicts with scenario_id, body_id, t, x,
+    y, their rows aligned (the simulation sampled at the measured times)."""
+    from matplotlib.lines import Line2D
+
     n = max(len(scenario_ids), 1)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig = _figure(figsize=(3.6 * cols, 3.4 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False)
+    fig = _figure(figsize=(3.8 * cols, 5.6 * rows), layout="constrained")
+    axes = fig.subplots(2 * rows, cols, squeeze=False,
+                        gridspec_kw={"height_ratios": [2.2, 1.0] * rows})
     m_sid = np.asarray(measured["scenario_id"], dtype=object)
-    s_sid = np.asarray(simulated["scenario_id"], dtype=object)
-    for ax, sid in zip(axes.ravel(), scenario_ids):
-        for tab, sids, style in ((measured, m_sid, "."), (simulated, s_sid, "-")):
-            rows_ = np.flatnonzero(sids == sid)
-            body = np.asarray(tab["body_id"])[rows_]
-            for k, b in enumerate(np.unique(body)):
-                r = rows_[body == b]
-                r = r[np.argsort(np.asarray(tab["t"])[r])]
-                ax.plot(np.asarray(tab["x"])[r], np.asarray(tab["y"])[r], style, ms=2,
-                        color=f"C{k}", lw=1.2)
-        ax.set_title(sid, fontsize=9)
-        ax.set_aspect("equal", adjustable="datalim")
-        ax.tick_params(labelsize=7)
-    for ax in axes.ravel()[len(scenario_ids):]:
-        ax.axis("off")
-    fig.suptitle("measured (dots) and simulated (lines) paths, x-y [m]", fontsize=10)
+    col = {k: (np.asarray(measured[k]), np.asarray(simulated[k])) for k in ("body_id", "t", "x",
+                                                                             "y")}
+    for k, sid in enumerate(scenario_ids):
+        path_ax, res_ax = axes[2 * (k // cols), k % cols], axes[2 * (k // cols) + 1, k % cols]
+        here = np.flatnonzero(m_sid == sid)
+        for c, b in enumerate(np.unique(col["body_id"][0][here])):
+            r = here[col["body_id"][0][here] == b]
+            r = r[np.argsort(col["t"][0][r])]
+            (mx, sx), (my, sy) = ((col[a][0][r], col[a][1][r]) for a in ("x", "y"))
+            path_ax.plot(mx, my, ".", ms=2.5, color=f"C{c}", alpha=0.45)
+            path_ax.plot(sx, sy, "-", lw=1.3, color=f"C{c}")
+            res_ax.plot(col["t"][0][r], 1e3 * np.hypot(sx - mx, sy - my), lw=1.0,
+                        color=f"C{c}", label=f"body {b}")
+        path_ax.set_title(sid, fontsize=9)
+        path_ax.set_aspect("equal", adjustable="datalim")
+        path_ax.set_xlabel("x [m]", fontsize=8)
+        path_ax.set_ylabel("y [m]", fontsize=8)
+        res_ax.set_xlabel("t [s]", fontsize=8)
+        res_ax.set_ylabel("x-y residual [mm]", fontsize=8)
+        for ax in (path_ax, res_ax):
+            ax.tick_params(labelsize=7)
+    for k in range(len(scenario_ids), rows * cols):
+        axes[2 * (k // cols), k % cols].axis("off")
+        axes[2 * (k // cols) + 1, k % cols].axis("off")
+    fig.legend(handles=[Line2D([], [], ls="", marker=".", color="0.3", label="measured"),
+                        Line2D([], [], color="0.3", label="simulated")],
+               loc="upper right", fontsize=8, title="colour: body", title_fontsize=8)
+    fig.suptitle("measured and simulated paths, and the residual over time", fontsize=10)
     return _png(fig)
 
 

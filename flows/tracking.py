@@ -7,7 +7,9 @@ task submitted to a thread pool they would silently open a new run (see
 A run is opened RUNNING by :func:`start_run` and closed by :func:`finish`
 (FINISHED) or :func:`fail` (FAILED, with the error as the ``error`` tag and
 ``error.txt``); nothing sets FINISHED before the last artifact and the
-registration are in.
+registration are in.  A run whose process was killed before it could close
+it is found by the next :func:`client` on the store (:func:`reap`) and
+marked FAILED.
 
 MLflow keys cannot hold ``@`` or ``+``: a per-material coefficient's name
 becomes its key with both replaced by ``.`` (:func:`key`;
@@ -15,8 +17,11 @@ becomes its key with both replaced by ``.`` (:func:`key`;
 and :func:`simcore.params.from_mlflow_key` reads a coefficient's key back).
 """
 
+import contextlib
 import hashlib
 import json
+import signal
+import socket
 import tempfile
 import time
 import traceback
@@ -32,18 +37,64 @@ MAX_METRICS, MAX_PARAMS = 1000, 100
 
 
 def client(settings):
-    """A client on the settings' stores; creates the store and the experiment
-    once, before anything fans out (concurrent creation of a new SQLite store
-    crashes)."""
-    c = MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.registry_uri)
-    exp = c.get_experiment_by_name(settings.experiment)
-    exp_id = exp.experiment_id if exp else c.create_experiment(settings.experiment)
+    """A client on the settings' stores, the stores created and migrated and
+    the experiment created under a file lock beside a local store (MLflow's
+    schema migration of a fresh SQLite file races between processes: one of
+    them would fail, or leave the store unusable)."""
+    from .registry import store_lock
+
+    with store_lock(settings.tracking_uri, "create"):
+        c = MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.registry_uri)
+        exp = c.get_experiment_by_name(settings.experiment)
+        exp_id = exp.experiment_id if exp else c.create_experiment(settings.experiment)
+    with store_lock(settings.registry_uri, "create"):
+        c.search_registered_models(max_results=1)  # creates the registry's tables
+    reap(c, exp_id)
     return c, exp_id
 
 
+def _process_id(pid="self"):
+    """``(host, pid, start)`` of a process: its host, pid and start time in
+    clock ticks since boot (``/proc/PID/stat``), which tells a live process
+    from a later one that reused its pid; None when it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return socket.gethostname(), int(stat.split()[0]), fields[19]
+
+
 def start_run(c, exp_id, name, tags):
+    """Open a RUNNING run tagged with this process (``contactfit.process``:
+    host, pid, start) so that :func:`reap` can tell when it was abandoned."""
+    host, pid, start = _process_id()
+    tags = dict(tags, **{"contactfit.process": f"{host}:{pid}:{start}"})
     run = c.create_run(exp_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
     return run.info.run_id
+
+
+def reap(c, exp_id):
+    """Mark FAILED the RUNNING runs of this host whose process is gone (killed
+    before it could close them); a live run, or one of another host, is never
+    touched.  Returns the run ids marked."""
+    host = socket.gethostname()
+    marked = []
+    for run in c.search_runs([exp_id], filter_string="attributes.status = 'RUNNING'"):
+        who = run.data.tags.get("contactfit.process", "")
+        r_host, _, rest = who.partition(":")
+        pid, _, start = rest.partition(":")
+        if r_host != host or not pid.isdigit():
+            continue
+        now = _process_id(pid)
+        if now is not None and now[2] == start:
+            continue  # alive
+        with contextlib.suppress(Exception):
+            set_tags(c, run.info.run_id, {"error": f"abandoned: its process (pid {pid} on "
+                                                   f"{host}) ended without closing the run"})
+            c.set_terminated(run.info.run_id, "FAILED")
+            marked.append(run.info.run_id)
+    return marked
 
 
 def key(name):
@@ -124,8 +175,11 @@ def finish(c, run_id):
 def fail(c, run_id, exc):
     """Mark the run FAILED with the error (never raises over the original error)."""
     text = "".join(traceback.format_exception(exc))
+    what = str(exc)
+    if not what and isinstance(getattr(exc, "signal", None), int):  # Prefect's TerminationSignal
+        what = f"interrupted by {signal.Signals(exc.signal).name}"
     try:
-        set_tags(c, run_id, {"error": f"{type(exc).__name__}: {exc}"[:5000]})
+        set_tags(c, run_id, {"error": f"{type(exc).__name__}: {what}"[:5000]})
         log_files(c, run_id, {"error.txt": text})
     finally:
         c.set_terminated(run_id, "FAILED")

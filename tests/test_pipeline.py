@@ -1,5 +1,6 @@
 """The Prefect/MLflow pipeline end to end: runs, artifacts, registry, champion."""
 
+import contextlib
 import json
 import threading
 from html import escape as html_escape
@@ -466,3 +467,151 @@ def test_cli_rejects_a_material_the_dataset_does_not_have(store, tmp_path, capsy
     assert "e_bb@resin+steel" in err and "no material 'steel'" in err
     track, c, exp = store
     assert _runs(c, exp) == []
+
+
+def _first_use(uri, out):
+    """One process's first use of a store: open it, log a run, register a version."""
+    import os
+
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.environ.pop("MLFLOW_REGISTRY_URI", None)
+    from flows import registry as R
+    from flows import settings as S
+    from flows import tracking as T
+    from simcore import params as P
+
+    track = S.tracking()
+    c, exp = T.client(track)
+    run_id = T.start_run(c, exp, "race", {})
+    R.log_model(c, run_id, P.DEFAULTS)
+    version, first = R.register_version(c, track, run_id, {})
+    T.finish(c, run_id)
+    out.put((version, first))
+
+
+def test_a_fresh_store_survives_four_first_uses_at_once(tmp_path):
+    """Four processes open the same fresh SQLite store at once (MLflow's schema
+    migration races without the lock beside it), each registers a version:
+    all succeed, and exactly one of them becomes the first champion."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    uri = f"sqlite:///{tmp_path}/fresh.db"
+    procs = [ctx.Process(target=_first_use, args=(uri, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0] * 4
+    results = [out.get(timeout=5) for _ in procs]
+    assert sorted(int(v) for v, _ in results) == [1, 2, 3, 4]
+    assert sum(first for _, first in results) == 1
+    c = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
+    champ = c.get_model_version_by_alias("contactfit-coefficients", "champion")
+    assert champ.tags.get("champion") == "first"
+    assert dict(results)[str(champ.version)] is True
+
+
+def _children(pid):
+    """The pids of a process's children (from /proc)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out += [int(p) for p in (task / "children").read_text().split()]
+    return out
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, how):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM
+    (to the process alone) while the fit runs: the process exits within 10 s,
+    its MLflow run is FAILED, nothing is registered, and the temporary Prefect
+    server it started is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("MLFLOW_REGISTRY_URI", None)
+    env.pop("PREFECT_API_URL", None)
+    cfg = tmp_path / "slow.yaml"
+    cfg.write_text("starts: 50\n")  # long enough to be interrupted mid-fit
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--config",
+                             str(cfg), "--out", str(tmp_path / "o")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    c = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
+    running = []
+    deadline = time.monotonic() + 240
+    while not running and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        with contextlib.suppress(Exception):
+            exp = c.get_experiment_by_name("contactfit")
+            running = exp and [r for r in c.search_runs([exp.experiment_id])
+                               if r.info.status == "RUNNING"]
+    assert running, proc.communicate(timeout=30)
+    time.sleep(2.0)  # into the fit
+    children = _children(proc.pid)
+    t0 = time.monotonic()
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10.0
+    assert proc.returncode == 128 + (signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
+    assert b"marked FAILED" in err and b"Traceback" not in err
+    (run,) = c.search_runs([running[0].info.experiment_id])
+    assert run.info.status == "FAILED" and "interrupted by SIG" in run.data.tags["error"]
+    assert c.search_model_versions("name = 'contactfit-coefficients'") == []
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(
+            f"/proc/{pid}/status").read_text().lower(), pid
+
+
+def test_a_run_left_running_by_a_dead_process_is_failed_by_the_next_command(store):
+    """A RUNNING run tagged with a process that has ended is marked FAILED by
+    the next client on the store; the live process's own RUNNING run stays."""
+    import subprocess
+    import sys
+
+    track, c, exp = store
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host, _, start = tracking._process_id()
+    gone = c.create_run(exp, run_name="killed", tags={
+        "contactfit.process": f"{host}:{dead.pid}:{start}"}).info.run_id
+    alive = tracking.start_run(c, exp, "alive", {})
+    elsewhere = c.create_run(exp, tags={"contactfit.process": f"other-host:{dead.pid}:1"})
+    tracking.client(track)
+    assert c.get_run(gone).info.status == "FAILED"
+    assert "abandoned" in c.get_run(gone).data.tags["error"]
+    assert c.get_run(alive).info.status == "RUNNING"
+    assert c.get_run(elsewhere.info.run_id).info.status == "RUNNING"
+
+
+def test_simulate_takes_a_registered_model(store, tmp_path):
+    """``simulate --params models:/NAME@champion`` simulates with the
+    champion's coefficients: the same tables as those coefficients in JSON;
+    an unknown alias is one clear line."""
+    from simcore import params as P
+
+    track, c, exp = store
+    coef = dict(P.DEFAULTS, mu_k=0.17, e_bb=0.9)
+    run_id = tracking.start_run(c, exp, "manual", {})
+    registry.register(c, track, run_id, coef, {})
+    tracking.finish(c, run_id)
+    (tmp_path / "p.json").write_text(json.dumps(coef))
+    assert main(["simulate", TABLE, "--params", "models:/contactfit-coefficients@champion",
+                 "--out", str(tmp_path / "a")]) == 0
+    assert main(["simulate", TABLE, "--params", str(tmp_path / "p.json"),
+                 "--out", str(tmp_path / "b")]) == 0
+    a = pd.read_parquet(tmp_path / "a" / "final.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "final.parquet")
+    pd.testing.assert_frame_equal(a, b)
+    assert main(["simulate", TABLE, "--params", "models:/contactfit-coefficients@nobody",
+                 "--out", str(tmp_path / "c")]) == 1
