@@ -6,11 +6,15 @@
   Schur complement (block-arrow structure), so the step costs ``O(S k^3)``
   for ``S`` scenarios with ``k`` nuisance values each.  A step is accepted
   only if the loss falls (the damping grows otherwise).
-* ``"gd"``: the source patent's update ``theta_{k+1} = theta_k - eta grad L``
-  with the learning rate ``eta`` from the caller, Jacobi-preconditioned by
-  default (``precondition``); a step that raises the loss or gives NaN is
-  retried with ``eta / 2`` (backtracking), and after an accepted step ``eta``
-  grows by ``lr_growth`` (1.0: the patent's fixed rate).
+* ``"gd"``: the source patent's update ``theta_{k+1} = theta_k - eta P grad L``
+  with the learning rate ``eta`` from the caller and a preconditioner ``P``
+  (``precondition``): by default the inverse Gauss-Newton matrix (the
+  natural gradient: each step is ``eta`` times the Gauss-Newton step, so the
+  correlated coefficients of a contact model, which a diagonal scaling leaves
+  ill-conditioned, converge in tens of steps), ``"jacobi"`` its diagonal,
+  ``False`` none (the patent's raw update); a step that raises the loss or
+  gives NaN is retried with ``eta / 2`` (backtracking), and after an accepted
+  step ``eta`` grows by ``lr_growth`` (1.0: the patent's fixed rate).
 * ``"adam"``: Adam (Kingma & Ba) with the same NaN/rise rejection.
 
 Horizon continuation (``horizons``, default ``HORIZONS``): the loss of a
@@ -325,10 +329,12 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     ``horizons=(1.0,)`` is one plain fit of the whole span.
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
-    ``precondition`` (default) the gd step is ``-lr g / diag(2 J^T W J)``,
-    Jacobi-scaled so that ``lr`` is dimensionless and coefficients of very
-    different sensitivity move alike; ``precondition=False`` is the raw
-    patent update ``-lr g`` (``lr`` then in units of theta^2 / loss).
+    ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
+    is ``lr`` times the Gauss-Newton step ``-(2 J^T W J)^-1 g`` (nuisance
+    eliminated as in ``lm``); ``"jacobi"``, ``-lr g / diag(2 J^T W J)``, so
+    that ``lr`` is dimensionless and coefficients of very different
+    sensitivity move alike; ``False``, the raw patent update ``-lr g``
+    (``lr`` then in units of theta^2 / loss).
     """
     if lr is None:
         lr = 3e-3 if method == "adam" else 0.5
@@ -342,6 +348,9 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
                         ("step_sigma", step_sigma, step_sigma >= 0)):
         if not (np.isfinite(v) and ok):
             raise ValueError(f"{name} = {v}: out of range")
+    if precondition not in (True, False, "gauss-newton", "jacobi"):
+        raise ValueError(f"precondition = {precondition!r}: expected 'gauss-newton', 'jacobi', "
+                         "True (gauss-newton) or False")
     horizons = _check_horizons(horizons)
     if not (np.isfinite(robust) and robust >= 0):
         raise ValueError(f"robust = {robust}: expected a finite number >= 0 (0: off)")
@@ -550,6 +559,12 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
                     d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
                 except np.linalg.LinAlgError:
                     d = np.full(nf, np.nan)
+            elif method == "gd" and precondition in (True, "gauss-newton"):
+                try:
+                    d, dn = _lm_step(ev.loss.gn, g_full, nf, k, 0.0, hold, scen_hold)
+                    d, dn = eta * d, eta * dn if k else None
+                except np.linalg.LinAlgError:
+                    d = np.full(nf, np.nan)
             elif method == "gd":
                 d = -eta * gg / pre_g
                 dn = -eta * gnuis / pre_n if k else None
@@ -562,11 +577,15 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
                 eta *= 0.5
                 continue
             d, dn = _trust_region(d, dn, theta[free_idx], size_floor)
-            if method == "lm" and step_sigma and nf and not robust and not saw_nan and \
+            if step_sigma and nf and not robust and not saw_nan and \
+                    (method == "lm" or _trial == 0) and \
                     _settled(ev, nf, k, scen_hold, hold, step_sigma,
                              None if _trial == 0 else d):
                 # The undamped step, or after trials that raised the loss the
                 # damped one about to be tried, is statistically nothing.
+                # gd and Adam stop by the same test (the Gauss-Newton step
+                # from where they are, never taken), as they approach the
+                # optimum too slowly for ftol.
                 status = STATUS_STEP
                 break
             if method == "lm" and not saw_nan and \
@@ -656,7 +675,7 @@ def _gradients(ev, nf, k, hold, scen_hold, precondition):
     gnuis = g_full[:, nf:].copy() if k else None
     if k:
         gnuis[scen_hold] = 0.0
-    if not precondition:
+    if precondition is False:
         return gg, gnuis, 1.0, 1.0
     diag = np.einsum("sii->si", ev.loss.gn)
     pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
