@@ -554,22 +554,8 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
         accepted = saw_nan = rose = False
         lam_start = lam
         for _trial in range(40):
-            if method == "lm":
-                try:
-                    d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam, hold, scen_hold)
-                except np.linalg.LinAlgError:
-                    d = np.full(nf, np.nan)
-            elif method == "gd" and precondition in (True, "gauss-newton"):
-                try:
-                    d, dn = _lm_step(ev.loss.gn, g_full, nf, k, 0.0, hold, scen_hold)
-                    d, dn = eta * d, eta * dn if k else None
-                except np.linalg.LinAlgError:
-                    d = np.full(nf, np.nan)
-            elif method == "gd":
-                d = -eta * gg / pre_g
-                dn = -eta * gnuis / pre_n if k else None
-            else:
-                d, dn = _adam(m1, m2, gg, gnuis, it, eta)
+            d, dn = _step(method, precondition, ev, (g_full, gg, gnuis, pre_g, pre_n), (nf, k),
+                          (lam, eta), (hold, scen_hold), (m1, m2, it))
             if not np.all(np.isfinite(d)) or (k and not np.all(np.isfinite(dn))):
                 # A singular or overflowing step: damp harder, or shrink the rate.
                 saw_nan = True
@@ -662,6 +648,28 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
             break
     return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
                    fd_gap, k, nuisance)
+
+
+def _step(method, precondition, ev, grads, sizes, rates, holds, adam):
+    """The trial step ``(d, dn)`` of ``method`` (``d`` NaN where the solve
+    fails): ``lm``, the damped Gauss-Newton step (damping ``lam``); ``gd``,
+    ``eta`` times the Gauss-Newton step or the Jacobi-scaled (or raw)
+    gradient step (``precondition``); ``adam``, Adam's step from its moments
+    ``adam = (m1, m2, it)``.  ``grads`` are :func:`_gradients`' and the full
+    gradient, ``sizes`` ``(nf, k)``, ``rates`` ``(lam, eta)``."""
+    g_full, gg, gnuis, pre_g, pre_n = grads
+    (nf, k), (lam, eta), (hold, scen_hold) = sizes, rates, holds
+    if method == "lm" or (method == "gd" and precondition in (True, "gauss-newton")):
+        try:
+            d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam if method == "lm" else 0.0, hold,
+                             scen_hold)
+        except np.linalg.LinAlgError:
+            return np.full(nf, np.nan), None
+        return (d, dn) if method == "lm" else (eta * d, eta * dn if k else None)
+    if method == "gd":
+        return -eta * gg / pre_g, (-eta * gnuis / pre_n if k else None)
+    m1, m2, it = adam
+    return _adam(m1, m2, gg, gnuis, it, eta)
 
 
 def _gradients(ev, nf, k, hold, scen_hold, precondition):
