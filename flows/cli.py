@@ -253,15 +253,19 @@ def _print_fit(doc, out):
         else:
             val, se, ci = report.estimate(doc, n)
             lines.append(f"{n:{width}s} {val:>14s} {se:>9s}  {ci}")
+    corr = ", ".join(f"{c['a']}~{c['b']} {c['r']:+.2f}" for c in doc.get("correlations", []))
+    if corr:
+        lines.append(f"correlated estimates (|r| >= {report.CORRELATION_MIN}): {corr}")
     scores = doc.get("scores", {})
-    if "test_loss" in scores:
-        lines.append(f"loss {doc['loss']:.4e} (train), {scores['test_loss']:.4e} (test); "
-                     f"rms position error {scores.get('test_rms_m', float('nan')) * 1e3:.2f} mm")
+    test = f", {scores['test_loss']:.4e} (test)" if "test_loss" in scores else ""
+    lines.append(f"loss {doc['loss']:.4e} (train){test}, a mean squared residual per term")
     if "train_rms_m" in scores:
         noise = doc.get("noise_m")
-        lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train) against "
-                     "the positions' noise " + (f"{noise * 1e3:.3g} mm" if noise is not None
-                                                else "(unknown)"))
+        test = (f", {scores['test_rms_m'] * 1e3:.3g} mm (test)" if "test_rms_m" in scores
+                else "")
+        lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train){test} "
+                     "against the positions' noise " + (f"{noise * 1e3:.3g} mm" if noise
+                                                        is not None else "(unknown)"))
     lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, "
                  f"model version {doc['model_version']}")
     if "decision" in doc:
@@ -287,9 +291,10 @@ def _interrupted(signum, frame):
 
 
 def _run_flow(args, which):
-    from flows import pipeline, report
+    from flows import pipeline, report, settings
 
     config = _fit_config(args)
+    settings.tracking()  # a bad mlflow.yml or environment is named before any flow starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate

@@ -526,7 +526,9 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             noise = D.position_noise(loaded.ds)
             ok, refusal, limit = report.gate(result, scores.get("train_rms_m"), noise,
                                              cfg.gate_k, cfg.gate_floor_m)
-            doc = report.fit_json(result, run_id, None, scores, _lineage(loaded))
+            doc = report.fit_json(result, run_id, None, scores, _lineage(loaded),
+                                  loaded.train.model.layout.as_dict(_vector(loaded, start)),
+                                  loaded.ds.truth)
             doc.update(fit_s=fit_s, noise_m=noise,
                        gate={"registered": ok, "reason": refusal, "rms_limit_m": limit})
             conv_png, over_png = conv.result(), over.result() if over else b""

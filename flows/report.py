@@ -74,8 +74,29 @@ def gate(result, rms_m, noise_m, k, floor_m):
     return True, "", limit
 
 
-def fit_json(result, run_id, version, scores, dataset):
-    """The ``fit.json`` document of a calibration."""
+#: Correlations of fitted coefficients reported from this size up (lmfit's default).
+CORRELATION_MIN = 0.5
+
+
+def correlations(result, threshold=CORRELATION_MIN):
+    """The pairs of informed free coefficients whose estimates correlate by
+    ``|r| >= threshold``, strongest first: ``[{"a", "b", "r"}]``."""
+    names = list(result.free)
+    corr = np.asarray(result.corr, dtype=float)
+    out = []
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            r = corr[i, j] if corr.shape == (len(names), len(names)) else np.nan
+            if a not in result.held and names[j] not in result.held and np.isfinite(r) \
+                    and abs(r) >= threshold:
+                out.append({"a": a, "b": names[j], "r": float(r)})
+    return sorted(out, key=lambda c: -abs(c["r"]))
+
+
+def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
+    """The ``fit.json`` document of a calibration (``start``: the start values
+    of the free coefficients; ``truth``: the dataset's true values, when it
+    has them)."""
     return {
         "params": result.params,
         "free": list(result.free),
@@ -89,6 +110,9 @@ def fit_json(result, run_id, version, scores, dataset):
         "status": status_word(result),
         "held": list(result.held),
         "message": result.message,
+        "start": {n: float(v) for n, v in (start or {}).items() if n in result.free},
+        "truth": {n: float(v) for n, v in (truth or {}).items() if n in result.params},
+        "correlations": correlations(result),
         "identifiability": result.identifiability,
         "method": result.method,
         "scores": scores,
@@ -215,16 +239,25 @@ def report_html(doc, convergence, overlays):
     identifiability, scores, the loss curve and the overlays."""
     e = html.escape
     rows = []
+    start, truth = doc.get("start", {}), doc.get("truth", {})
     for n, v in doc["params"].items():
         free = n in doc["free"]
         ident = doc["identifiability"].get(n, {})
         val, se, ci = estimate(doc, n) if free else (f"{v:.6g}", "-", "-")
         note = e(ident.get("reason", "fixed")) if free else "fixed"
+        s0 = f"{start[n]:.6g}" if n in start else "-"
+        t0 = f"{truth[n]:.6g}" if n in truth else "-"
         rows.append(f"<tr><td>{e(n)}</td><td>{val}</td><td>{se}</td><td>{ci}</td>"
-                    f"<td>{note}</td></tr>")
+                    f"<td>{s0}</td><td>{t0}</td><td>{note}</td></tr>")
+    corr = "".join(f"<tr><td>{e(c['a'])}</td><td>{e(c['b'])}</td><td>{c['r']:+.3f}</td></tr>"
+                   for c in doc.get("correlations", [])) or \
+        f"<tr><td colspan=3>none above {CORRELATION_MIN}</td></tr>"
     scores = "".join(f"<tr><td>{e(k)}</td><td>{v:.6g}</td></tr>"
                      for k, v in doc["scores"].items() if isinstance(v, (int, float)))
     img = "<img alt='{}' src='data:image/png;base64,{}'/>"
+    rms, sigma = doc["scores"].get("train_rms_m"), doc.get("noise_m")
+    noise = (f"; residual rms {rms * 1e3:.3g} mm against the positions' noise "
+             f"{sigma * 1e3:.3g} mm" if rms is not None and sigma is not None else "")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>contactfit calibration</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:72em}}
@@ -233,11 +266,15 @@ th{{background:#f3f3f3}}img{{max-width:100%}}</style></head><body>
 <h1>contactfit calibration: {e(str(doc['dataset'].get('name', '')))}</h1>
 <p><b>{e(doc['status'])}</b>: {e(doc['message'])}<br>
 method {e(doc['method'])}, {doc['iterations']} iterations, {doc['evaluations']} evaluations,
-loss {doc['loss']:.6g}; MLflow run {e(str(doc['mlflow_run_id']))},
+loss {doc['loss']:.6g} (a mean squared residual per term: m&sup2; for positions,
+(m/s)&sup2; for velocities, weighted){noise};
+MLflow run {e(str(doc['mlflow_run_id']))},
 model version {e(str(doc['model_version']))}</p>
 <h2>Coefficients</h2>
 <table><tr><th>name</th><th>value</th><th>stderr</th><th>95 % interval</th>
-<th>identifiability</th></tr>{''.join(rows)}</table>
+<th>start</th><th>truth</th><th>identifiability</th></tr>{''.join(rows)}</table>
+<h2>Correlations of the estimates (|r| &ge; {CORRELATION_MIN})</h2>
+<table><tr><th>a</th><th>b</th><th>r</th></tr>{corr}</table>
 <h2>Scores</h2><table>{scores}</table>
 <h2>Convergence</h2>{img.format('convergence', base64.b64encode(convergence).decode())}
 <h2>Measured and simulated paths</h2>{img.format('overlays', base64.b64encode(overlays).decode())}

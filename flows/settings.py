@@ -74,7 +74,36 @@ def tracking(path=None):
             raise ValueError(f"{path or 'tracking settings'}: {key} = {values[key]!r}: "
                              "expected a non-empty string")
     values["registry_uri"] = values["registry_uri"] or values["tracking_uri"]
+    _check_tracking(values, path)
     return Tracking(**values, source=str(path or "defaults"))
+
+
+#: Store URI schemes MLflow serves (a bare path is a local file store).
+URI_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql",
+               "databricks", "")
+
+
+def _check_tracking(values, path):
+    """The URIs' schemes, the alias and the model name, before any flow
+    starts (a bad alias found at registration would leave a version behind)."""
+    where = path or "tracking settings"
+    for key in ("tracking_uri", "registry_uri"):
+        scheme = values[key].split(":", 1)[0].split("+", 1)[0] if ":" in values[key] else ""
+        if scheme not in URI_SCHEMES:
+            raise ValueError(f"{where}: {key} = {values[key]!r}: expected a URI of one of the "
+                             f"schemes {[s for s in URI_SCHEMES if s]} or a local path")
+    # MLflow's own rules (its checks run only when a version is registered).
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils import validation as V
+
+    for key, checks in (("champion_alias", (V._validate_model_alias_name,
+                                            V._validate_model_alias_name_reserved)),
+                        ("registered_model", (V._validate_model_name,))):
+        try:
+            for check in checks:
+                check(values[key])
+        except MlflowException as exc:
+            raise ValueError(f"{where}: {key} = {values[key]!r}: {exc.message}") from None
 
 
 @dataclass

@@ -71,6 +71,9 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     # One verdict: the same word and message in fit.json, the tags and the report,
     # the held coefficient named beside "converged", the registered version shown.
     assert doc["status"].startswith("converged") and doc["held"] == ["e_bg"]
+    assert set(doc["start"]) == set(doc["free"]) and doc["truth"]["mu_k"] == 0.19
+    assert all(abs(c["r"]) >= 0.5 for c in doc["correlations"])
+    assert "Correlations of the estimates" in html and "<th>truth</th>" in html
     assert doc["gate"] == {"registered": True, "reason": "",
                            "rms_limit_m": pytest.approx(0.05)}  # the floor: 10 x 1 mm < 5 cm
     assert run.data.tags["status"] == doc["status"]
@@ -615,3 +618,21 @@ def test_simulate_takes_a_registered_model(store, tmp_path):
     pd.testing.assert_frame_equal(a, b)
     assert main(["simulate", TABLE, "--params", "models:/contactfit-coefficients@nobody",
                  "--out", str(tmp_path / "c")]) == 1
+
+
+@pytest.mark.parametrize("text, words", [
+    ("champion_alias: v3\n", ["champion_alias = 'v3'", "reserved"]),
+    ("champion_alias: 'my champ'\n", ["champion_alias = 'my champ'"]),
+    ("registered_model: 'a/b'\n", ["registered_model = 'a/b'"]),
+    ("tracking_uri: 'ftp://host/x'\n", ["tracking_uri = 'ftp://host/x'", "schemes"]),
+])
+def test_tracking_settings_are_checked_before_any_flow(tmp_path, monkeypatch, text, words):
+    monkeypatch.chdir(tmp_path)
+    for var in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "CONTACTFIT_MLFLOW_CONFIG",
+                "CONTACTFIT_CHAMPION_ALIAS", "CONTACTFIT_REGISTERED_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "mlflow.yml").write_text(text)
+    with pytest.raises(ValueError) as err:
+        settings.tracking()
+    for w in words:
+        assert w in str(err.value) and "mlflow.yml" in str(err.value), (w, str(err.value))

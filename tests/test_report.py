@@ -53,3 +53,14 @@ def test_an_interval_that_is_not_finite_or_misses_its_estimate_is_refused(ci):
 def test_a_held_coefficient_has_no_interval_to_check():
     res = _result(ci95={"mu_k": (np.nan, np.nan), "e_bb": (0.91, 0.93)}, held=("mu_k",))
     assert report.gate(res, 1e-3, 1e-3, 10.0, 0.05)[0]
+
+
+def test_correlations_above_the_threshold_strongest_first_without_held():
+    res = _result(params={"mu_s": 0.3, "v_th": 0.04, "e_bb": 0.9, "e_bg": 0.5},
+                  ci95={n: (0, 1) for n in ("mu_s", "v_th", "e_bb", "e_bg")}, held=("e_bg",))
+    res.corr = np.array([[1.0, -0.93, 0.2, 0.99],
+                         [-0.93, 1.0, 0.55, 0.99],
+                         [0.2, 0.55, 1.0, 0.99],
+                         [0.99, 0.99, 0.99, 1.0]])
+    assert report.correlations(res) == [{"a": "mu_s", "b": "v_th", "r": -0.93},
+                                        {"a": "v_th", "b": "e_bb", "r": 0.55}]
