@@ -30,6 +30,7 @@ the benchmark's 10,000-scenario dataset): the loaded dataset goes in
 import contextlib
 import io
 import logging
+import os
 import platform
 import subprocess
 import time
@@ -299,7 +300,9 @@ def temporary_server():
     (:data:`SERVER_STARTUP_S`), in a session of its own: a terminal's Ctrl-C
     reaches contactfit, which stops the server (:func:`stop_temporary_server`),
     instead of the server printing its shutdown traceback.  Prefect's own
-    code finds it as its default server."""
+    code finds it as its default server, and processes started meanwhile (Dask
+    workers) find it through ``PREFECT_API_URL`` in their environment instead
+    of each starting a server of its own."""
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL
 
@@ -321,18 +324,36 @@ def temporary_server():
                 subprocess.Popen = popen
 
     server = Detached()
+    before = os.environ.get("PREFECT_API_URL")
     try:
         server.start(timeout=SERVER_STARTUP_S)
+        os.environ["PREFECT_API_URL"] = server.api_url  # for worker processes only
         yield
     finally:
-        stop_temporary_server()
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
+        stop_temporary_server(drain=True)
 
 
-def stop_temporary_server():
+def stop_temporary_server(drain=False):
     """Kill the temporary Prefect servers this process started, at once (a
     graceful stop lets the server's event recorder print a traceback while it
-    shuts down; its SQLite store is crash-safe)."""
+    shuts down; its SQLite store is crash-safe).  ``drain``: first send the
+    logs and events Prefect still holds (else its exit handlers report that
+    the server is gone)."""
     from prefect.server.api.server import SubprocessASGIServer
+
+    if drain:
+        with contextlib.suppress(Exception):
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=5)
+        with contextlib.suppress(Exception):
+            from prefect.events.worker import EventsWorker
+
+            EventsWorker.drain_all(timeout=5)
 
     for key, server in list(SubprocessASGIServer._instances.items()):
         proc = server.server_process
@@ -359,6 +380,12 @@ def _run_settings():
     log = logging.getLogger("prefect.task_runs")
     level = log.level
     log.setLevel(max(level, logging.WARNING))
+    # Dask's cluster start and stop log a hundred INFO lines; its worker
+    # processes read the level from the environment.
+    dask_log = logging.getLogger("distributed")
+    dask_level = dask_log.level
+    dask_log.setLevel(max(dask_level, logging.WARNING))
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     try:
         if PREFECT_API_URL.value():
             yield
@@ -367,6 +394,7 @@ def _run_settings():
                 yield
     finally:
         log.setLevel(level)
+        dask_log.setLevel(dask_level)
 
 
 def _code_version():
