@@ -118,7 +118,7 @@ class CalibrationConfig:
     gtol: float = 1e-8
     step_sigma: float = F.STEP_SIGMA  # LM stops when a step is under this many stderr
     patience: int = 3
-    max_iter: int = 100
+    max_iter: int = None             # None: the method's default (fit.MAX_ITER)
     starts: int = 1
     seed: int = 0
     nuisance: str = "none"
@@ -151,7 +151,7 @@ class CalibrationConfig:
 
 _KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, float, type(None)),
           "ftol": (int, float), "gtol": (int, float), "step_sigma": (int, float),
-          "patience": int, "max_iter": int,
+          "patience": int, "max_iter": (int, type(None)),
           "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
           "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
           "dask_address": (str, type(None)), "test_fraction": (int, float),
