@@ -84,11 +84,11 @@ def _registered(uri):
     ``models:/NAME/VERSION``) in the configured registry."""
     import mlflow
 
-    from flows import settings
+    from flows import settings, tracking
 
     track = settings.tracking()
-    mlflow.set_tracking_uri(track.tracking_uri)
-    mlflow.set_registry_uri(track.registry_uri)
+    mlflow.set_tracking_uri(tracking.store_uri(track.tracking_uri))
+    mlflow.set_registry_uri(tracking.store_uri(track.registry_uri))
     try:
         config = mlflow.pyfunc.load_model(uri).model_config
     except mlflow.exceptions.MlflowException as exc:
@@ -291,10 +291,12 @@ def _interrupted(signum, frame):
 
 
 def _run_flow(args, which):
-    from flows import pipeline, report, settings
+    from flows import pipeline, report, settings, tracking
 
     config = _fit_config(args)
-    settings.tracking()  # a bad mlflow.yml or environment is named before any flow starts
+    # A bad mlflow.yml or environment, or a store locked elsewhere, is named
+    # before any flow starts (and stale runs on the store are reaped here).
+    tracking.client(settings.tracking())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate

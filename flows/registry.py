@@ -129,7 +129,7 @@ def _store_file(uri):
     u = urlparse(uri)
     if u.scheme == "sqlite":
         # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
-        return Path(uri[len("sqlite:///"):]).resolve()
+        return Path(uri[len("sqlite:///"):].split("?", 1)[0]).resolve()
     if u.scheme in ("", "file"):
         return Path(u.path).resolve()
     return None

@@ -20,6 +20,7 @@ and :func:`simcore.params.from_mlflow_key` reads a coefficient's key back).
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import socket
 import tempfile
@@ -36,6 +37,25 @@ from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 MAX_METRICS, MAX_PARAMS = 1000, 100
 
 
+#: How long a command waits for a local SQLite store that another process
+#: holds locked [s] (``CONTACTFIT_STORE_WAIT_S``; SQLite's own wait, as MLflow
+#: opens it, ends after about 20 s with "database is locked").
+STORE_WAIT_S = 120.0
+
+
+def store_uri(uri):
+    """``uri`` with SQLite's busy timeout set to the store wait (a ``sqlite:``
+    URI that names no ``timeout`` of its own); other URIs unchanged."""
+    if not uri.startswith("sqlite:") or "timeout=" in uri:
+        return uri
+    wait = float(os.environ.get("CONTACTFIT_STORE_WAIT_S", STORE_WAIT_S))
+    return f"{uri}{'&' if '?' in uri else '?'}timeout={wait:g}"
+
+
+class StoreLocked(RuntimeError):
+    """The local store stayed locked by another process beyond the wait."""
+
+
 def client(settings):
     """A client on the settings' stores, the stores created and migrated and
     the experiment created under a file lock beside a local store (MLflow's
@@ -43,12 +63,21 @@ def client(settings):
     them would fail, or leave the store unusable)."""
     from .registry import store_lock
 
-    with store_lock(settings.tracking_uri, "create"):
-        c = MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.registry_uri)
-        exp = c.get_experiment_by_name(settings.experiment)
-        exp_id = exp.experiment_id if exp else c.create_experiment(settings.experiment)
-    with store_lock(settings.registry_uri, "create"):
-        c.search_registered_models(max_results=1)  # creates the registry's tables
+    try:
+        with store_lock(settings.tracking_uri, "create"):
+            c = MlflowClient(tracking_uri=store_uri(settings.tracking_uri),
+                             registry_uri=store_uri(settings.registry_uri))
+            exp = c.get_experiment_by_name(settings.experiment)
+            exp_id = exp.experiment_id if exp else c.create_experiment(settings.experiment)
+        with store_lock(settings.registry_uri, "create"):
+            c.search_registered_models(max_results=1)  # creates the registry's tables
+    except Exception as exc:
+        if "database is locked" in str(exc):
+            wait = store_uri(settings.tracking_uri).rsplit("timeout=", 1)[-1]
+            raise StoreLocked(f"the MLflow store {settings.tracking_uri} stayed locked by "
+                              f"another process for {wait} s (CONTACTFIT_STORE_WAIT_S); try "
+                              "again when it is done") from None
+        raise
     reap(c, exp_id)
     return c, exp_id
 

@@ -636,3 +636,41 @@ def test_tracking_settings_are_checked_before_any_flow(tmp_path, monkeypatch, te
         settings.tracking()
     for w in words:
         assert w in str(err.value) and "mlflow.yml" in str(err.value), (w, str(err.value))
+
+
+def test_a_locked_store_is_waited_on_then_reported(tmp_path, monkeypatch):
+    """Another process holds the SQLite store locked for 6 s: a client waits
+    for it (CONTACTFIT_STORE_WAIT_S 30) and goes on; with a 1 s wait it stops
+    after about 1 s saying the store stayed locked, never a traceback."""
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/locked.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+    track = settings.tracking()
+    tracking.client(track)  # the store exists
+
+    def hold(seconds):
+        p = subprocess.Popen([sys.executable, "-c", (
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); "
+            "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); "
+            f"time.sleep({seconds})"), f"{tmp_path}/locked.db"], stdout=subprocess.PIPE)
+        p.stdout.readline()
+        return p
+
+    locker = hold(6)
+    monkeypatch.setenv("CONTACTFIT_STORE_WAIT_S", "30")
+    t0 = time.monotonic()
+    tracking.client(track)
+    assert 3.0 < time.monotonic() - t0 < 30.0
+    locker.communicate()
+    locker = hold(6)
+    monkeypatch.setenv("CONTACTFIT_STORE_WAIT_S", "1")
+    t0 = time.monotonic()
+    with pytest.raises(tracking.StoreLocked, match="stayed locked by another process for 1 s"):
+        tracking.client(track)
+    assert time.monotonic() - t0 < 5.0
+    locker.communicate()
