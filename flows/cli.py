@@ -300,6 +300,7 @@ def _run_flow(args, which):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
+    print(f"reading and checking {args.dataset} ...", flush=True)
     pipeline.preload(args.dataset)  # a bad dataset is reported before any flow starts
     cold = _compile_notice(which)
     before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}

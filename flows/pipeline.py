@@ -527,6 +527,9 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         loaded = load(dataset, cfg, need_test=hold_out)
         c, exp_id = store.result()
     loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
+    logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
+                f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
+                f"{loaded.rows.get('trajectories', 0)} samples; fitting {', '.join(free)}")
     run_id = tracking.start_run(c, exp_id, run_name(loaded.ds.name, free),
                                 dict({"contactfit.flow": "calibrate",
                                       "dataset": loaded.ds.name}, **(tags or {})))
@@ -539,6 +542,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         t0 = time.perf_counter()
         result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger)
         fit_s = time.perf_counter() - t0
+        logger.info(f"fit: {report.status_word(result)} after {result.nit} iterations in "
+                    f"{fit_s:.1f} s; scoring, plotting and logging to MLflow")
         ok = report.converged(result)
         # The plots are drawn and the model artifact saved by a worker beside
         # the evaluation's simulations (their kernels release the GIL); the
