@@ -1628,9 +1628,11 @@ def _check_plausible(ds, f, scan, report):
     lo, hi, _ = PLAUSIBLE["sample rate"]
     bad = np.flatnonzero((scan.count >= 2) & ((rate < lo) | (rate > hi)))
     if bad.size:
+        # The trajectories may be streamed (not kept): each row's scenario is its body's.
+        sids = {int(scan.first_row[b]): b_sid[int(b)] for b in bad[:report.SHOW]}
         report.add_rows("implausible value", f["trajectories"], "trajectories", "t",
                         scan.first_row[bad], f"a body's sample rate is outside [{lo:g}, {hi:g}] "
-                        f"Hz (times in ms labelled s?){_OVERRIDE}", ds.ids_of("trajectories"))
+                        f"Hz (times in ms labelled s?){_OVERRIDE}", sids)
     if "scenarios" in ds.tables and "dt" in ds.tables["scenarios"].column_names:
         _check_steps(ds, f, scan, report)
 

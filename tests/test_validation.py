@@ -320,7 +320,7 @@ def test_truncated_trajectories_streamed(good, tmp_path):
 
 # --- dataset.yaml: keys, types, units ---------------------------------------------
 
-@pytest.mark.parametrize("edit, words", [
+META = [
     (lambda m: {("unit" if k == "units" else k): v for k, v in m.items()},
      ["unknown key", "unit; did you mean units?", "missing units"]),
     (lambda m: dict(m, units="mm"), ["wrong type", "units = 'mm'", "{length: m, time: s}"]),
@@ -332,7 +332,10 @@ def test_truncated_trajectories_streamed(good, tmp_path):
     (lambda m: dict(m, truth={"mu_k": "fast"}), ["wrong type", "truth: mu_k = 'fast'"]),
     (lambda m: dict(m, allow_implausible="yes please"), ["allow_implausible", "true or false"]),
     (lambda m: [m], ["wrong type", "expected a mapping of keys to values, got a list"]),
-])
+]
+
+
+@pytest.mark.parametrize("edit, words", META)
 def test_dataset_yaml_keys_types_and_units_are_checked(good, tmp_path, edit, words):
     bad = _copy(good, tmp_path)
     meta = yaml.safe_load((bad / "dataset.yaml").read_text())
@@ -439,3 +442,47 @@ def test_yaml_size_and_aliases_are_bounded(good, tmp_path, text, words):
     _, report, _ = dataset.validate(bad)
     for w in words:
         assert w in report.text(), (w, report.text())
+
+
+# --- the corpus through the CLI ----------------------------------------------------
+
+def _corpus():
+    """Every malformed dataset above: ``(id, format, table edits, dataset.yaml
+    edit, a word its report must hold)``."""
+    cases = [(f"{fmt}-{t}-{w[0]}", fmt, {t: fn}, None, w[0])
+             for fmt in ("parquet", "csv") for t, fn, w in RULES]
+    cases += [(f"strict-{t}-{w[0]}", "parquet", {t: fn}, None, w[0]) for t, fn, w in STRICT]
+    cases += [(f"plausible-{k}", "parquet", edits, None, w[0])
+              for k, (edits, w) in enumerate(PLAUSIBILITY)]
+    cases += [(f"yaml-{k}", "parquet", {}, edit, w[0]) for k, (edit, w) in enumerate(META)]
+    return cases
+
+
+@pytest.mark.parametrize("fmt, edits, meta_edit, word",
+                         [c[1:] for c in _corpus()], ids=[c[0] for c in _corpus()])
+def test_every_malformed_dataset_fails_cleanly_through_the_cli(good, tmp_path, monkeypatch,
+                                                               capsys, fmt, edits, meta_edit,
+                                                               word):
+    """``validate`` and ``calibrate`` on each malformed dataset: exit 1, the
+    problem named, no traceback, and no MLflow run."""
+    import mlflow
+
+    bad = _copy(good, tmp_path, fmt)
+    for table, fn in edits.items():
+        _edit(bad, table, fn, fmt)
+    if meta_edit is not None:
+        meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+        (bad / "dataset.yaml").write_text(yaml.safe_dump(meta_edit(meta)))
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+    assert main(["validate", str(bad)]) == 1
+    out = capsys.readouterr()
+    assert word in out.out + out.err and "Traceback" not in out.out + out.err
+    assert main(["calibrate", str(bad), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and "Traceback" not in err
+    c = mlflow.MlflowClient(tracking_uri=uri)
+    assert c.search_runs([e.experiment_id for e in c.search_experiments()]) == []
+
