@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from . import buffers, contact, tangent
+from . import buffers, contact, spin_engine, tangent
 from . import stages as S
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH  # noqa: F401
@@ -423,6 +423,9 @@ class SimResult:
 
     ``sens`` holds the :class:`Sensitivities` when ``simulate`` was asked for
     them (``directions``) or for the trajectory residuals (``measured``).
+    ``samp_omega (M, nbody, 3)``: the sampled angular velocities [rad/s] of a
+    spinning model (:mod:`simcore.spin`; None for the sliding one, whose
+    bodies do not turn); ``final.body_omega`` holds the final ones.
     """
 
     samp_ptr: np.ndarray
@@ -442,6 +445,7 @@ class SimResult:
     event_dvb: np.ndarray
     event_slip: np.ndarray
     sens: object = None
+    samp_omega: np.ndarray | None = None
 
     @property
     def event_count(self):
@@ -611,6 +615,17 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
     return out
 
 
+def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
+    """Run the scenarios ``scen`` from the state ``st`` (their subset,
+    advanced in place) under the model's motion: the spinning model's loop
+    (:mod:`simcore.spin_engine`) or the sliding one (:func:`_run`)."""
+    if model.spin:
+        return spin_engine.run(model, scen, st.body_pos, st.body_vel, st.body_omega, st.time,
+                               samp_ptr, samp_t, cap, parallel, keep)
+    return _run(model, scen, st.body_pos, st.body_vel, st.time, samp_ptr, samp_t, cap,
+                parallel, tan, keep)
+
+
 def _events(out, tan):
     """The named event fields (:data:`EVENT_FIELDS`) and their tangents
     (``t``, ``dva``, ``dvb``) of a run's logs, per scenario and slot."""
@@ -659,9 +674,11 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             raise ValueError(f"measured has shape {measured.shape}; expected "
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
+    if model.spin and want:
+        raise ValueError("sensitivities of the spinning model are not available yet: "
+                         "simulate it without directions or measured positions")
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
-    out = _run(model, every, final.body_pos, final.body_vel, final.time, samp_ptr, samp_t, cap,
-               parallel, tan, keep_samples)
+    out = _dispatch(model, every, final, samp_ptr, samp_t, cap, parallel, tan, keep_samples)
     status, ev_count = out.status, out.ev_count
     bad = np.flatnonzero(status != STATUS_OK)
     if bad.size:
@@ -697,8 +714,8 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
         cap_b = int(ev_count[idx[-1]])
         tan_b = _tangent_buffers(model, idx, directions, None, False, cap_b)
         # ``state[idx]`` is a copy: the re-run advances it, never ``state``.
-        out_b = _run(model, idx, state.body_pos[idx], state.body_vel[idx], state.time[idx],
-                     np.zeros(idx.size + 1, np.int64), np.zeros(0), cap_b, parallel, tan_b)
+        out_b = _dispatch(model, idx, state.subset(idx), np.zeros(idx.size + 1, np.int64),
+                          np.zeros(0), cap_b, parallel, tan_b)
         for k, b in _events(out_b, tan_b).items():
             for q, s in enumerate(idx):
                 flat[k][ptr[s]:ptr[s + 1]] = b[q, :out_b.ev_count[q]]
@@ -712,4 +729,5 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
                              flat["tan_dva"], flat["tan_dvb"], tan.tr_sse, tan.tr_grad, gn,
                              tan.signal, tan.nondiff)
     return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final, ptr,
-                     **{"event_" + f: flat[f] for f in EVENT_FIELDS}, sens=sens)
+                     **{"event_" + f: flat[f] for f in EVENT_FIELDS}, sens=sens,
+                     samp_omega=out.out_omega if model.spin else None)

@@ -9,7 +9,8 @@ Fields of an event (SI units, world frame; :class:`simcore.engine.SimResult`):
 
 ``t``        time [s]
 ``kind``     :class:`EventKind` value
-``a``, ``b`` the body; the other body, the wall index, or -1 (ground, stop, start)
+``a``, ``b`` the body; the other body, the wall index, or -1 (ground, stop,
+             start, the spinning model's transitions)
 ``n (3,)``   normal from a to b, the plane's normal, or the sliding direction (start)
 ``jn``, ``jt`` normal and tangential impulse [N s]
 ``dva``, ``dvb (3,)`` velocity change of a and b [m/s]
@@ -30,10 +31,16 @@ class EventKind(enum.IntEnum):
     BODY_GROUND = 2
     STOP = 3
     START = 4
+    # The spinning model's transitions (simcore.spin), at closed-form times.
+    SLIDE_ROLL = 5
+    ROLL_REST = 6
+    ROLL_SPIN = 7
+    SPIN_REST = 8
 
 
 #: The label of each kind, by value (what tables and reports show).
-EVENT_KINDS = ("body-body", "body-wall", "body-ground", "stop", "start")
+EVENT_KINDS = ("body-body", "body-wall", "body-ground", "stop", "start", "slide_roll",
+               "roll_rest", "roll_spin", "spin_rest")
 #: The kinds that are impacts (an impulse between a body and a surface).
 IMPACT_KINDS = (EventKind.BODY_BODY, EventKind.BODY_WALL, EventKind.BODY_GROUND)
 #: The fields of an event as :meth:`simcore.engine.SimResult.events` returns them.

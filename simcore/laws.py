@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import frictional_inelastic, impulse
+from . import frictional_inelastic, impulse, stronge
 from .config import jit
 
 #: The contact kinds, in the order of a batch's ``laws`` array.
@@ -39,13 +39,15 @@ BODY_GROUND, BODY_BODY, BODY_WALL = range(3)
 
 LAW_IMPULSE = 0
 LAW_FRICTIONAL_INELASTIC = 1
+LAW_STRONGE_COMPLIANT = 2
 
 
 @dataclass(frozen=True)
 class Law:
     """A registered contact law: its name (``dataset.yaml`` ``laws:``), its
     code in the kernels, the contact kinds it serves, whether its
-    sensitivities are exact, what it is, and where it comes from."""
+    sensitivities are exact, what it is, where it comes from, and whether it
+    needs the spinning model (``dataset.yaml`` ``model: {spin: true}``)."""
 
     name: str
     code: int
@@ -53,6 +55,7 @@ class Law:
     differentiable: bool
     meaning: str
     source: str
+    spin_only: bool = False
 
 
 REGISTRY = (
@@ -64,15 +67,22 @@ REGISTRY = (
         "mu = mu_bb + mu_bb_b exp(-mu_bb_c |u_t|), capped at stick",
         "pooltool 0.6 FrictionalInelastic3D; Alciatore TP A-5, A-6, A-14 "
         "(simcore/frictional_inelastic.py)"),
+    Law(stronge.NAME, LAW_STRONGE_COMPLIANT, ("body_wall",), False,
+        "Stronge's compliant frictional impact of a spinning sphere on a cushion: "
+        "restitution, Coulomb friction and the ratio of tangential to normal compliance "
+        "frequencies; gross slip, stick-slip and slip-stick-slip in closed form",
+        "Stronge, Impact Mechanics (2018) ch. 5; pooltool 0.6 StrongeCompliantLinear "
+        "(simcore/stronge.py)", spin_only=True),
 )
 BY_NAME = {law.name: law for law in REGISTRY}
 DEFAULT = "impulse"
 
 
-def resolve(laws=None):
+def resolve(laws=None, spin=None):
     """The law of every contact kind, ``{kind: name}``, from a ``laws``
     mapping (absent kinds: :data:`DEFAULT`).  Raises ``ValueError`` naming the
-    key or the law and what is allowed."""
+    key or the law and what is allowed; with ``spin=False``, also for a law
+    that needs the spinning model (None: not checked)."""
     if laws is None:
         laws = {}
     if not isinstance(laws, dict):
@@ -89,6 +99,9 @@ def resolve(laws=None):
         if kind not in BY_NAME[name].kinds:
             raise ValueError(f"laws.{kind} = {name!r}: {name} serves "
                              f"{list(BY_NAME[name].kinds)}; for {kind} use one of {serving}")
+        if spin is False and BY_NAME[name].spin_only:
+            raise ValueError(f"laws.{kind} = {name!r}: {name} needs the spinning model; "
+                             "add model: {spin: true} to dataset.yaml")
         out[kind] = name
     return out
 

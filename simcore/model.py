@@ -37,7 +37,10 @@ class Scenario:
     the step.  ``shape`` is a name per body (only "sphere" so far);
     ``material`` and ``wall_material`` (one per body, per wall) are material
     names, or ids into :func:`build`'s ``materials`` (1 for the first name;
-    0, None or "" for no material, the default).
+    0, None or "" for no material, the default).  With the spinning model
+    (``build(spin=True)``): ``omega`` (nbody, 3) the initial angular
+    velocities [rad/s] (None: zero) and ``wall_height`` (nwall,) each wall's
+    nose height above the ground [m] (NaN or None: a vertical plane).
     """
 
     radius: np.ndarray
@@ -53,6 +56,8 @@ class Scenario:
     material: np.ndarray | None = None
     wall_material: np.ndarray | None = None
     name: str = ""
+    omega: np.ndarray | None = None
+    wall_height: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,9 @@ class Model:
     through which each contact reads it), or ``(nscen, P)``: a row of
     coefficients per scenario, as the finite differences run perturbed
     copies of scenarios side by side;
-    scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code.
+    scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code;
+    ``wall_height (nscen, nwall)`` the cushions' nose heights above the
+    ground [m] (NaN: a vertical plane; the spinning model reads it).
     """
 
     body_count: np.ndarray
@@ -95,10 +102,16 @@ class Model:
     ground_z: float = 0.0
     integrator: int = 0
     names: tuple = ()
+    wall_height: np.ndarray | None = None
 
     @property
     def nscen(self):
         return int(self.body_count.shape[0])
+
+    @property
+    def spin(self):
+        """Whether the spheres spin (:mod:`simcore.spin`): the layout's model."""
+        return self.layout.spin
 
     def with_params(self, values):
         """A new model with other coefficients: a mapping (per-material names
@@ -132,7 +145,8 @@ class Model:
         ptr[1:] = np.cumsum(self.ctrl_ptr[scen + 1] - self.ctrl_ptr[scen])
         per_scen = ("body_count", "body_shape", "body_radius", "body_mass", "body_material",
                     "wall_count", "wall_normal", "wall_offset", "wall_material",
-                    "scen_t_end", "scen_dt")
+                    "scen_t_end", "scen_dt") + (("wall_height",) if self.wall_height is not None
+                                                else ())
         per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force")
         return replace(self, ctrl_ptr=ptr,
                        params=self.params[scen] if self.params.ndim == 2 else self.params,
@@ -141,7 +155,7 @@ class Model:
                        **{f: getattr(self, f)[rows] for f in per_ctrl})
 
 
-def _layout(scenarios, materials, coefficients, params, laws):
+def _layout(scenarios, materials, coefficients, params, laws, spin):
     """The coefficient layout of a batch (see :func:`build`)."""
     if materials is None:
         used = [m for sc in scenarios for col in (sc.material, sc.wall_material)
@@ -153,7 +167,7 @@ def _layout(scenarios, materials, coefficients, params, laws):
                              "names as build(materials=...)")
         materials = names or [f"m{k}" for k in range(1, max(ids, default=0) + 1)]
     named = list(params) if isinstance(params, dict) else []
-    return P.Layout.build(materials, list(coefficients) + named, laws)
+    return P.Layout.build(materials, list(coefficients) + named, laws, spin)
 
 
 def _material_ids(values, layout, n, label):
@@ -218,7 +232,7 @@ def _check_scenario(sc, s):
     if mass.shape[0] != nb:
         raise ValueError(f"{label}: {mass.shape[0]} masses for {nb} radii")
     pos = np.array(sc.pos, dtype=np.float64).reshape(nb, 3)  # a copy: build may move it out
-    vel = np.asarray(sc.vel, dtype=np.float64).reshape(nb, 3)
+    vel = np.array(sc.vel, dtype=np.float64).reshape(nb, 3)
     walls = np.asarray(sc.walls, dtype=np.float64).reshape(-1, 4)
     controls = np.asarray(sc.controls, dtype=np.float64).reshape(-1, 6)
     for what, arr in (("radius", radius), ("mass", mass), ("pos", pos), ("vel", vel),
@@ -312,8 +326,53 @@ def _check_geometry(label, radius, pos, walls, ground_z):
                              f"{TOUCH_TOL:g} m tolerance in a way no move out of each resolves")
 
 
+def _check_spin(label, sc, radius, pos, vel, walls, controls, ground_z, spin):
+    """The spinning model's inputs of one scenario: ``(omega (nb, 3),
+    wall_height (nw,))``.  It runs spheres on the ground (pooltool's table:
+    centres at ``ground_z + radius``, no vertical velocity) between vertical
+    walls; the sliding model takes neither spin nor nose heights."""
+    nb = radius.shape[0]
+    omega = np.zeros((nb, 3)) if sc.omega is None else np.asarray(
+        sc.omega, dtype=np.float64).reshape(nb, 3)
+    height = np.full(walls.shape[0], np.nan) if sc.wall_height is None else np.asarray(
+        sc.wall_height, dtype=np.float64).reshape(walls.shape[0])
+    _finite(label, "omega", omega)
+    if not spin:
+        if np.any(omega != 0.0):
+            raise ValueError(f"{label}: bodies are given an angular velocity, but the model "
+                             "does not spin; add model: {spin: true} to dataset.yaml")
+        if np.any(~np.isnan(height)):
+            raise ValueError(f"{label}: walls are given a nose height, which only the "
+                             "spinning model reads; add model: {spin: true} to dataset.yaml")
+        return omega, height
+    for k in range(walls.shape[0]):
+        if not (np.isnan(height[k]) or (np.isfinite(height[k]) and height[k] > 0.0)):
+            raise ValueError(f"{label} wall {k}: height = {height[k]}: expected a number > 0 "
+                             "(the nose line above the ground, m)")
+        if abs(walls[k, 2]) > 1e-12:
+            raise ValueError(f"{label} wall {k}: normal ({walls[k, 0]:g}, {walls[k, 1]:g}, "
+                             f"{walls[k, 2]:g}) is not horizontal: the spinning model's walls "
+                             "are cushions, vertical planes")
+        walls[k, 2] = 0.0
+    for i in range(nb):
+        lift = pos[i, 2] - ground_z - radius[i]
+        if abs(lift) > TOUCH_TOL:
+            raise ValueError(f"{label} body {i}: z = {pos[i, 2]}: the spinning model runs "
+                             f"spheres on the ground (expected z = ground_z + radius = "
+                             f"{ground_z + radius[i]}, within {TOUCH_TOL:g} m)")
+        pos[i, 2] = ground_z + radius[i]
+        if abs(vel[i, 2]) > 1e-9:
+            raise ValueError(f"{label} body {i}: vz = {vel[i, 2]}: the spinning model runs "
+                             "spheres on the ground (expected vz = 0)")
+        vel[i, 2] = 0.0
+    if controls.shape[0]:
+        raise ValueError(f"{label}: {controls.shape[0]} control window(s): the spinning model "
+                         "takes no controls yet")
+    return omega, height
+
+
 def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
-          materials=None, coefficients=(), laws=None):
+          materials=None, coefficients=(), laws=None, spin=False):
     """Validate scenarios and pack them into a ``(Model, State)`` pair.
 
     ``integrator``: a registered name (checked against the shapes), or None
@@ -324,7 +383,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     The layout has the per-material entries ``coefficients`` and those that
     ``params`` (a mapping, or a vector of that layout) names; ``laws`` the
     contact law of each kind (``{kind: name}``, :mod:`simcore.laws`; absent:
-    the impulse law everywhere).
+    the impulse law everywhere); ``spin`` the spinning model
+    (:mod:`simcore.spin`: spheres on the ground that slide, roll and spin).
     """
     if integrator is not None:
         choose((), integrator)  # an unknown name fails before the scenarios are checked
@@ -332,7 +392,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
     if not np.isfinite(ground_z):
         raise ValueError(f"ground_z = {ground_z}: expected a finite number")
-    layout = _layout(scenarios, materials, coefficients, params, laws)
+    layout = _layout(scenarios, materials, coefficients, params, laws, spin)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)
            else np.asarray(params, np.float64))
     layout.validate(vec)
@@ -340,7 +400,9 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     for s, sc in enumerate(scenarios):
         arrays = _check_scenario(sc, s)
         _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
-        checked.append(arrays)
+        spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[2], arrays[3], arrays[4],
+                           arrays[5], ground_z, spin)
+        checked.append(arrays + spun)
     if not checked:
         raise ValueError("no scenarios")
     nscen = len(checked)
@@ -357,6 +419,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     wall_normal = np.zeros((nscen, nwmax, 3))
     wall_offset = np.zeros((nscen, nwmax))
     wall_material = np.zeros((nscen, nwmax), np.int64)
+    wall_height = np.full((nscen, nwmax), np.nan)
+    omega = np.zeros((nscen, nbmax, 3))
     ctrl_ptr = np.zeros(nscen + 1, np.int64)
     ctrl_body = np.zeros(nctrl, np.int64)
     ctrl_t0 = np.zeros(nctrl)
@@ -368,7 +432,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     vel = np.zeros((nscen, nbmax, 3))
     time = np.zeros(nscen)
     q = 0
-    for s, (sc, (radius, mass, p, v, walls, controls, shapes)) in enumerate(zip(scenarios, checked)):
+    for s, (sc, (radius, mass, p, v, walls, controls, shapes, w, height)) in enumerate(
+            zip(scenarios, checked)):
         nb = radius.shape[0]
         nw = walls.shape[0]
         body_count[s] = nb
@@ -380,6 +445,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         wall_count[s] = nw
         wall_normal[s, :nw] = walls[:, :3]
         wall_offset[s, :nw] = walls[:, 3]
+        wall_height[s, :nw] = height
+        omega[s, :nb] = w
         if sc.wall_material is not None:
             wall_material[s, :nw] = _material_ids(sc.wall_material, layout, nw,
                                                   f"{_label(sc, s)} walls")
@@ -402,6 +469,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
                   scen_t_end, scen_dt, vec, layout, float(gravity), float(ground_z),
-                  chosen.code, tuple(sc.name or str(s) for s, sc in enumerate(scenarios)))
-    state = State(pos, vel, np.zeros_like(pos), time)
+                  chosen.code, tuple(sc.name or str(s) for s, sc in enumerate(scenarios)),
+                  wall_height)
+    state = State(pos, vel, omega, time)
     return model, state

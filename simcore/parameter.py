@@ -38,7 +38,9 @@ class Parameter(NamedTuple):
     ``law``: the contact law that reads the coefficient (:mod:`simcore.laws`),
     or ``""`` for one every model reads.  A law's coefficients have no fixed
     slot (``slot = -1``): a vector holds them, after the fixed slots, only when
-    its layout uses the law, and kernels read them through the material tables."""
+    its layout uses the law, and kernels read them through the material tables.
+    ``model``: likewise, the motion model that alone reads the coefficient
+    (``"spin"``: :mod:`simcore.spin`), or ``""``."""
 
     name: str
     default: float
@@ -50,3 +52,4 @@ class Parameter(NamedTuple):
     slot: int
     scale: float = 0.0
     law: str = ""
+    model: str = ""

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import contact, engine, frictional_inelastic, impulse
+from . import contact, engine, frictional_inelastic, impulse, stronge
+from . import spin as spin_model
 from . import laws as contact_laws
 from .parameter import (  # noqa: F401  (the slots, re-exported)
     E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM, TIME_OFFSET, V_TH,
@@ -54,10 +55,14 @@ FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS
 assert [p.slot for p in FIXED] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
 #: The coefficients a contact law reads besides its kind's own (no slot: a
 #: layout holds them when it uses the law).
-LAW_PARAMETERS = frictional_inelastic.PARAMETERS
+LAW_PARAMETERS = frictional_inelastic.PARAMETERS + stronge.PARAMETERS
 assert all(p.slot == -1 and p.law in contact_laws.BY_NAME for p in LAW_PARAMETERS)
-#: Every parameter: the fixed slots, then the laws' own.
-REGISTRY = FIXED + LAW_PARAMETERS
+#: The coefficients only the spinning model reads (a layout holds them when
+#: its model spins, ``dataset.yaml`` ``model: {spin: true}``).
+SPIN_PARAMETERS = spin_model.PARAMETERS
+assert all(p.slot == -1 and p.model == spin_model.NAME for p in SPIN_PARAMETERS)
+#: Every parameter: the fixed slots, then the laws' own, then the spinning model's.
+REGISTRY = FIXED + LAW_PARAMETERS + SPIN_PARAMETERS
 BY_NAME = {p.name: p for p in REGISTRY}
 
 #: The fixed slots' names: the entries every vector starts with.
@@ -85,8 +90,8 @@ OFFSET_SCALE = {p.name: p.scale for p in REGISTRY if p.contact == "global"}
 #: and of MLflow keys).
 MATERIAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: The ground coefficients of a body material, in the columns of ``Layout.bg``.
-_GROUND = ("mu_s", "mu_k", "v_th", "e_bg")
-_WALL = ("mu_w", "e_bw")
+_GROUND = ("mu_s", "mu_k", "v_th", "e_bg", "mu_r", "mu_sp")
+_WALL = ("mu_w", "e_bw", "omega_ratio_w")
 _BODY = ("mu_bb", "e_bb", "mu_bb_b", "mu_bb_c")
 
 
@@ -133,16 +138,25 @@ def canonical(name):
     return f"{root}@{'+'.join(mats)}" if mats else root
 
 
-def check(name, laws=None):
+def check(name, laws=None, spin=False):
     """:func:`parse` ``name``, and check that a model under ``laws`` (``{kind:
-    name}``; None: the default law everywhere) reads it: a contact law's own
-    coefficient needs its law.  Raises ``ValueError`` saying how to choose it."""
+    name}``; None: the default law everywhere) and ``spin`` reads it: a
+    contact law's own coefficient needs its law, the spinning model's needs
+    spin.  Raises ``ValueError`` saying how to choose it."""
     root, mats = parse(name)
     law = BY_NAME[root].law
     resolved = contact_laws.resolve(laws)
     if law and law not in resolved.values():
         _unused_law(name, resolved)
+    if BY_NAME[root].model == spin_model.NAME and not spin:
+        _unused_spin(name)
     return root, mats
+
+
+def _unused_spin(name):
+    """Raise the error for the spinning model's coefficient in a model that does not spin."""
+    raise ValueError(f"parameter {name!r}: {base(name)} is read by the spinning model only; "
+                     "turn it on in dataset.yaml with model: {spin: true}")
 
 
 def _unused_law(name, laws):
@@ -199,13 +213,15 @@ class Layout:
     law_codes: np.ndarray
     static_kinetic: tuple = ()
     vth_rows: tuple = ()
+    spin: bool = False
 
     @classmethod
-    def build(cls, materials=(), names=(), laws=None):
+    def build(cls, materials=(), names=(), laws=None, spin=False):
         """The layout of the named ``materials`` under the contact ``laws``
-        (a ``{kind: name}`` mapping; absent kinds take the default law) with
-        the per-material entries ``names`` (plain names among them are
-        ignored: they are always there)."""
+        (a ``{kind: name}`` mapping; absent kinds take the default law) and,
+        with ``spin``, the spinning model (:mod:`simcore.spin`), with the
+        per-material entries ``names`` (plain names among them are ignored:
+        they are always there)."""
         materials = tuple(materials)
         for m in materials:
             if not isinstance(m, str) or not MATERIAL_NAME.match(m):
@@ -213,12 +229,14 @@ class Layout:
                                  "and '-'")
         if len(set(materials)) != len(materials):
             raise ValueError(f"materials {list(materials)}: each name once")
-        laws = contact_laws.resolve(laws)
+        spin = bool(spin)
+        laws = contact_laws.resolve(laws, spin)
         used = set(laws.values())
-        plain = NAMES + tuple(p.name for p in LAW_PARAMETERS if p.law in used)
+        plain = (NAMES + tuple(p.name for p in LAW_PARAMETERS if p.law in used)
+                 + (tuple(p.name for p in SPIN_PARAMETERS) if spin else ()))
         extra = []
         for name in names:
-            root, mats = check(name, laws)
+            root, mats = check(name, laws, spin)
             missing = [m for m in mats if m not in materials]
             if missing:
                 raise ValueError(f"parameter {name!r}: no material {missing[0]!r} in this "
@@ -246,7 +264,7 @@ class Layout:
             for b in range(nmat):
                 bb[a, b] = [pick(r, labels[a], labels[b]) for r in _BODY]
                 if not a:
-                    bw[a, b] = [row[r] for r in _WALL]
+                    bw[a, b] = [pick(r) for r in _WALL]
                 elif not b:
                     bw[a, b] = [pick(r, labels[a]) for r in _WALL]
                 else:
@@ -254,7 +272,7 @@ class Layout:
         static_kinetic = tuple(sorted({(int(r[0]), int(r[1])) for r in bg}))
         vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
         return cls(materials, all_names, bb, bw, bg, laws, contact_laws.codes(laws),
-                   static_kinetic, vth_rows)
+                   static_kinetic, vth_rows, spin)
 
     @property
     def coefficients(self):
@@ -265,7 +283,8 @@ class Layout:
 
     def __eq__(self, other):
         return (isinstance(other, Layout) and self.materials == other.materials
-                and self.names == other.names and self.laws == other.laws)
+                and self.names == other.names and self.laws == other.laws
+                and self.spin == other.spin)
 
     __hash__ = None
 
@@ -292,13 +311,16 @@ class Layout:
         new = [canonical(n) for n in names]
         if all(n in self.names for n in new):
             return self
-        return Layout.build(self.materials, self.per_material + tuple(new), self.laws)
+        return Layout.build(self.materials, self.per_material + tuple(new), self.laws,
+                            self.spin)
 
     def index(self, name):
         """The row of parameter ``name`` in this layout's vector."""
         full = canonical(name)
         if full not in self.names:
             if base(full) not in self.names:
+                if BY_NAME[base(full)].model:
+                    _unused_spin(name)
                 _unused_law(name, self.laws)
             raise ValueError(f"parameter {name!r} is not in this model's coefficients "
                              f"{list(self.names)}")

@@ -1,0 +1,198 @@
+"""Spinning spheres on cloth: motion states, their closed-form motion and transition times.
+
+The model of ``dataset.yaml`` ``model: {spin: true}`` (pooltool 0.6's
+ball motion, ``physics/evolve``; Han 2005; Alciatore).  A sphere of radius
+``R``, mass ``m`` and moment of inertia ``I = 2/5 m R^2`` (solid) rests on
+the ground ``z = ground + R``; world frame, ``z`` up, SI units.  Its state is
+the centre ``r``, the velocity ``v`` (``v_z = 0``) and the angular velocity
+``w`` [rad/s], and one motion state:
+
+``SLIDING``
+    The contact point slips: ``u = v + w x (-R z) = (v_x - R w_y, v_y + R w_x, 0)``.
+    Kinetic friction ``-mu m g u_hat`` acts at the contact point with ``u_hat``
+    fixed over the slide (``du/dt = -7/2 mu g u_hat``, parallel to ``u``), so::
+
+        r(s) = r + v s - 1/2 mu g s^2 u_hat,    v(s) = v - mu g s u_hat,
+        w_xy(s) = w_xy - 5/(2R) mu g s (u_hat x z)
+
+    and the slide ends (``slide_roll``) when ``u`` reaches 0, after
+    ``2 |u| / (7 mu g)``.  ``mu`` is ``mu_k`` while ``|u| >= v_th`` and ``mu_s``
+    below (the patent's speed switch, on the slip speed; a tiny ``v_th``
+    turns it off, as pooltool has none): the crossing splits the slide at
+    ``(|u| - v_th) / (7/2 mu_k g)`` without an event in the log.
+``ROLLING``
+    No slip, ``w_xy = (z x v) / R``; rolling resistance decelerates the ball
+    along ``-v_hat`` at ``mu_r g`` until it stops after ``|v| / (mu_r g)``:
+    ``roll_rest`` if no vertical spin is left then, else ``roll_spin``.
+``SPINNING``
+    At rest (``v = 0``, ``w_xy = 0``) spinning about ``z``; ``spin_rest``
+    when the spin is gone.
+``STATIONARY``
+    Nothing moves.
+
+In every state the vertical spin decays towards 0 at ``5 mu_sp g / (2R)``
+rad/s^2 (pooltool's ``u_sp`` as pooltool writes the rate,
+``_evolve_perpendicular_spin_component``; pooltool sets ``u_sp = 0.444 R``,
+so ``mu_sp`` is a length [m] in its formula and the rate is taken as the
+number that formula gives in SI units); it stops at 0 without an event
+unless the ball is spinning in place.
+
+Reconstructions.  The state codes are pooltool's (``constants.py``:
+stationary 0, spinning 1, sliding 2, rolling 3).  Every transition is an
+event at its closed-form time, as in pooltool's event-based engine; between
+events each ball's acceleration is constant, so times of impact are the
+roots of the same polynomials as the sliding model's
+(:mod:`simcore.collision`).
+"""
+
+import numpy as np
+
+from .config import jit
+from .parameter import Parameter
+
+NAME = "spin"
+
+STATIONARY = 0
+SPINNING = 1
+SLIDING = 2
+ROLLING = 3
+#: The motion state names, by code (pooltool's ``motion_state`` column).
+STATE_NAMES = ("stationary", "spinning", "sliding", "rolling")
+
+#: What ends a ball's segment (``segment`` returns it with the time).
+END_NONE = 0
+END_VTH = 1
+END_SLIDE = 2
+END_ROLL = 3
+END_SPIN = 4
+
+#: Moment of inertia of a solid sphere over ``m R^2``.
+INERTIA = 0.4
+#: Slip speeds [m/s] at or below which a ball counts as not slipping.
+SLIP_ZERO = 1e-12
+
+#: The coefficients only the spinning model reads (per ground material).
+PARAMETERS = (
+    Parameter("mu_r", 0.01, (0.0, np.inf), "1",
+              "rolling resistance: a rolling ball decelerates at mu_r g (spin model)",
+              "rolling segment", "ground", -1, model=NAME),
+    Parameter("mu_sp", 0.01, (0.0, np.inf), "m",
+              "spinning friction: the vertical spin decays at 5 mu_sp g / (2R) rad/s^2 "
+              "(pooltool's u_sp; spin model)",
+              "ball with vertical spin", "ground", -1, model=NAME),
+)
+
+
+@jit
+def slip(v, w, radius):
+    """The contact point's velocity over the cloth, ``u = v + w x (-R z)``
+    (its horizontal part; the vertical one is ``v_z = 0``)."""
+    return v[0] - radius * w[1], v[1] + radius * w[0]
+
+
+@jit
+def spin_rate(mu_sp, gravity, radius):
+    """The vertical spin's deceleration, ``5 mu_sp g / (2R)`` [rad/s^2]."""
+    return 2.5 * mu_sp * gravity / radius
+
+
+@jit
+def classify(v, w, radius):
+    """The motion state of a ball with velocity ``v`` and spin ``w`` on the
+    cloth: sliding while its contact point slips, else rolling while it
+    moves, else spinning or stationary."""
+    ux, uy = slip(v, w, radius)
+    if ux * ux + uy * uy > SLIP_ZERO * SLIP_ZERO:
+        return SLIDING
+    if v[0] != 0.0 or v[1] != 0.0:
+        return ROLLING
+    return SPINNING if w[2] != 0.0 else STATIONARY
+
+
+@jit
+def segment(state, above, v, w, radius, gravity, mu_k, mu_s, v_th, mu_r, mu_sp, acc, alpha):
+    """The constant accelerations of a ball over its segment and how long
+    the segment can last: writes ``acc (3,)`` [m/s^2] and ``alpha (3,)``
+    (the angular acceleration of ``w_x``, ``w_y`` while sliding, and the
+    signed rate of ``w_z``, rad/s^2); returns ``(duration, END_*)``
+    (``inf``, ``END_NONE`` for a ball at rest).  ``above``: a slide in the
+    ``mu_k`` regime (its slip was ``>= v_th`` when it started or was hit);
+    it ends with ``END_VTH`` at the crossing, whatever the coefficients (the
+    split must not depend on their values, for ``d/d mu_s``)."""
+    for d in range(3):
+        acc[d] = 0.0
+        alpha[d] = 0.0
+    rate = spin_rate(mu_sp, gravity, radius)
+    if w[2] > 0.0:
+        alpha[2] = -rate
+    elif w[2] < 0.0:
+        alpha[2] = rate
+    if state == SLIDING:
+        ux, uy = slip(v, w, radius)
+        speed = np.sqrt(ux * ux + uy * uy)
+        if speed <= 0.0:
+            return 0.0, END_SLIDE
+        mu = mu_k if above else mu_s
+        if mu <= 0.0:
+            return np.inf, END_NONE
+        hx = ux / speed
+        hy = uy / speed
+        acc[0] = -mu * gravity * hx
+        acc[1] = -mu * gravity * hy
+        # dw/dt = -5/(2R) mu g (u_hat x z) = -5/(2R) mu g (u_hat_y, -u_hat_x, 0)
+        k = 2.5 * mu * gravity / radius
+        alpha[0] = -k * hy
+        alpha[1] = k * hx
+        if above:
+            return (speed - v_th) / (3.5 * mu_k * gravity), END_VTH
+        return speed / (3.5 * mu * gravity), END_SLIDE
+    if state == ROLLING:
+        speed = np.sqrt(v[0] * v[0] + v[1] * v[1])
+        if speed <= 0.0:
+            return 0.0, END_ROLL
+        if mu_r <= 0.0:
+            return np.inf, END_NONE
+        acc[0] = -mu_r * gravity * v[0] / speed
+        acc[1] = -mu_r * gravity * v[1] / speed
+        return speed / (mu_r * gravity), END_ROLL
+    if state == SPINNING:
+        if rate <= 0.0:
+            return np.inf, END_NONE
+        return abs(w[2]) / rate, END_SPIN
+    return np.inf, END_NONE
+
+
+@jit
+def spin_z(wz, rate, s):
+    """The vertical spin after ``s``: decays towards 0 at ``rate`` and stays there."""
+    if wz > 0.0:
+        return max(wz - rate * s, 0.0)
+    if wz < 0.0:
+        return min(wz + rate * s, 0.0)
+    return wz
+
+
+@jit
+def advance(state, pos, vel, w, acc, alpha, radius, s, out_pos, out_vel, out_w):
+    """The state ``s`` into a segment (``acc``, ``alpha`` from :func:`segment`),
+    into ``out_*`` (which may be the inputs themselves)."""
+    p0 = pos[0] + vel[0] * s + 0.5 * acc[0] * s * s
+    p1 = pos[1] + vel[1] * s + 0.5 * acc[1] * s * s
+    v0 = vel[0] + acc[0] * s
+    v1 = vel[1] + acc[1] * s
+    wz = spin_z(w[2], abs(alpha[2]), s)
+    if state == ROLLING:
+        wx = -v1 / radius
+        wy = v0 / radius
+    else:
+        wx = w[0] + alpha[0] * s
+        wy = w[1] + alpha[1] * s
+    out_pos[0] = p0
+    out_pos[1] = p1
+    out_pos[2] = pos[2]
+    out_vel[0] = v0
+    out_vel[1] = v1
+    out_vel[2] = 0.0
+    out_w[0] = wx
+    out_w[1] = wy
+    out_w[2] = wz

@@ -1,0 +1,430 @@
+"""The event loop of the spinning model: spheres that slide, roll and spin on the ground.
+
+:func:`run` is what :func:`simcore.engine.simulate` calls for a model built
+with ``spin=True``.  Per scenario, :func:`_scenario` jumps from event to
+event, every ball's motion between them in closed form
+(:mod:`simcore.spin`):
+
+1. segments: each ball's constant accelerations and the time its motion
+   state can last (``spin.segment``);
+2. next event: the earliest of the balls' transitions (``slide_roll``,
+   ``roll_rest``, ``roll_spin``, ``spin_rest``, and the unlogged ``v_th``
+   crossing of a slide), the ball-ball and ball-cushion impacts (the exact
+   times of impact of :mod:`simcore.collision`: constant accelerations, so
+   the same polynomials as the sliding model's) and the end of the run;
+3. advance: the samples passed on the way, then every ball to the event;
+4. resolve: the transition, or the impact (:mod:`simcore.spin_impact`,
+   under the batch's laws), logged.
+
+Simultaneous events are resolved one at a time in a fixed order (a ball's
+transition before impacts, lower indices first), so runs are deterministic
+and identical between serial and parallel drivers.  A sample that falls
+exactly on an event reports the state before it.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from . import laws, spin, spin_impact
+from .collision import toi_sphere_plane, toi_sphere_sphere
+from .config import JIT_PARALLEL, MAX_LOOP, jit
+from .events import EVF_WIDTH, EVI_WIDTH, EventKind
+from .stages import log
+
+EV_BODY_BODY = int(EventKind.BODY_BODY)
+EV_BODY_WALL = int(EventKind.BODY_WALL)
+EV_SLIDE_ROLL = int(EventKind.SLIDE_ROLL)
+EV_ROLL_REST = int(EventKind.ROLL_REST)
+EV_ROLL_SPIN = int(EventKind.ROLL_SPIN)
+EV_SPIN_REST = int(EventKind.SPIN_REST)
+
+# What ends a step of the loop.
+NONE = 0
+TRANSITION = 1
+BALL_BALL = 2
+BALL_WALL = 3
+
+STATUS_OK = 0
+STATUS_MAX_ITER = 1
+STATUS_STALLED = 3
+#: Events at one instant after which a scenario is declared stalled.
+MAX_ZERO_STEPS = 100_000
+
+# Columns of the ground table (params.Layout.bg) and the wall table (bw).
+_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP = 0, 1, 2, 4, 5
+_MU_W, _E_BW, _RATIO_W = 0, 1, 2
+_MU_BB, _E_BB, _MU_BB_B, _MU_BB_C = 0, 1, 2, 3
+
+
+class SpinBatch(NamedTuple):
+    """A batch's constants as the spinning model's kernels see them (a
+    :class:`simcore.model.Model`'s arrays in scenario order; sample times in
+    CSR form)."""
+
+    body_count: np.ndarray
+    body_radius: np.ndarray
+    body_mass: np.ndarray
+    body_mat: np.ndarray
+    wall_count: np.ndarray
+    wall_normal: np.ndarray
+    wall_offset: np.ndarray
+    wall_height: np.ndarray
+    wall_mat: np.ndarray
+    scen_t_end: np.ndarray
+    samp_ptr: np.ndarray
+    samp_t: np.ndarray
+    params: np.ndarray
+    bb_idx: np.ndarray
+    bw_idx: np.ndarray
+    bg_idx: np.ndarray
+    laws: np.ndarray
+    gravity: float
+    ground_z: float
+
+
+class SpinOutputs(NamedTuple):
+    """What a batch run writes: the state ``pos``, ``vel``, ``omega (nscen,
+    nbmax, 3)`` and ``time (nscen,)`` (start times in, end times out), the
+    samples ``out_pos``, ``out_vel``, ``out_omega (M, nbmax, 3)`` (or no rows),
+    the event logs ``ev_f``, ``ev_i``, each scenario's ``status`` and
+    ``ev_count``."""
+
+    pos: np.ndarray
+    vel: np.ndarray
+    omega: np.ndarray
+    time: np.ndarray
+    out_pos: np.ndarray
+    out_vel: np.ndarray
+    out_omega: np.ndarray
+    ev_f: np.ndarray
+    ev_i: np.ndarray
+    status: np.ndarray
+    ev_count: np.ndarray
+
+
+class Cloth(NamedTuple):
+    """Each ball's cloth coefficients (nb,), through its material."""
+
+    mu_s: np.ndarray
+    mu_k: np.ndarray
+    v_th: np.ndarray
+    mu_r: np.ndarray
+    mu_sp: np.ndarray
+
+
+class Motion(NamedTuple):
+    """Each ball's segment: motion ``state`` and ``above`` (a slide in the
+    ``mu_k`` regime) (nb,), accelerations ``acc``, ``alpha (nb, 3)``, how long
+    it can last ``dur`` and what ends it ``end`` (nb,)."""
+
+    state: np.ndarray
+    above: np.ndarray
+    acc: np.ndarray
+    alpha: np.ndarray
+    dur: np.ndarray
+    end: np.ndarray
+
+
+@jit
+def _segments(motion, vel, w, radius, gravity, cloth):
+    """Every ball's segment from its current state (``spin.segment``)."""
+    for i in range(vel.shape[0]):
+        motion.dur[i], motion.end[i] = spin.segment(
+            motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
+            cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
+            motion.alpha[i])
+
+
+@jit
+def _enter(i, motion, vel, w, radius, v_th):
+    """Ball i's motion state after an impact or at the start (``spin.classify``)."""
+    st = spin.classify(vel[i], w[i], radius[i])
+    motion.state[i] = st
+    if st == spin.SLIDING:
+        ux, uy = spin.slip(vel[i], w[i], radius[i])
+        motion.above[i] = np.sqrt(ux * ux + uy * uy) >= v_th[i]
+    elif st == spin.ROLLING:
+        # No slip: w_xy = (z x v) / R exactly.
+        w[i, 0] = -vel[i, 1] / radius[i]
+        w[i, 1] = vel[i, 0] / radius[i]
+    else:
+        w[i, 0] = 0.0
+        w[i, 1] = 0.0
+
+
+@jit
+def _translating(state):
+    return state == spin.SLIDING or state == spin.ROLLING
+
+
+@jit
+def _next_event(s_best, motion, pos, vel, radius, wall_n, wall_d):
+    """The earliest transition or impact before ``s_best``: ``(code, a, b, s)``."""
+    code, ev_a, ev_b = NONE, -1, -1
+    nb = pos.shape[0]
+    for i in range(nb):
+        if motion.dur[i] < s_best:
+            s_best = motion.dur[i]
+            code, ev_a = TRANSITION, i
+    state, acc = motion.state, motion.acc
+    for i in range(nb):
+        moving = _translating(state[i])
+        for j in range(i + 1, nb):
+            if not (moving or _translating(state[j])):
+                continue
+            s = toi_sphere_sphere(pos[i], vel[i], acc[i], radius[i], pos[j], vel[j], acc[j],
+                                  radius[j], s_best)
+            if s < s_best:
+                s_best, code, ev_a, ev_b = s, BALL_BALL, i, j
+        if not moving:
+            continue
+        for k in range(wall_n.shape[0]):
+            s = toi_sphere_plane(pos[i], vel[i], acc[i], radius[i], wall_n[k], wall_d[k], s_best)
+            if s < s_best:
+                s_best, code, ev_a, ev_b = s, BALL_WALL, i, k
+    return code, ev_a, ev_b, s_best
+
+
+@jit
+def _sample(t, t_new, ks, motion, pos, vel, w, radius, samp_t, out_pos, out_vel, out_w):
+    """Write the samples from ``ks`` up to ``t_new`` (each ball moved along its
+    segment from ``t``); returns the next sample index."""
+    while ks < samp_t.shape[0] and samp_t[ks] <= t_new:
+        s = samp_t[ks] - t
+        for i in range(pos.shape[0]):
+            spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
+                         radius[i], s, out_pos[ks, i], out_vel[ks, i], out_w[ks, i])
+        ks += 1
+    return ks
+
+
+@jit
+def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3):
+    """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
+    end = motion.end[i]
+    if end == spin.END_VTH:
+        motion.above[i] = False  # the slide goes on under mu_s (not logged)
+        return n_ev
+    if end == spin.END_SLIDE:
+        motion.state[i] = spin.ROLLING
+        w[i, 0] = -vel[i, 1] / radius[i]
+        w[i, 1] = vel[i, 0] / radius[i]
+        return log(ev_f, ev_i, n_ev, t, EV_SLIDE_ROLL, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+    for d in range(2):
+        vel[i, d] = 0.0
+        w[i, d] = 0.0
+    if end == spin.END_ROLL and w[i, 2] != 0.0:
+        motion.state[i] = spin.SPINNING
+        return log(ev_f, ev_i, n_ev, t, EV_ROLL_SPIN, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+    w[i, 2] = 0.0
+    motion.state[i] = spin.STATIONARY
+    kind = EV_ROLL_REST if end == spin.END_ROLL else EV_SPIN_REST
+    return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+
+
+@jit
+def _ball_ball(i, j, n_ev, t, pos, vel, w, radius, mass, mat, pc, codes, ev_f, ev_i, v3,
+               moving):
+    """Resolve the impact of balls i < j at ``t`` (moved apart to
+    ``spin_impact.SEPARATION`` first); returns the event count."""
+    nrm, dva, dwa, dvb, dwb = v3[0], v3[1], v3[2], v3[3], v3[4]
+    spin_impact.separate_pair(pos[i], vel[i], pos[j], vel[j], radius[i], radius[j], moving)
+    dist = 0.0
+    for d in range(3):
+        nrm[d] = pos[j, d] - pos[i, d]
+        dist += nrm[d] * nrm[d]
+    dist = np.sqrt(dist)
+    for d in range(3):
+        nrm[d] /= dist
+    row = pc[mat[i], mat[j]]
+    jn, jt, slipped = spin_impact.ball_ball(
+        codes[laws.BODY_BODY], row[_E_BB], row[_MU_BB], row[_MU_BB_B], row[_MU_BB_C], vel[i],
+        w[i], vel[j], w[j], mass[i], mass[j], radius[i], radius[j], nrm, dva, dwa, dvb, dwb)
+    dva[2] = 0.0  # the cloth takes the vertical part: the balls stay on it
+    dvb[2] = 0.0
+    for d in range(3):
+        vel[i, d] += dva[d]
+        vel[j, d] += dvb[d]
+        w[i, d] += dwa[d]
+        w[j, d] += dwb[d]
+    return log(ev_f, ev_i, n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb,
+               1 if slipped else 0)
+
+
+@jit
+def _ball_wall(i, k, n_ev, t, ground, pos, vel, w, radius, mass, mat, wall_n, wall_d, wall_h,
+               wall_mat, wc, codes, ev_f, ev_i, v3):
+    """Resolve ball i's impact on wall k at ``t`` (moved to
+    ``spin_impact.SEPARATION`` from it first); returns the event count."""
+    nrm, dva, dwa, zero3 = v3[0], v3[1], v3[2], v3[5]
+    spin_impact.separate_wall(pos[i], vel[i], radius[i], wall_n[k], wall_d[k])
+    gap = (wall_n[k, 0] * pos[i, 0] + wall_n[k, 1] * pos[i, 1] + wall_n[k, 2] * pos[i, 2]
+           - wall_d[k])
+    spin_impact.cushion_normal(wall_n[k], gap, pos[i, 2] - ground - wall_h[k], nrm)
+    row = wc[mat[i], wall_mat[k]]
+    jn, jt, slipped = spin_impact.ball_cushion(
+        codes[laws.BODY_WALL], row[_E_BW], row[_MU_W], row[_RATIO_W], vel[i], w[i], mass[i],
+        radius[i], nrm, dva, dwa)
+    dva[2] = 0.0  # the table takes the vertical part: no hop
+    for d in range(3):
+        vel[i, d] += dva[d]
+        w[i, d] += dwa[d]
+    return log(ev_f, ev_i, n_ev, t, EV_BODY_WALL, i, k, nrm, jn, jt, dva, zero3,
+               1 if slipped else 0)
+
+
+@jit
+def _tables(params, bb_idx, bw_idx, mat, wall_mat):
+    """The pair coefficients through the material tables: ``pc (nmat, nmat,
+    4)`` (mu_bb, e_bb, mu_bb_b, mu_bb_c; 0 where absent) and ``wc (nmat,
+    nmat, 3)`` (mu_w, e_bw, omega_ratio_w)."""
+    nmat = bb_idx.shape[0]
+    pc = np.zeros((nmat, nmat, 4))
+    wc = np.zeros((nmat, nmat, 3))
+    for a in range(nmat):
+        for b in range(nmat):
+            for c in range(4):
+                q = bb_idx[a, b, c]
+                pc[a, b, c] = params[q] if q >= 0 else 0.0
+            for c in range(3):
+                q = bw_idx[a, b, c]
+                wc[a, b, c] = params[q] if q >= 0 else 0.0
+    return pc, wc
+
+
+@jit
+def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t):
+    """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
+    ``(status, event_count, t)``."""
+    nb = b.body_count[s]
+    nw = b.wall_count[s]
+    radius = b.body_radius[s, :nb]
+    mass = b.body_mass[s, :nb]
+    mat = b.body_mat[s, :nb]
+    wall_n = b.wall_normal[s, :nw]
+    wall_h = b.wall_height[s, :nw]
+    wall_mat = b.wall_mat[s, :nw]
+    samp_t = b.samp_t[b.samp_ptr[s]:b.samp_ptr[s + 1]]
+    params = b.params[s if b.params.shape[0] > 1 else 0]
+    gravity, ground, t_end = b.gravity, b.ground_z, b.scen_t_end[s]
+    # Walls: the plane n . p = d (n into the table).
+    wall_d = b.wall_offset[s, :nw]
+    cbuf = np.empty((5, nb))
+    for i in range(nb):
+        for c, col in enumerate((_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP)):
+            cbuf[c, i] = params[b.bg_idx[mat[i], col]]
+    cloth = Cloth(cbuf[0], cbuf[1], cbuf[2], cbuf[3], cbuf[4])
+    pc, wc = _tables(params, b.bb_idx, b.bw_idx, mat, wall_mat)
+    mbuf = np.zeros((2, nb, 3))
+    motion = Motion(np.zeros(nb, np.int64), np.zeros(nb, np.bool_), mbuf[0], mbuf[1],
+                    np.zeros(nb), np.zeros(nb, np.int64))
+    v3 = np.zeros((6, 3))
+    zero3 = v3[5]
+    for i in range(nb):
+        _enter(i, motion, vel, w, radius, cloth.v_th)
+    ks = 0
+    while ks < samp_t.shape[0] and samp_t[ks] <= t:
+        for i in range(nb):
+            for d in range(3):
+                out_pos[ks, i, d] = pos[i, d]
+                out_vel[ks, i, d] = vel[i, d]
+                out_w[ks, i, d] = w[i, d]
+        ks += 1
+    n_ev, zero_steps = 0, 0
+    for _loop in range(MAX_LOOP):
+        if t >= t_end:
+            break
+        _segments(motion, vel, w, radius, gravity, cloth)
+        code, ev_a, ev_b, step = _next_event(t_end - t, motion, pos, vel, radius, wall_n, wall_d)
+        t_new = t_end if code == NONE else t + step
+        ks = _sample(t, t_new, ks, motion, pos, vel, w, radius, samp_t, out_pos, out_vel, out_w)
+        for i in range(nb):
+            spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
+                         radius[i], t_new - t, pos[i], vel[i], w[i])
+        zero_steps = zero_steps + 1 if t_new == t else 0
+        if zero_steps > MAX_ZERO_STEPS:
+            return STATUS_STALLED, n_ev, t
+        t = t_new
+        if code == TRANSITION:
+            n_ev = _transition(ev_a, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3)
+        elif code == BALL_BALL:
+            moving = (_translating(motion.state[ev_a])
+                      or _translating(motion.state[ev_b]))
+            n_ev = _ball_ball(ev_a, ev_b, n_ev, t, pos, vel, w, radius, mass, mat, pc, b.laws,
+                              ev_f, ev_i, v3, moving)
+            _enter(ev_a, motion, vel, w, radius, cloth.v_th)
+            _enter(ev_b, motion, vel, w, radius, cloth.v_th)
+        elif code == BALL_WALL:
+            n_ev = _ball_wall(ev_a, ev_b, n_ev, t, ground, pos, vel, w, radius, mass, mat,
+                              wall_n, wall_d, wall_h, wall_mat, wc, b.laws, ev_f, ev_i, v3)
+            _enter(ev_a, motion, vel, w, radius, cloth.v_th)
+    else:
+        return STATUS_MAX_ITER, n_ev, t
+    while ks < samp_t.shape[0]:
+        for i in range(nb):
+            for d in range(3):
+                out_pos[ks, i, d] = pos[i, d]
+                out_vel[ks, i, d] = vel[i, d]
+                out_w[ks, i, d] = w[i, d]
+        ks += 1
+    return STATUS_OK, n_ev, t
+
+
+@jit
+def _run_one(s, b, out):
+    """Scenario ``s`` of a batch: its slices of the outputs, and the run."""
+    nb = b.body_count[s]
+    k0 = b.samp_ptr[s]
+    k1 = b.samp_ptr[s + 1]
+    if out.out_pos.shape[0] == 0:
+        o_pos = np.empty((k1 - k0, nb, 3))
+        o_vel = np.empty((k1 - k0, nb, 3))
+        o_w = np.empty((k1 - k0, nb, 3))
+    else:
+        o_pos = out.out_pos[k0:k1]
+        o_vel = out.out_vel[k0:k1]
+        o_w = out.out_omega[k0:k1]
+    st, ne, tf = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb], o_pos,
+                           o_vel, o_w, out.ev_f[s], out.ev_i[s], out.time[s])
+    out.status[s] = st
+    out.ev_count[s] = ne
+    out.time[s] = tf
+
+
+@njit(**JIT_PARALLEL)
+def _simulate_parallel(batch, out):
+    """All scenarios in parallel (``prange``); each writes only its own slices."""
+    for s in prange(batch.body_count.shape[0]):
+        _run_one(np.int64(s), batch, out)
+
+
+@jit
+def _simulate_serial(batch, out):
+    """All scenarios one after the other."""
+    for s in range(batch.body_count.shape[0]):
+        _run_one(s, batch, out)
+
+
+def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, keep=True):
+    """Run the scenarios ``scen`` (indices into ``model``, a spinning one) with
+    event capacity ``cap``; ``pos``, ``vel``, ``omega``, ``time`` are that
+    subset's state, advanced in place.  Returns the :class:`SpinOutputs`."""
+    m = model
+    nscen = scen.shape[0]
+    nbmax = m.body_radius.shape[1]
+    rows = samp_t.shape[0] if keep else 0
+    out = SpinOutputs(pos, vel, omega, time, np.zeros((rows, nbmax, 3)),
+                      np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
+                      np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
+                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
+    batch = SpinBatch(m.body_count[scen], m.body_radius[scen], m.body_mass[scen],
+                      m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
+                      m.wall_offset[scen], m.wall_height[scen], m.wall_material[scen],
+                      m.scen_t_end[scen], samp_ptr, samp_t,
+                      m.params[scen] if m.params.ndim == 2 else m.params[None, :],
+                      m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes,
+                      float(m.gravity), float(m.ground_z))
+    (_simulate_parallel if parallel else _simulate_serial)(batch, out)
+    return out

@@ -1,0 +1,349 @@
+"""The spinning model against closed forms, conservation laws, Stronge's
+compliant contact integrated in time, and the NumPy oracle (``tests/spin_oracle.py``)."""
+
+import numpy as np
+import pytest
+
+from simcore import engine, model as M, spin, spin_impact, stronge
+from simcore.events import EVENT_KINDS
+from tests import spin_oracle
+
+R, MASS, G = 0.028575, 0.170097, 9.81
+MU, MU_R, MU_SP = 0.2, 0.01, 0.0127
+CLOTH = {"mu_k": MU, "mu_s": MU, "v_th": 1e-9, "mu_r": MU_R, "mu_sp": MU_SP}
+ALPHA_SP = 2.5 * MU_SP * G / R
+TABLE = np.array([[1, 0, 0, 0], [-1, 0, 0, -1.42], [0, 1, 0, 0], [0, -1, 0, -2.84]], float)
+
+
+def run(pos, vel, omega, t_end=30.0, params=CLOTH, samples=None, walls=None, heights=None,
+        laws=None, parallel=False):
+    nb = len(pos)
+    sc = M.Scenario(radius=[R] * nb, mass=[MASS] * nb, pos=pos, vel=vel, omega=omega,
+                    t_end=t_end, walls=np.zeros((0, 4)) if walls is None else walls,
+                    wall_height=heights)
+    mdl, st = M.build([sc], params=params, spin=True, laws=laws)
+    return engine.simulate(mdl, st, sample_times=None if samples is None else [samples],
+                           parallel=parallel)
+
+
+def kinds(res):
+    ev = res.events(0)
+    return [EVENT_KINDS[k] for k in ev["kind"]], ev["t"]
+
+
+def test_stun_shot_slides_for_2u_over_7mug_and_rolls_at_five_sevenths():
+    v0 = 1.3
+    res = run([[0.2, 0.3, R]], [[v0, 0, 0]], [[0, 0, 0]], samples=np.linspace(0, 9, 901))
+    names, t = kinds(res)
+    assert names == ["slide_roll", "roll_rest"]
+    ts = 2 * v0 / (7 * MU * G)
+    v1 = 5 / 7 * v0
+    assert t[0] == pytest.approx(ts, rel=1e-13)
+    assert t[1] == pytest.approx(ts + v1 / (MU_R * G), rel=1e-13)
+    x = 0.2 + v0 * ts - 0.5 * MU * G * ts**2 + v1**2 / (2 * MU_R * G)
+    assert res.final.body_pos[0, 0, 0] == pytest.approx(x, rel=1e-13)
+    # Sampled: speed 5/7 v0 just after the slide, rolling without slip from then on.
+    ts_, pos, vel = res.samples(0)
+    w = res.samp_omega
+    k = np.searchsorted(ts_, ts) + 1
+    v_k = v1 - MU_R * G * (ts_[k] - ts)
+    assert vel[k, 0, 0] == pytest.approx(v_k, rel=1e-12)
+    rolling = (ts_ > ts) & (ts_ < t[1])
+    np.testing.assert_allclose(w[rolling, 0, 1], vel[rolling, 0, 0] / R, rtol=1e-12)
+    assert np.all(w[:, 0, 0] == 0.0) and np.all(w[:, 0, 2] == 0.0)
+
+
+@pytest.mark.parametrize("spin_ratio", [-3.0, -1.0, 0.4, 2.5])
+def test_draw_and_follow_shots_match_their_closed_forms(spin_ratio):
+    """A ball along +x with w_y = k v0 / R: slip u0 = v0 (1 - k); the slide
+    ends after 2|u0|/(7 mu g) at v = (5 + 2k) v0 / 7 (backward for strong draw)."""
+    v0, x0 = 1.1, 0.7
+    wy = spin_ratio * v0 / R
+    res = run([[x0, 0.5, R]], [[v0, 0, 0]], [[0, wy, 0]])
+    u0 = v0 - R * wy
+    ts = 2 * abs(u0) / (7 * MU * G)
+    v1 = (5 * v0 + 2 * R * wy) / 7
+    x = x0 + v0 * ts - 0.5 * MU * G * ts**2 * np.sign(u0) + np.sign(v1) * v1**2 / (2 * MU_R * G)
+    names, t = kinds(res)
+    assert names == ["slide_roll", "roll_rest"]
+    assert t[0] == pytest.approx(ts, rel=1e-12)
+    assert res.final.body_pos[0, 0, 0] == pytest.approx(x, rel=1e-12, abs=1e-12)
+    assert res.final.body_pos[0, 0, 1] == 0.5
+
+
+def test_vertical_spin_decays_at_its_rate_in_place_and_while_rolling():
+    wz = 40.0
+    res = run([[0.5, 0.5, R]], [[0, 0, 0]], [[0, 0, wz]], t_end=60.0)
+    names, t = kinds(res)
+    assert names == ["spin_rest"]
+    assert t[0] == pytest.approx(wz / ALPHA_SP, rel=1e-13)
+    assert np.all(res.final.body_pos[0, 0] == [0.5, 0.5, R])
+    # Rolling with more vertical spin than the roll lasts: roll_spin, then spin_rest.
+    v0, wz = 0.3, 200.0
+    res = run([[0.5, 0.5, R]], [[0, v0, 0]], [[-v0 / R, 0, wz]], t_end=60.0)
+    names, t = kinds(res)
+    assert names == ["roll_spin", "spin_rest"]
+    assert t[0] == pytest.approx(v0 / (MU_R * G), rel=1e-13)
+    assert t[1] == pytest.approx(wz / ALPHA_SP, rel=1e-13)
+    assert res.final.body_pos[0, 0, 1] == pytest.approx(0.5 + v0**2 / (2 * MU_R * G), rel=1e-13)
+
+
+def test_the_static_switch_splits_a_slide_at_v_th():
+    """Slip above v_th slows at 7/2 mu_k g, below it at 7/2 mu_s g."""
+    v0, v_th, mu_s = 1.0, 0.2, 0.3
+    res = run([[0.5, 0.5, R]], [[v0, 0, 0]], [[0, 0, 0]],
+              params={**CLOTH, "v_th": v_th, "mu_s": mu_s})
+    names, t = kinds(res)
+    assert names[0] == "slide_roll"
+    assert t[0] == pytest.approx((v0 - v_th) / (3.5 * MU * G) + v_th / (3.5 * mu_s * G),
+                                 rel=1e-13)
+
+
+def _energy(vel, w):
+    return 0.5 * MASS * np.sum(vel**2, axis=-1) + 0.5 * 0.4 * MASS * R**2 * np.sum(w**2, axis=-1)
+
+
+def _random_scene(rng, nb):
+    pos = []
+    while len(pos) < nb:
+        p = np.array([rng.uniform(0.1, 1.32), rng.uniform(0.1, 2.74), R])
+        if all(np.linalg.norm(p - q) > 2.2 * R for q in pos):
+            pos.append(p)
+    vel = np.zeros((nb, 3))
+    vel[:, :2] = rng.normal(0, 1.2, (nb, 2)) * (rng.random((nb, 1)) < 0.7)
+    w = rng.normal(0, 40, (nb, 3)) * (rng.random((nb, 1)) < 0.6)
+    return np.array(pos), vel, w
+
+
+@pytest.mark.parametrize("laws", [None, {"body_body": "frictional_inelastic",
+                                         "body_wall": "stronge_compliant"}])
+def test_energy_never_increases(laws):
+    rng = np.random.default_rng(4)
+    params = {**CLOTH, "mu_bb": 0.05, "e_bb": 0.95, "e_bw": 0.85, "mu_w": 0.2}
+    if laws:
+        params.update(mu_bb_b=0.108, mu_bb_c=1.088, omega_ratio_w=1.8)
+    for _ in range(12):
+        pos, vel, w = _random_scene(rng, 3)
+        res = run(pos, vel, w, t_end=12.0, params=params, walls=TABLE,
+                  heights=[0.036576] * 4, laws=laws, samples=np.linspace(0, 12, 2401))
+        _, _, v = res.samples(0)
+        e = _energy(v, res.samp_omega).sum(axis=1)
+        assert np.all(np.diff(e) <= 1e-12 * e[0] + 1e-15)
+
+
+# -- impacts -----------------------------------------------------------------------
+
+def _random_pair(rng):
+    n = np.array([*rng.normal(size=2), 0.0])
+    n /= np.linalg.norm(n)
+    vi, vj = np.zeros(3), np.zeros(3)
+    vi[:2] = rng.normal(0, 1, 2)
+    vj[:2] = rng.normal(0, 0.5, 2)
+    if (vj - vi) @ n > 0:
+        vi, vj = vj, vi
+    return n, vi, vj, rng.normal(0, 50, 3), rng.normal(0, 50, 3)
+
+
+@pytest.mark.parametrize("law", [0, 1])
+def test_ball_ball_impulse_conserves_momentum_and_angular_momentum_about_the_contact(law):
+    rng = np.random.default_rng(1)
+    stuck = slipped = 0
+    for _ in range(300):
+        n, vi, vj, wi, wj = _random_pair(rng)
+        mi, mj = MASS * rng.uniform(0.5, 2), MASS * rng.uniform(0.5, 2)
+        ri, rj = R * rng.uniform(0.8, 1.2), R * rng.uniform(0.8, 1.2)
+        e, mu = rng.uniform(0.5, 1.0), rng.choice([0.02, 0.1, 2.0])
+        out = [np.zeros(3) for _ in range(4)]
+        jn, jt, slip = spin_impact.ball_ball(law, e, mu, 0.1, 1.0, vi, wi, vj, wj, mi, mj, ri,
+                                             rj, n, *out)
+        dvi, dwi, dvj, dwj = out
+        np.testing.assert_allclose(mi * dvi + mj * dvj, 0, atol=1e-12)
+        # The impulse acts at the contact point: each ball's angular momentum about it holds.
+        for m, r, c, dv, dw in ((mi, ri, ri * n, dvi, dwi), (mj, rj, -rj * n, dvj, dwj)):
+            np.testing.assert_allclose(0.4 * m * r * r * dw - m * np.cross(c, dv), 0, atol=1e-10)
+        # Restitution of the normal speed, and no energy gain.
+        un = (vj - vi) @ n
+        assert ((vj + dvj) - (vi + dvi)) @ n == pytest.approx(-e * un, rel=1e-12)
+        before = mi * vi @ vi + mj * vj @ vj + 0.4 * (mi * ri**2 * wi @ wi + mj * rj**2 * wj @ wj)
+        vi2, vj2, wi2, wj2 = vi + dvi, vj + dvj, wi + dwi, wj + dwj
+        after = (mi * vi2 @ vi2 + mj * vj2 @ vj2
+                 + 0.4 * (mi * ri**2 * wi2 @ wi2 + mj * rj**2 * wj2 @ wj2))
+        assert after <= before * (1 + 1e-12)
+        slip_after = (vj2 + np.cross(wj2, -rj * n)) - (vi2 + np.cross(wi2, ri * n))
+        slip_after -= (slip_after @ n) * n
+        if slip:
+            slipped += 1
+            bound = (mu * jn if law == 0 else
+                     2 * (mu + 0.1 * np.exp(-1.0 * np.linalg.norm(
+                         (vj + np.cross(wj, -rj * n)) - (vi + np.cross(wi, ri * n))
+                         - (un * n)))) * e * -un / (1 / mi + 1 / mj))
+            assert jt == pytest.approx(bound, rel=1e-12)
+        else:
+            stuck += 1
+            np.testing.assert_allclose(slip_after, 0, atol=1e-10)
+    assert stuck > 30 and slipped > 30
+
+
+def test_equal_balls_no_slip_is_pooltools_one_seventh():
+    n = np.array([1.0, 0, 0])
+    vi, wi = np.array([1.0, 0.3, 0]), np.array([2.0, -5.0, 30.0])
+    vj, wj = np.zeros(3), np.zeros(3)
+    out = [np.zeros(3) for _ in range(4)]
+    spin_impact.ball_ball(0, 0.9, 10.0, 0, 0, vi, wi, vj, wj, MASS, MASS, R, R, n, *out)
+    # pooltool's no-slip: dv1_t = -(1/7)(v1 - v2 + R (w1 + w2) x n), tangential part.
+    slip = vi - vj + R * np.cross(wi + wj, n)
+    expect = -(slip - (slip @ n) * n) / 7
+    np.testing.assert_allclose(out[0] - (out[0] @ n) * n, expect, atol=1e-14)
+    np.testing.assert_allclose(out[1], -5 / 14 * (np.cross(n, vi - vj) / R + wi + wj)
+                               + 5 / 14 * ((np.cross(n, vi - vj) / R + wi + wj) @ n) * n,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("law", [0, 2])
+def test_cushion_impulse_holds_angular_momentum_about_the_contact(law):
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = np.array([0.0, 1.0, 0.0])
+        if rng.random() < 0.5:
+            n = np.array([0.0, R, R - 0.036576])
+            n /= np.linalg.norm(n)
+        v = np.array([rng.normal(), -abs(rng.normal()) - 0.05, 0.0])
+        w = rng.normal(0, 60, 3)
+        e, mu, ratio = rng.uniform(0.6, 0.95), rng.uniform(0.05, 0.4), rng.uniform(1.2, 1.9)
+        dv, dw = np.zeros(3), np.zeros(3)
+        jn, jt, _ = spin_impact.ball_cushion(law, e, mu, ratio, v, w, MASS, R, n, dv, dw)
+        c = -R * n
+        np.testing.assert_allclose(0.4 * MASS * R * R * dw - MASS * np.cross(c, dv), 0,
+                                   atol=1e-10)
+        assert (v + dv) @ n == pytest.approx(-e * (v @ n), rel=1e-12)
+        e0 = v @ v + 0.4 * R * R * w @ w
+        v2, w2 = v + dv, w + dw
+        assert v2 @ v2 + 0.4 * R * R * w2 @ w2 <= e0 * (1 + 1e-12)
+
+
+def _compliant_ode(vt0, vn0, mu, e, ratio, steps):
+    """Stronge's compliant contact integrated in time (units of 1/omega_n):
+    the normal force of the half-sine compression and stretched restitution,
+    a tangential spring of frequency ``ratio`` that sticks, or slips at the
+    friction limit (return mapping), semi-implicit Euler."""
+    beta = 3.5
+    tf = (1 + e) * np.pi / 2
+    dt = tf / steps
+    vt, u = np.array(vt0, float), np.zeros_like(np.asarray(vt0, float))
+    for k in range(1, steps + 1):
+        t = k * dt
+        ph = np.where(t <= np.pi / 2, t, t / e + np.pi / 2 * (1 - 1 / e))
+        fn = -vn0 * np.sin(ph)
+        u_try = u + vt * dt
+        limit = mu * fn * beta / ratio**2
+        u = np.where(np.abs(u_try) > limit, np.sign(u_try) * limit, u_try)
+        vt = vt - ratio**2 * u * dt
+    return vt
+
+
+def test_stronge_regimes_match_the_compliant_contact_integrated_in_time():
+    rng = np.random.default_rng(3)
+    cases = []
+    for regime in range(3):
+        while sum(1 for c in cases if c[-1] == regime) < 8:
+            vn0 = -rng.uniform(0.2, 3)
+            vt0 = -rng.uniform(0, 2) * abs(vn0)
+            mu, e, ratio = rng.uniform(0.05, 0.5), rng.uniform(0.5, 0.95), rng.uniform(1.1, 1.9)
+            if stronge.collinear(vt0, vn0, mu, e, ratio)[2] == regime:
+                cases.append((vt0, vn0, mu, e, ratio, regime))
+    c = np.array(cases).T
+    expect = np.array([stronge.collinear(*x[:5])[0] for x in cases])
+    coarse = _compliant_ode(c[0], c[1], c[2], c[3], c[4], 4000)
+    fine = _compliant_ode(c[0], c[1], c[2], c[3], c[4], 16000)
+    err_c = np.abs(coarse - expect) / np.abs(c[1])
+    err_f = np.abs(fine - expect) / np.abs(c[1])
+    assert err_f.max() < 1e-5
+    assert np.median(err_f) < np.median(err_c)  # and it converges as the step shrinks
+    for x in cases:
+        assert stronge.collinear(*x[:5])[1] == pytest.approx(-x[3] * x[1], rel=1e-15)
+
+
+# -- the event loop against the NumPy oracle --------------------------------------
+
+@pytest.mark.parametrize("laws", [None, {"body_body": "frictional_inelastic",
+                                         "body_wall": "stronge_compliant"}])
+def test_engine_matches_the_numpy_oracle(laws):
+    rng = np.random.default_rng(7)
+    coef = {**CLOTH, "v_th": 0.05, "mu_s": 0.25, "mu_bb": 0.05, "e_bb": 0.93, "e_bw": 0.8,
+            "mu_w": 0.2}
+    if laws:
+        coef.update(mu_bb_b=0.108, mu_bb_c=1.088, omega_ratio_w=1.7)
+    heights = [np.nan, 0.036576, 0.036576, np.nan]
+    impacts = 0
+    for _ in range(25):
+        pos, vel, w = _random_scene(rng, int(rng.integers(2, 5)))
+        samples = np.linspace(0, 8, 33)
+        res = run(pos, vel, w, t_end=8.0, params=coef, walls=TABLE, heights=heights, laws=laws,
+                  samples=samples)
+        r, v, om, events, out = spin_oracle.simulate(
+            [R] * len(pos), [MASS] * len(pos), pos, vel, w, TABLE, heights, coef, 8.0,
+            laws=laws, samples=samples)
+        names, t = kinds(res)
+        ev = res.events(0)
+        assert names == [e[1] for e in events]
+        np.testing.assert_allclose(t, [e[0] for e in events], rtol=0, atol=1e-9)
+        assert list(ev["a"]) == [e[2] for e in events]
+        np.testing.assert_allclose(res.final.body_pos[0], r, atol=1e-9)
+        np.testing.assert_allclose(res.final.body_omega[0], om, atol=1e-6)
+        _, sp, sv = res.samples(0)
+        np.testing.assert_allclose(sp, np.array([[x[0] for x in row] for row in out]), atol=1e-9)
+        np.testing.assert_allclose(res.samp_omega, np.array([[x[2] for x in row] for row in out]),
+                                   atol=1e-6)
+        impacts += sum(1 for e in events if e[1] in ("body-body", "body-wall"))
+    assert impacts > 40
+
+
+def test_serial_and_parallel_runs_are_identical():
+    rng = np.random.default_rng(9)
+    scs = []
+    for k in range(16):
+        pos, vel, w = _random_scene(rng, 3)
+        scs.append(M.Scenario(radius=[R] * 3, mass=[MASS] * 3, pos=pos, vel=vel, omega=w,
+                              walls=TABLE, wall_height=[0.036576] * 4, t_end=10.0))
+    mdl, st = M.build(scs, params=CLOTH, spin=True)
+    a = engine.simulate(mdl, st, [np.linspace(0, 10, 41)] * 16, parallel=False)
+    b = engine.simulate(mdl, st, [np.linspace(0, 10, 41)] * 16, parallel=True)
+    assert np.array_equal(a.samp_pos, b.samp_pos) and np.array_equal(a.samp_omega, b.samp_omega)
+    assert np.array_equal(a.event_t, b.event_t) and np.array_equal(a.final.body_omega,
+                                                                  b.final.body_omega)
+
+
+def test_motion_state_codes_are_pooltools():
+    assert spin.STATE_NAMES == ("stationary", "spinning", "sliding", "rolling")
+    assert (spin.STATIONARY, spin.SPINNING, spin.SLIDING, spin.ROLLING) == (0, 1, 2, 3)
+
+
+# -- what the spinning model refuses ------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (dict(pos=[[0.5, 0.5, 0.2]]), "spinning model runs spheres on the ground"),
+    (dict(vel=[[0.5, 0.0, 0.3]]), "expected vz = 0"),
+    (dict(walls=[[0, 0.6, 0.8, 0.1]]), "is not horizontal"),
+    (dict(controls=[[0, 0, 1, 1, 0, 0]]), "takes no controls yet"),
+    (dict(walls=TABLE, wall_height=[0.03, -1, 0.03, 0.03]), "wall 1: height = -1.0"),
+])
+def test_spin_scenarios_outside_the_model_are_refused(change, message):
+    base = dict(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[[0.5, 0, 0]],
+                omega=[[0, 0, 3.0]], t_end=1.0)
+    with pytest.raises(ValueError, match=message):
+        M.build([M.Scenario(**{**base, **change})], spin=True)
+
+
+def test_spin_inputs_without_the_spinning_model_are_refused():
+    base = dict(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[[0.5, 0, 0]], t_end=1.0)
+    with pytest.raises(ValueError, match="model: {spin: true}"):
+        M.build([M.Scenario(**base, omega=[[0, 0, 3.0]])])
+    with pytest.raises(ValueError, match="nose height"):
+        M.build([M.Scenario(**base, walls=TABLE, wall_height=[0.03] * 4)])
+    with pytest.raises(ValueError, match="needs the spinning model"):
+        M.build([M.Scenario(**base)], laws={"body_wall": "stronge_compliant"})
+    with pytest.raises(ValueError, match="spinning model only"):
+        M.build([M.Scenario(**base)], params={"mu_r": 0.02})
+    mdl, st = M.build([M.Scenario(**base)], spin=True)
+    with pytest.raises(ValueError, match="sensitivities of the spinning model"):
+        engine.simulate(mdl, st, directions=engine.Directions.build(params=[1]))
