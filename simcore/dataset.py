@@ -43,13 +43,15 @@ TABLES = {
     "bodies": {"scenario_id": ("str", True), "body_id": ("int", True), "shape": ("str", True),
                "radius": ("float", True), "mass": ("float", True), "material": ("str", False),
                "x0": ("float", False), "y0": ("float", False), "z0": ("float", False),
-               "vx0": ("float", False), "vy0": ("float", False), "vz0": ("float", False)},
+               "vx0": ("float", False), "vy0": ("float", False), "vz0": ("float", False),
+               "wx0": ("float", False), "wy0": ("float", False), "wz0": ("float", False)},
     "trajectories": {"scenario_id": ("str", True), "body_id": ("int", True), "t": ("float", True),
                      "x": ("float", True), "y": ("float", True), "z": ("float", True),
-                     "vx": ("float", False), "vy": ("float", False), "vz": ("float", False)},
+                     "vx": ("float", False), "vy": ("float", False), "vz": ("float", False),
+                     "wx": ("float", False), "wy": ("float", False), "wz": ("float", False)},
     "walls": {"scenario_id": ("str", True), "wall_id": ("int", True), "nx": ("float", True),
               "ny": ("float", True), "nz": ("float", True), "d": ("float", True),
-              "material": ("str", False)},
+              "material": ("str", False), "height": ("float", False)},
     "controls": {"scenario_id": ("str", True), "body_id": ("int", True), "t0": ("float", True),
                  "t1": ("float", True), "fx": ("float", True), "fy": ("float", True),
                  "fz": ("float", True)},
@@ -61,8 +63,10 @@ TABLES = {
 }
 REQUIRED_TABLES = ("bodies", "trajectories")
 # Which columns are lengths, times, speeds or forces (for unit conversion).
-_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d"}
+_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d", "height"}
 _SPEED_COLS = {"vx0", "vy0", "vz0", "vx", "vy", "vz", "dvx", "dvy", "dvz"}
+#: Angular velocities [rad per time unit].
+_RATE_COLS = {"wx0", "wy0", "wz0", "wx", "wy", "wz"}
 _TIME_COLS = {"t", "t0", "t1", "duration", "dt"}
 DEFAULT_DT = 1e-3
 
@@ -174,6 +178,9 @@ class Dataset:
     #: The contact law of each kind, ``{kind: name}`` (``dataset.yaml``
     #: ``laws``, :func:`simcore.laws.resolve`).
     laws: dict = field(default_factory=contact_laws.resolve)
+    #: Whether the spheres spin (``dataset.yaml`` ``model: {spin: true}``,
+    #: :mod:`simcore.spin`).
+    spin: bool = False
     #: Sorted scenario ids of all tables (``"*"`` included when walls use it),
     #: and per table the code of each row's scenario_id into that list: ids
     #: never become per-row Python strings.
@@ -210,7 +217,7 @@ class Dataset:
         per-material entries its ``params`` and ``truth`` name, and
         ``coefficients``."""
         return P.Layout.build(self.materials, [*self.fixed_params, *self.truth, *coefficients],
-                              self.laws)
+                              self.laws, self.spin)
 
     def ids_of(self, table):
         """Row -> scenario id lookup for ``table`` (for messages and outputs)."""
@@ -429,6 +436,8 @@ def _convert_units(table, length, time):
             factor = length / time
         elif c in _TIME_COLS:
             factor = time
+        elif c in _RATE_COLS:
+            factor = 1.0 / time
         elif c in ("fx", "fy", "fz"):
             factor = length / time**2  # force unit: kg * length / time^2
         cols[c] = col if factor == 1.0 else pc.multiply(col, factor)
@@ -483,7 +492,10 @@ def safe_yaml(path):
 #: The keys of ``dataset.yaml`` (datasets/README.md); any other is an error
 #: with the nearest known key as a suggestion.
 META_KEYS = ("name", "description", "source", "license", "citation", "units", "gravity",
-             "ground_z", "truth", "params", "laws", "noise", "generator", "allow_implausible")
+             "ground_z", "truth", "params", "laws", "model", "noise", "generator",
+             "allow_implausible")
+#: The keys of ``dataset.yaml`` ``model``.
+MODEL_KEYS = ("spin",)
 
 
 def _check_meta(meta, meta_path, report):
@@ -529,6 +541,20 @@ def _check_meta(meta, meta_path, report):
         for name, v in values.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                 report.add("wrong type", meta_path, f"{key}: {name} = {v!r}: expected a number")
+    model = meta.get("model", {})
+    if not isinstance(model, dict):
+        report.add("wrong type", meta_path, f"model = {model!r}: expected a mapping such as "
+                                            "{spin: true}")
+        meta["model"] = {}
+    else:
+        for key, v in model.items():
+            if key not in MODEL_KEYS:
+                near = difflib.get_close_matches(str(key), MODEL_KEYS, n=1)
+                report.add("unknown key", meta_path, f"model.{key}" + (
+                    f"; did you mean model.{near[0]}?" if near else
+                    f"; expected {', '.join(MODEL_KEYS)}"))
+            elif not isinstance(v, bool):
+                report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
     if not isinstance(meta.get("allow_implausible", False), bool):
         report.add("wrong type", meta_path, f"allow_implausible = "
                                             f"{meta['allow_implausible']!r}: expected true or false")
@@ -554,15 +580,16 @@ def _read(root, report, keep=True, batch_rows=None):
     _check_one_format(root, report)
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
+    spin = (meta.get("model") or {}).get("spin") is True
     try:
-        laws = contact_laws.resolve(meta.get("laws"))
+        laws = contact_laws.resolve(meta.get("laws"), spin)
     except ValueError as exc:
         report.add("unknown contact law", meta_path, str(exc))
         laws = contact_laws.resolve()
     for what, values in (("params", fixed), ("truth", truth)):
         for name in values:
             try:
-                P.check(name, laws)
+                P.check(name, laws, spin)
             except ValueError as exc:
                 report.add("unknown parameter", meta_path, f"{what}: {exc}")
     tables = {}
@@ -611,7 +638,7 @@ def _read(root, report, keep=True, batch_rows=None):
     # The read's buffers are free now: hand them back to the OS rather than
     # keep them in Arrow's pool.
     pa.default_memory_pool().release_unused()
-    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, laws, names, codes,
+    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, laws, spin, names, codes,
                    scan=scan)
 
 
@@ -663,6 +690,7 @@ def scenarios(ds, integrator=None, coefficients=()):
         raise DatasetError(f"trajectories: scenario {missing[0]!r} has trajectories but no bodies")
     has_p0 = all(c in b_np for c in ("x0", "y0", "z0"))
     has_v0 = all(c in b_np for c in ("vx0", "vy0", "vz0"))
+    has_w0 = all(c in b_np for c in ("wx0", "wy0", "wz0"))
     fitted = {} if (has_p0 and has_v0) else fitted_initial_states(ds)
     t_sorted = ser["t"]
     out, times, ids = [], [], []
@@ -711,13 +739,17 @@ def scenarios(ds, integrator=None, coefficients=()):
             if "dt" in s_np:
                 dt = s_np["dt"][r]
         walls = np.zeros((0, 4))
-        wall_mat = None
+        wall_mat = wall_height = None
+        omega = (np.stack([b_np[c][rows] for c in ("wx0", "wy0", "wz0")], axis=1) if has_w0
+                 else None)
         wrows = np.concatenate([wgroups.get("*", np.zeros(0, int)), wgroups.get(sid, np.zeros(0, int))])
         if wrows.size:
             wrows = wrows[np.argsort(w_np["wall_id"][wrows], kind="stable")]
             walls = np.stack([w_np[c][wrows] for c in ("nx", "ny", "nz", "d")], axis=1)
             if "material" in w_np:
                 wall_mat = list(w_np["material"][wrows])
+            if "height" in w_np:
+                wall_height = w_np["height"][wrows]
         controls = np.zeros((0, 6))
         if sid in cgroups:
             crow = cgroups[sid]
@@ -730,13 +762,14 @@ def scenarios(ds, integrator=None, coefficients=()):
         out.append(Scenario(radius=b_np["radius"][rows], mass=b_np["mass"][rows], pos=pos, vel=vel,
                             t_end=float(t_end), dt=float(dt), t0=float(t0), walls=walls,
                             controls=controls, shape=shapes, name=sid, wall_material=wall_mat,
-                            material=list(b_np["material"][rows]) if "material" in b_np else None))
+                            material=list(b_np["material"][rows]) if "material" in b_np else None,
+                            omega=omega, wall_height=wall_height))
         times.append(ts[(ts >= t0) & (ts <= t_end)])
         ids.append((sid, body_ids))
     layout = ds.layout(coefficients)
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
-                         coefficients=layout.per_material, laws=layout.laws)
+                         coefficients=layout.per_material, laws=layout.laws, spin=ds.spin)
     return model, state, times, ids
 
 

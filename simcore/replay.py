@@ -26,6 +26,8 @@ from .events import EVENT_KINDS, EventKind
 from .laws import resolve
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
+#: The angular velocities [rad/s] the spinning model's tables add.
+SPIN_COLUMNS = ("wx", "wy", "wz")
 
 
 def simulate_dataset(ds, params=None, integrator=None, laws=None):
@@ -33,7 +35,8 @@ def simulate_dataset(ds, params=None, integrator=None, laws=None):
     coefficients ``params`` (a mapping; missing names take the dataset's
     fixed values, then the defaults) under the contact ``laws`` (``{kind:
     name}``; None: the dataset's own).  Returns ``{"trajectories", "events",
-    "final"}`` tables."""
+    "final"}`` tables; a spinning model's trajectories and final states carry
+    the angular velocities ``wx, wy, wz`` too."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
     if laws is not None:
@@ -50,10 +53,12 @@ def _trajectories(ds, res, ids):
     t_bid = traj["body_id"].to_numpy()
     t_t = traj["t"].to_numpy()
     rows_of = D._groups(ds, "trajectories")
-    cols = {k: [] for k in TRAJECTORY_COLUMNS}
+    spun = res.samp_omega is not None
+    cols = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())}
     counts = []
     for s, (sid, body_ids) in enumerate(ids):
         ts, pos, vel = res.samples(s)
+        omega = res.samp_omega[res.samp_ptr[s]:res.samp_ptr[s + 1]] if spun else None
         rows = np.sort(rows_of[sid])
         k = np.searchsorted(ts, t_t[rows])
         slot = np.searchsorted(body_ids, t_bid[rows])
@@ -63,6 +68,8 @@ def _trajectories(ds, res, ids):
         for d, c in enumerate("xyz"):
             cols[c].append(pos[k, slot, d])
             cols["v" + c].append(vel[k, slot, d])
+            if spun:
+                cols["w" + c].append(omega[k, slot, d])
     out = _stack({k: v for k, v in cols.items() if k != "scenario_id"})
     # One string object per scenario, repeated in C (never a per-row Python loop).
     sids = np.empty(len(ids), dtype=object)
@@ -93,7 +100,8 @@ def _events(res, ids):
 
 
 def _final(res, ids):
-    fin = {k: [] for k in TRAJECTORY_COLUMNS}
+    spun = res.samp_omega is not None
+    fin = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())}
     for s, (sid, body_ids) in enumerate(ids):
         nb = len(body_ids)
         fin["scenario_id"] += [sid] * nb
@@ -102,6 +110,8 @@ def _final(res, ids):
         for d, c in enumerate("xyz"):
             fin[c].append(res.final.body_pos[s, :nb, d])
             fin["v" + c].append(res.final.body_vel[s, :nb, d])
+            if spun:
+                fin["w" + c].append(res.final.body_omega[s, :nb, d])
     return _stack(fin)
 
 

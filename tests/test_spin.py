@@ -347,3 +347,33 @@ def test_spin_inputs_without_the_spinning_model_are_refused():
     mdl, st = M.build([M.Scenario(**base)], spin=True)
     with pytest.raises(ValueError, match="sensitivities of the spinning model"):
         engine.simulate(mdl, st, directions=engine.Directions.build(params=[1]))
+
+
+# -- pooltool's own shots (datasets/billiards) ----------------------------------------
+
+def test_the_billiards_dataset_replays_pooltool_to_rounding():
+    """With pooltool's coefficients and laws every sample of the 60 shots
+    (positions and spins, 50 Hz, up to rest) and every impact time agree
+    with pooltool 0.6 to rounding."""
+    from pathlib import Path
+
+    from simcore import dataset as D, replay
+
+    ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
+    assert ds.spin and ds.laws["body_wall"] == "stronge_compliant"
+    out = replay.simulate_dataset(ds, params=ds.truth)
+    tr = ds.tables["trajectories"]
+    sim = out["trajectories"]
+    for c in ("x", "y"):
+        np.testing.assert_allclose(sim[c], tr[c].to_numpy(), rtol=0, atol=1e-9)
+    for c in ("wx", "wy", "wz"):
+        np.testing.assert_allclose(sim[c], tr[c].to_numpy(), rtol=0, atol=1e-6)
+    ev = ds.tables["events"].to_pandas()
+    ev = ev[ev.other.str.startswith("wall") | (ev.body_id == 0)]
+    se = out["events"]
+    hits = [(sid, t) for sid, t, k in zip(se["scenario_id"], se["t"], se["kind"])
+            if k in ("body-body", "body-wall")]
+    assert len(hits) == len(ev) == 204
+    want = ev.sort_values(["scenario_id", "t"])
+    got = sorted(hits)
+    np.testing.assert_allclose([t for _, t in got], want.t.to_numpy(), rtol=0, atol=1e-9)
