@@ -621,7 +621,7 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     (:mod:`simcore.spin_engine`) or the sliding one (:func:`_run`)."""
     if model.spin:
         return spin_engine.run(model, scen, st.body_pos, st.body_vel, st.body_omega, st.time,
-                               samp_ptr, samp_t, cap, parallel, keep)
+                               samp_ptr, samp_t, cap, parallel, tan, keep)
     return _run(model, scen, st.body_pos, st.body_vel, st.time, samp_ptr, samp_t, cap,
                 parallel, tan, keep)
 
@@ -674,9 +674,6 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             raise ValueError(f"measured has shape {measured.shape}; expected "
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
-    if model.spin and want:
-        raise ValueError("sensitivities of the spinning model are not available yet: "
-                         "simulate it without directions or measured positions")
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
     out = _dispatch(model, every, final, samp_ptr, samp_t, cap, parallel, tan, keep_samples)
     status, ev_count = out.status, out.ev_count

@@ -16,6 +16,14 @@ event, every ball's motion between them in closed form
 4. resolve: the transition, or the impact (:mod:`simcore.spin_impact`,
    under the batch's laws), logged.
 
+Sensitivities.  The loop has no tangents of its own yet: asked for them, it
+returns the trajectory residual sums against the measured positions, counts
+per coefficient the segments and events that read it (``signal``: a
+coefficient with none leaves the run unchanged) and flags every scenario
+``tangent.ND_SPIN``, so that :class:`simcore.problem.Problem` takes their
+gradients by central differences of the loss (its fallback for scenarios
+without exact tangents).
+
 Simultaneous events are resolved one at a time in a fixed order (a ball's
 transition before impacts, lower indices first), so runs are deterministic
 and identical between serial and parallel drivers.  A sample that falls
@@ -27,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from . import laws, spin, spin_impact
+from . import laws, spin, spin_impact, tangent
 from .collision import toi_sphere_plane, toi_sphere_sphere
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
@@ -82,6 +90,8 @@ class SpinBatch(NamedTuple):
     laws: np.ndarray
     gravity: float
     ground_z: float
+    meas: np.ndarray
+    t_param: np.ndarray
 
 
 class SpinOutputs(NamedTuple):
@@ -102,6 +112,9 @@ class SpinOutputs(NamedTuple):
     ev_i: np.ndarray
     status: np.ndarray
     ev_count: np.ndarray
+    tr_sse: np.ndarray
+    signal: np.ndarray
+    nondiff: np.ndarray
 
 
 class Cloth(NamedTuple):
@@ -135,6 +148,31 @@ def _segments(motion, vel, w, radius, gravity, cloth):
             motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
             cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
             motion.alpha[i])
+
+
+@jit
+def _count_segments(motion, w, step, mat, bg_idx, used):
+    """Count, per coefficient row, the balls' segments of length ``step``
+    that read it: kinetic or static friction of a slide, rolling resistance,
+    spinning friction on a vertical spin."""
+    if step <= 0.0:
+        return
+    for i in range(w.shape[0]):
+        st = motion.state[i]
+        if st == spin.SLIDING:
+            used[bg_idx[mat[i], _MU_K if motion.above[i] else _MU_S]] += 1
+        elif st == spin.ROLLING:
+            used[bg_idx[mat[i], _MU_R]] += 1
+        if w[i, 2] != 0.0:
+            used[bg_idx[mat[i], _MU_SP]] += 1
+
+
+@jit
+def _count(used, rows, n):
+    """Count the first ``n`` coefficient rows of ``rows`` (-1: absent) as read."""
+    for c in range(n):
+        if rows[c] >= 0:
+            used[rows[c]] += 1
 
 
 @jit
@@ -295,9 +333,10 @@ def _tables(params, bb_idx, bw_idx, mat, wall_mat):
 
 
 @jit
-def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t):
+def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t, used):
     """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
-    ``(status, event_count, t)``."""
+    ``(status, event_count, t)``; ``used`` counts per coefficient row the
+    segments and events that read it."""
     nb = b.body_count[s]
     nw = b.wall_count[s]
     radius = b.body_radius[s, :nb]
@@ -339,6 +378,7 @@ def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t):
         _segments(motion, vel, w, radius, gravity, cloth)
         code, ev_a, ev_b, step = _next_event(t_end - t, motion, pos, vel, radius, wall_n, wall_d)
         t_new = t_end if code == NONE else t + step
+        _count_segments(motion, w, t_new - t, mat, b.bg_idx, used)
         ks = _sample(t, t_new, ks, motion, pos, vel, w, radius, samp_t, out_pos, out_vel, out_w)
         for i in range(nb):
             spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
@@ -348,17 +388,21 @@ def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t):
             return STATUS_STALLED, n_ev, t
         t = t_new
         if code == TRANSITION:
+            if motion.end[ev_a] == spin.END_VTH:
+                used[b.bg_idx[mat[ev_a], _V_TH]] += 1
             n_ev = _transition(ev_a, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3)
         elif code == BALL_BALL:
             moving = (_translating(motion.state[ev_a])
                       or _translating(motion.state[ev_b]))
             n_ev = _ball_ball(ev_a, ev_b, n_ev, t, pos, vel, w, radius, mass, mat, pc, b.laws,
                               ev_f, ev_i, v3, moving)
+            _count(used, b.bb_idx[mat[ev_a], mat[ev_b]], 4)
             _enter(ev_a, motion, vel, w, radius, cloth.v_th)
             _enter(ev_b, motion, vel, w, radius, cloth.v_th)
         elif code == BALL_WALL:
             n_ev = _ball_wall(ev_a, ev_b, n_ev, t, ground, pos, vel, w, radius, mass, mat,
                               wall_n, wall_d, wall_h, wall_mat, wc, b.laws, ev_f, ev_i, v3)
+            _count(used, b.bw_idx[mat[ev_a], wall_mat[ev_b]], 3)
             _enter(ev_a, motion, vel, w, radius, cloth.v_th)
     else:
         return STATUS_MAX_ITER, n_ev, t
@@ -386,11 +430,29 @@ def _run_one(s, b, out):
         o_pos = out.out_pos[k0:k1]
         o_vel = out.out_vel[k0:k1]
         o_w = out.out_omega[k0:k1]
+    used = np.zeros(b.params.shape[1], np.int64)
     st, ne, tf = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb], o_pos,
-                           o_vel, o_w, out.ev_f[s], out.ev_i[s], out.time[s])
+                           o_vel, o_w, out.ev_f[s], out.ev_i[s], out.time[s], used)
     out.status[s] = st
     out.ev_count[s] = ne
     out.time[s] = tf
+    nt = b.t_param.shape[0]
+    if nt == 0 and b.meas.shape[0] == 0:
+        return
+    out.nondiff[s] = tangent.ND_SPIN
+    for p in range(nt):
+        q = b.t_param[p]
+        out.signal[s, p] = used[q] if q >= 0 else 1
+    if b.meas.shape[0] > 0 and b.meas.shape[0] == b.samp_t.shape[0]:
+        sse = 0.0
+        for k in range(k1 - k0):
+            for i in range(nb):
+                for d in range(3):
+                    m = b.meas[k0 + k, i, d]
+                    if m == m:  # NaN: not measured
+                        r = o_pos[k, i, d] - m
+                        sse += r * r
+        out.tr_sse[s] = sse
 
 
 @njit(**JIT_PARALLEL)
@@ -407,10 +469,12 @@ def _simulate_serial(batch, out):
         _run_one(s, batch, out)
 
 
-def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, keep=True):
+def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` (indices into ``model``, a spinning one) with
     event capacity ``cap``; ``pos``, ``vel``, ``omega``, ``time`` are that
-    subset's state, advanced in place.  Returns the :class:`SpinOutputs`."""
+    subset's state, advanced in place; ``tan`` the
+    :class:`simcore.engine.TangentIO` whose residual sums, ``signal`` and
+    ``nondiff`` it writes (module docstring).  Returns the :class:`SpinOutputs`."""
     m = model
     nscen = scen.shape[0]
     nbmax = m.body_radius.shape[1]
@@ -418,13 +482,14 @@ def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, kee
     out = SpinOutputs(pos, vel, omega, time, np.zeros((rows, nbmax, 3)),
                       np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
                       np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
-                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
+                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64), tan.tr_sse,
+                      tan.signal, tan.nondiff)
     batch = SpinBatch(m.body_count[scen], m.body_radius[scen], m.body_mass[scen],
                       m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
                       m.wall_offset[scen], m.wall_height[scen], m.wall_material[scen],
                       m.scen_t_end[scen], samp_ptr, samp_t,
                       m.params[scen] if m.params.ndim == 2 else m.params[None, :],
                       m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes,
-                      float(m.gravity), float(m.ground_z))
+                      float(m.gravity), float(m.ground_z), tan.meas, tan.t_param)
     (_simulate_parallel if parallel else _simulate_serial)(batch, out)
     return out

@@ -344,9 +344,6 @@ def test_spin_inputs_without_the_spinning_model_are_refused():
         M.build([M.Scenario(**base)], laws={"body_wall": "stronge_compliant"})
     with pytest.raises(ValueError, match="spinning model only"):
         M.build([M.Scenario(**base)], params={"mu_r": 0.02})
-    mdl, st = M.build([M.Scenario(**base)], spin=True)
-    with pytest.raises(ValueError, match="sensitivities of the spinning model"):
-        engine.simulate(mdl, st, directions=engine.Directions.build(params=[1]))
 
 
 # -- pooltool's own shots (datasets/billiards) ----------------------------------------
