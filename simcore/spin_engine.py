@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import laws, spin, spin_impact, tangent
+from .laws import PairLaw
 from .collision import toi_sphere_plane, toi_sphere_sphere
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
@@ -115,6 +116,28 @@ class SpinOutputs(NamedTuple):
     tr_sse: np.ndarray
     signal: np.ndarray
     nondiff: np.ndarray
+
+
+class Balls(NamedTuple):
+    """A scenario's balls: the state ``pos``, ``vel``, ``w (nb, 3)`` and the
+    constants ``radius``, ``mass``, ``mat (nb,)``."""
+
+    pos: np.ndarray
+    vel: np.ndarray
+    w: np.ndarray
+    radius: np.ndarray
+    mass: np.ndarray
+    mat: np.ndarray
+
+
+class Walls(NamedTuple):
+    """A scenario's cushions: the planes ``n (nw, 3)``, ``d``, their nose
+    heights ``h`` (NaN: none) and materials ``mat (nw,)``."""
+
+    n: np.ndarray
+    d: np.ndarray
+    h: np.ndarray
+    mat: np.ndarray
 
 
 class Cloth(NamedTuple):
@@ -263,10 +286,12 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3):
 
 
 @jit
-def _ball_ball(i, j, n_ev, t, pos, vel, w, radius, mass, mat, pc, codes, ev_f, ev_i, v3,
-               moving):
+def _ball_ball(i, j, n_ev, t, balls, pc, code, ev_f, ev_i, v3, moving):
     """Resolve the impact of balls i < j at ``t`` (moved apart to
-    ``spin_impact.SEPARATION`` first); returns the event count."""
+    ``spin_impact.SEPARATION`` first) under the body-body law ``code``;
+    returns the event count."""
+    pos, vel, w, radius, mass, mat = (balls.pos, balls.vel, balls.w, balls.radius, balls.mass,
+                                      balls.mat)
     nrm, dva, dwa, dvb, dwb = v3[0], v3[1], v3[2], v3[3], v3[4]
     spin_impact.separate_pair(pos[i], vel[i], pos[j], vel[j], radius[i], radius[j], moving)
     dist = 0.0
@@ -277,9 +302,9 @@ def _ball_ball(i, j, n_ev, t, pos, vel, w, radius, mass, mat, pc, codes, ev_f, e
     for d in range(3):
         nrm[d] /= dist
     row = pc[mat[i], mat[j]]
-    jn, jt, slipped = spin_impact.ball_ball(
-        codes[laws.BODY_BODY], row[_E_BB], row[_MU_BB], row[_MU_BB_B], row[_MU_BB_C], vel[i],
-        w[i], vel[j], w[j], mass[i], mass[j], radius[i], radius[j], nrm, dva, dwa, dvb, dwb)
+    law = PairLaw(code, row[_E_BB], row[_MU_BB], row[_MU_BB_B], row[_MU_BB_C])
+    jn, jt, slipped = spin_impact.ball_ball(law, vel[i], w[i], vel[j], w[j], mass[i], mass[j],
+                                            radius[i], radius[j], nrm, dva, dwa, dvb, dwb)
     dva[2] = 0.0  # the cloth takes the vertical part: the balls stay on it
     dvb[2] = 0.0
     for d in range(3):
@@ -292,10 +317,13 @@ def _ball_ball(i, j, n_ev, t, pos, vel, w, radius, mass, mat, pc, codes, ev_f, e
 
 
 @jit
-def _ball_wall(i, k, n_ev, t, ground, pos, vel, w, radius, mass, mat, wall_n, wall_d, wall_h,
-               wall_mat, wc, codes, ev_f, ev_i, v3):
+def _ball_wall(i, k, n_ev, t, ground, balls, walls, wc, code, ev_f, ev_i, v3):
     """Resolve ball i's impact on wall k at ``t`` (moved to
-    ``spin_impact.SEPARATION`` from it first); returns the event count."""
+    ``spin_impact.SEPARATION`` from it first) under the body-wall law
+    ``code``; returns the event count."""
+    pos, vel, w, radius, mass, mat = (balls.pos, balls.vel, balls.w, balls.radius, balls.mass,
+                                      balls.mat)
+    wall_n, wall_d, wall_h, wall_mat = walls.n, walls.d, walls.h, walls.mat
     nrm, dva, dwa, zero3 = v3[0], v3[1], v3[2], v3[5]
     spin_impact.separate_wall(pos[i], vel[i], radius[i], wall_n[k], wall_d[k])
     gap = (wall_n[k, 0] * pos[i, 0] + wall_n[k, 1] * pos[i, 1] + wall_n[k, 2] * pos[i, 2]
@@ -303,7 +331,7 @@ def _ball_wall(i, k, n_ev, t, ground, pos, vel, w, radius, mass, mat, wall_n, wa
     spin_impact.cushion_normal(wall_n[k], gap, pos[i, 2] - ground - wall_h[k], nrm)
     row = wc[mat[i], wall_mat[k]]
     jn, jt, slipped = spin_impact.ball_cushion(
-        codes[laws.BODY_WALL], row[_E_BW], row[_MU_W], row[_RATIO_W], vel[i], w[i], mass[i],
+        code, row[_E_BW], row[_MU_W], row[_RATIO_W], vel[i], w[i], mass[i],
         radius[i], nrm, dva, dwa)
     dva[2] = 0.0  # the table takes the vertical part: no hop
     for d in range(3):
@@ -361,6 +389,8 @@ def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t, used):
                     np.zeros(nb), np.zeros(nb, np.int64))
     v3 = np.zeros((6, 3))
     zero3 = v3[5]
+    balls = Balls(pos, vel, w, radius, mass, mat)
+    walls = Walls(wall_n, wall_d, wall_h, wall_mat)
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
     ks = 0
@@ -394,14 +424,14 @@ def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t, used):
         elif code == BALL_BALL:
             moving = (_translating(motion.state[ev_a])
                       or _translating(motion.state[ev_b]))
-            n_ev = _ball_ball(ev_a, ev_b, n_ev, t, pos, vel, w, radius, mass, mat, pc, b.laws,
-                              ev_f, ev_i, v3, moving)
+            n_ev = _ball_ball(ev_a, ev_b, n_ev, t, balls, pc, b.laws[laws.BODY_BODY], ev_f,
+                              ev_i, v3, moving)
             _count(used, b.bb_idx[mat[ev_a], mat[ev_b]], 4)
             _enter(ev_a, motion, vel, w, radius, cloth.v_th)
             _enter(ev_b, motion, vel, w, radius, cloth.v_th)
         elif code == BALL_WALL:
-            n_ev = _ball_wall(ev_a, ev_b, n_ev, t, ground, pos, vel, w, radius, mass, mat,
-                              wall_n, wall_d, wall_h, wall_mat, wc, b.laws, ev_f, ev_i, v3)
+            n_ev = _ball_wall(ev_a, ev_b, n_ev, t, ground, balls, walls, wc,
+                              b.laws[laws.BODY_WALL], ev_f, ev_i, v3)
             _count(used, b.bw_idx[mat[ev_a], wall_mat[ev_b]], 3)
             _enter(ev_a, motion, vel, w, radius, cloth.v_th)
     else:

@@ -160,9 +160,11 @@ def _cross(a0, a1, a2, b0, b1, b2):
 
 
 @jit
-def ball_ball(law, e, mu, mu_b, mu_c, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
-    """Velocity and spin changes of balls i, j (module docstring) under the
-    body-body ``law`` code; returns ``(J_n, J_t, slipped)`` [N s]."""
+def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
+    """Velocity and spin changes of balls i, j (module docstring) under
+    ``law`` (a :class:`simcore.laws.PairLaw`: the body-body law's code and
+    the pair's coefficients); returns ``(J_n, J_t, slipped)`` [N s]."""
+    e, mu = law.e, law.mu
     for d in range(3):
         dvi[d] = 0.0
         dwi[d] = 0.0
@@ -184,8 +186,8 @@ def ball_ball(law, e, mu, mu_b, mu_c, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dw
     t1 = u1 - uc * n[1]
     t2 = u2 - uc * n[2]
     ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    if law == LAW_FRICTIONAL_INELASTIC:
-        bound = frictional_inelastic.slip_bound(e, mu, mu_b, mu_c, un, ut, inv_sum)
+    if law.code == LAW_FRICTIONAL_INELASTIC:
+        bound = frictional_inelastic.slip_bound(e, mu, law.mu_b, law.mu_c, un, ut, inv_sum)
     else:
         bound = mu * jn
     jt, slipped = capped(ut / (TANGENTIAL * inv_sum), bound)
