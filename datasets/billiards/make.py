@@ -11,7 +11,9 @@ event; see that directory's README).  What is kept:
 * the four cushions as walls through the cushion noses, with their height;
 * the velocity changes of the ball-ball and ball-cushion impacts as the
   ``events`` table;
-* pooltool's coefficients as ``truth``, under its laws (``dataset.yaml``).
+* pooltool's coefficients as ``truth``, under its laws (``dataset.yaml``);
+  pooltool has no static friction, so ``v_th`` is fixed at 1e-6 m/s (the
+  switch off) and ``mu_s`` at 0.5 (unread then).
 """
 
 import json
@@ -80,7 +82,7 @@ def convert(src, out):
     for name, frame in (("bodies", pd.DataFrame(bodies)), ("trajectories", trajectories),
                         ("walls", walls), ("events", impacts)):
         frame.to_parquet(out / f"{name}.parquet", index=False, compression="zstd")
-    truth = {"mu_k": bp["u_s"], "mu_s": bp["u_s"], "mu_r": bp["u_r"], "mu_sp": bp["u_sp"],
+    truth = {"mu_k": bp["u_s"], "mu_r": bp["u_r"], "mu_sp": bp["u_sp"],
              "e_bb": bp["e_b"], "mu_bb": par["resolver"]["ball_ball"]["friction"]["a"],
              "mu_bb_b": par["resolver"]["ball_ball"]["friction"]["b"],
              "mu_bb_c": par["resolver"]["ball_ball"]["friction"]["c"],
@@ -100,7 +102,9 @@ def convert(src, out):
         "ground_z": 0.0,
         "model": {"spin": True},
         "laws": {"body_body": "frictional_inelastic", "body_wall": "stronge_compliant"},
-        "params": {"v_th": 1e-6},
+        # pooltool has no static friction: a v_th of 1e-6 m/s turns the
+        # patent's switch off, and mu_s (then unread) is fixed out of the way.
+        "params": {"v_th": 1e-6, "mu_s": 0.5},
         "truth": truth,
         "noise": "none: exact evaluations of pooltool's analytic motion",
     }
