@@ -12,8 +12,8 @@ event; see that directory's README).  What is kept:
 * the velocity changes of the ball-ball and ball-cushion impacts as the
   ``events`` table;
 * pooltool's coefficients as ``truth``, under its laws (``dataset.yaml``);
-  pooltool has no static friction, so ``v_th`` is fixed at 1e-6 m/s (the
-  switch off) and ``mu_s`` at 0.5 (unread then).
+  pooltool has no static friction, so ``v_th`` is fixed at 1e-9 m/s (the
+  switch off) and ``mu_s`` at 0.5 (out of the way).
 """
 
 import json
@@ -102,9 +102,10 @@ def convert(src, out):
         "ground_z": 0.0,
         "model": {"spin": True},
         "laws": {"body_body": "frictional_inelastic", "body_wall": "stronge_compliant"},
-        # pooltool has no static friction: a v_th of 1e-6 m/s turns the
-        # patent's switch off, and mu_s (then unread) is fixed out of the way.
-        "params": {"v_th": 1e-6, "mu_s": 0.5},
+        # pooltool has no static friction: a v_th of 1e-9 m/s turns the
+        # patent's switch off, and mu_s (then read over the last nm/s of a
+        # slide) is fixed out of the way.
+        "params": {"v_th": 1e-9, "mu_s": 0.5},
         "truth": truth,
         "noise": "none: exact evaluations of pooltool's analytic motion",
     }
