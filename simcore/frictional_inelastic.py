@@ -50,8 +50,9 @@ PARAMETERS = (
 @jit
 def slip_bound(e, mu, mu_b, mu_c, un, ut, inv_sum):
     """The largest friction impulse of a slipping impact,
-    ``2 (mu + mu_b exp(-mu_c |u_t|)) e |u_n| / W`` (zero unless approaching)."""
-    if un >= 0.0:
+    ``2 (mu + mu_b exp(-mu_c |u_t|)) e |u_n| / W`` (zero unless approaching;
+    real or complex, for the spinning model's complex-step tangents)."""
+    if un.real >= 0.0:
         return 0.0
     return 2.0 * (mu + mu_b * np.exp(-mu_c * ut)) * e * -un / inv_sum
 

@@ -54,8 +54,8 @@ PARAMETERS = (
 def capped(j_stick, j_slip):
     """Friction impulse ``min(J_stick, J_slip)`` and whether it slips: the
     impulse that stops the tangential motion, unless the law's bound on a
-    slipping impulse is smaller."""
-    if j_stick <= j_slip:
+    slipping impulse is smaller (real or complex: the real parts decide)."""
+    if j_stick.real <= j_slip.real:
         return j_stick, False
     return j_slip, True
 

@@ -34,6 +34,10 @@ give ``dv = (v_nf - v_n0) n + (v_tf - v_t0) / (7/2) t`` and ``dw = 5/(2R)
 (-n) x ((v_tf - v_t0) / (7/2) t)`` (pooltool's ``_solve``).  A cushion with
 a nose height tilts ``n`` (:func:`cushion_normal`).
 
+Every function here takes real or complex numbers (the real parts take
+every decision): :mod:`simcore.spin_tangent` differentiates them by a
+complex step.
+
 Separation.  Before an impact is resolved the balls are moved apart to a
 gap of :data:`SEPARATION` = 1e-6 m along their velocities, as pooltool does
 (``make_kiss`` of ``ball_ball/core.py`` and ``ball_cushion/core.py``, with
@@ -91,23 +95,24 @@ def separate_pair(pi, vi, pj, vj, ri, rj, moving):
     qa = b[0] * b[0] + b[1] * b[1] + b[2] * b[2]
     qb = 2.0 * (b[0] * c[0] + b[1] * c[1] + b[2] * c[2])
     qc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2] - target * target
-    if qa == 0.0:
+    if qa.real == 0.0:
         _apart(pi, pj, ri, rj)
         return
     disc = qb * qb - 4.0 * qa * qc
-    if disc >= 0.0:
+    if disc.real >= 0.0:
         sq = np.sqrt(disc)
         s1 = (-qb - sq) / (2.0 * qa)
         s2 = (-qb + sq) / (2.0 * qa)
-        s = s1 if abs(s1) < abs(s2) else s2
+        s = s1 if abs(s1.real) < abs(s2.real) else s2
     else:
         re = -qb / (2.0 * qa)
-        if re == 0.0 or np.sqrt(-disc) / (2.0 * qa) / abs(re) >= 1e-3:
+        if re.real == 0.0 or np.sqrt(-disc.real) / (2.0 * qa.real) / abs(re.real) >= 1e-3:
             _apart(pi, pj, ri, rj)
             return
         s = re
-    shift = 0.5 * abs(s) * np.sqrt((vi[0] + vj[0]) ** 2 + (vi[1] + vj[1]) ** 2
-                              + (vi[2] + vj[2]) ** 2)
+    shift = 0.5 * abs(s.real) * np.sqrt((vi[0].real + vj[0].real) ** 2
+                                        + (vi[1].real + vj[1].real) ** 2
+                                        + (vi[2].real + vj[2].real) ** 2)
     if shift > 5.0 * SEPARATION:
         _apart(pi, pj, ri, rj)
         return
@@ -123,9 +128,10 @@ def separate_wall(p, v, r, n_wall, d_wall):
     where that would move it more than 5 separations (pooltool's fallback)."""
     gap = n_wall[0] * p[0] + n_wall[1] * p[1] + n_wall[2] * p[2] - d_wall
     vn = -(n_wall[0] * v[0] + n_wall[1] * v[1] + n_wall[2] * v[2])
-    if vn != 0.0:
+    if vn.real != 0.0:
         s = (gap - r - SEPARATION) / vn
-        if abs(s) * np.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) <= 5.0 * SEPARATION:
+        speed = np.sqrt(v[0].real ** 2 + v[1].real ** 2 + v[2].real ** 2)
+        if abs(s.real) * speed <= 5.0 * SEPARATION:
             for d in range(3):
                 p[d] += s * v[d]
             return
@@ -141,7 +147,7 @@ def cushion_normal(n_wall, gap, rise, out):
     the unit vector along ``gap n_wall + rise z`` (for a ball one radius
     from the plane, ``R n_wall + (R - height) z``); the wall's own normal
     when ``rise`` is NaN (no nose height: a vertical plane)."""
-    if np.isnan(rise):
+    if np.isnan(rise.real):
         for d in range(3):
             out[d] = n_wall[d]
         return
@@ -171,8 +177,8 @@ def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
         dvj[d] = 0.0
         dwj[d] = 0.0
     un = (vj[0] - vi[0]) * n[0] + (vj[1] - vi[1]) * n[1] + (vj[2] - vi[2]) * n[2]
-    if un >= 0.0:
-        return 0.0, 0.0, False
+    if un.real >= 0.0:
+        return 0.0 * un, 0.0 * un, False
     inv_sum = 1.0 / mi + 1.0 / mj
     jn = -(1.0 + e) * un / inv_sum
     # Contact points' slip of j over i: v + w x c at c_j = -R_j n, c_i = R_i n.
@@ -191,7 +197,7 @@ def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
     else:
         bound = mu * jn
     jt, slipped = capped(ut / (TANGENTIAL * inv_sum), bound)
-    if ut > 0.0:
+    if ut.real > 0.0:
         t0 /= ut
         t1 /= ut
         t2 /= ut
@@ -220,15 +226,15 @@ def ball_cushion(law, e, mu, ratio, v, w, m, r, n, dv, dw):
         dv[d] = 0.0
         dw[d] = 0.0
     vn = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
-    if vn >= 0.0:
-        return 0.0, 0.0, False
+    if vn.real >= 0.0:
+        return 0.0 * vn, 0.0 * vn, False
     # Contact point velocity v + w x (-R n); w x n is tangential.
     a = _cross(w[0], w[1], w[2], -r * n[0], -r * n[1], -r * n[2])
     t0 = v[0] + a[0] - vn * n[0]
     t1 = v[1] + a[1] - vn * n[1]
     t2 = v[2] + a[2] - vn * n[2]
     ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-    if ut > 0.0:
+    if ut.real > 0.0:
         t0 /= ut
         t1 /= ut
         t2 /= ut

@@ -71,8 +71,25 @@ _HALF_PI = 0.5 * np.pi
 
 @jit
 def _isclose(a, b):
-    """``numpy.isclose(a, b)`` at its default tolerances."""
-    return abs(a - b) <= 1e-8 + 1e-5 * abs(b)
+    """``numpy.isclose(a, b)`` at its default tolerances (of the real parts)."""
+    return abs(a.real - b.real) <= 1e-8 + 1e-5 * abs(b.real)
+
+
+@jit
+def _abs(x):
+    """``|x|`` of a real number, continued analytically for a complex step
+    (the sign of the real part decides)."""
+    return x if x.real >= 0.0 else -x
+
+
+@jit
+def _clip(x):
+    """``x`` clipped to ``[-1, 1]`` (by its real part)."""
+    if x.real > 1.0:
+        return 1.0 + 0.0 * x
+    if x.real < -1.0:
+        return -1.0 + 0.0 * x
+    return x
 
 
 @jit
@@ -95,38 +112,64 @@ def _onset(kind, t, r, mu, eta2, ratio, e, u_st, v_st, t_st):
     (kind 1), in units of ``1 / omega_n``); ``u_st``, ``v_st`` the tangential
     displacement and velocity at the stick time ``t_st``, over ``mu v_n0``."""
     if kind == 0:
-        return abs(-r * np.sin(ratio * t)) - mu * eta2 * ratio * np.sin(_phase(t, e))
+        return _abs(-r * np.sin(ratio * t)) - mu * eta2 * ratio * np.sin(_phase(t, e))
     dt = t - t_st
-    return (abs(u_st * np.cos(ratio * dt) - v_st / ratio * np.sin(ratio * dt))
+    return (_abs(u_st * np.cos(ratio * dt) - v_st / ratio * np.sin(ratio * dt))
             - eta2 * np.sin(_phase(t, e)))
+
+
+@jit
+def _onset_rate(kind, t, r, mu, eta2, ratio, e, u_st, v_st, t_st):
+    """``d/dt`` of :func:`_onset`."""
+    if kind == 0:
+        inner = -r * np.sin(ratio * t)
+        rate = -r * ratio * np.cos(ratio * t)
+        return ((rate if inner.real >= 0.0 else -rate)
+                - mu * eta2 * ratio * np.cos(_phase(t, e)) / e)
+    dt = t - t_st
+    inner = u_st * np.cos(ratio * dt) - v_st / ratio * np.sin(ratio * dt)
+    rate = -u_st * ratio * np.sin(ratio * dt) - v_st * np.cos(ratio * dt)
+    return (rate if inner.real >= 0.0 else -rate) - eta2 * np.cos(_phase(t, e)) / e
 
 
 @jit
 def _root(kind, a, b, r, mu, eta2, ratio, e, u_st, v_st, t_st):
     """The root of :func:`_onset` on ``[a, b]`` by bisection to the last bit
     (the regime's conditions give a sign change there; without one, the end
-    nearer zero).  At most a few impacts per shot need it: bisection's
-    certainty is worth its 60-odd evaluations."""
-    fa = _onset(kind, a, r, mu, eta2, ratio, e, u_st, v_st, t_st)
-    fb = _onset(kind, b, r, mu, eta2, ratio, e, u_st, v_st, t_st)
+    nearer zero), then one Newton step.  At most a few impacts per shot need
+    it: bisection's certainty is worth its 60-odd evaluations.  The Newton
+    step moves a root found to the last bit by rounding only; with complex
+    coefficients (a complex step, :mod:`simcore.spin_tangent`) it carries
+    the root's derivative, ``-(df/dtheta) / (df/dt)``, the implicit
+    function theorem."""
+    a = a.real
+    b = b.real
+    fa = _onset(kind, a, r, mu, eta2, ratio, e, u_st, v_st, t_st).real
+    fb = _onset(kind, b, r, mu, eta2, ratio, e, u_st, v_st, t_st).real
     if fa == 0.0:
-        return a
-    if fb == 0.0:
-        return b
-    if (fa > 0.0) == (fb > 0.0):
-        return a if abs(fa) < abs(fb) else b
-    for _ in range(200):
-        m = 0.5 * (a + b)
-        if m <= a or m >= b:
-            break
-        fm = _onset(kind, m, r, mu, eta2, ratio, e, u_st, v_st, t_st)
-        if fm == 0.0:
-            return m
-        if (fm > 0.0) == (fa > 0.0):
-            a, fa = m, fm
-        else:
-            b = m
-    return 0.5 * (a + b)
+        m = a
+    elif fb == 0.0:
+        m = b
+    elif (fa > 0.0) == (fb > 0.0):
+        return (a if abs(fa) < abs(fb) else b) + 0.0 * r
+    else:
+        for _ in range(200):
+            m = 0.5 * (a + b)
+            if m <= a or m >= b:
+                break
+            fm = _onset(kind, m, r, mu, eta2, ratio, e, u_st, v_st, t_st).real
+            if fm == 0.0:
+                break
+            if (fm > 0.0) == (fa > 0.0):
+                a, fa = m, fm
+            else:
+                b = m
+        m = 0.5 * (a + b) if m <= a or m >= b else m
+    slope = _onset_rate(kind, m, r, mu, eta2, ratio, e, u_st, v_st, t_st)
+    f = _onset(kind, m, r, mu, eta2, ratio, e, u_st, v_st, t_st)
+    if slope.real == 0.0:
+        return m + 0.0 * f
+    return m - (f - f.real) / slope
 
 
 @jit
@@ -135,7 +178,8 @@ def collinear(v_t0, v_n0, mu, e, ratio):
     (module docstring): the contact point's final tangential and normal
     velocities ``(v_tf, v_nf)`` and the regime, from ``v_t0 <= 0``,
     ``v_n0 < 0``, friction ``mu``, restitution ``e > 0`` and frequency ratio
-    ``ratio = omega_t / omega_n``."""
+    ``ratio = omega_t / omega_n``.  Real, or complex for a complex step
+    (the real parts choose the regime)."""
     beta = BETA_T / BETA_N
     eta2 = beta / (ratio * ratio)
     r = v_t0 / v_n0
@@ -143,36 +187,36 @@ def collinear(v_t0, v_n0, mu, e, ratio):
     t_f = (1.0 + e) * t_c
     v_nf = -e * v_n0
     gross = mu * ((1.0 + e) * beta - eta2 / e)
-    if r < mu * eta2:
+    if r.real < (mu * eta2).real:
         # Stick from the start; slip again once the spring force reaches mu N.
         if _isclose(r, 0.0):
-            t_slip = t_f
+            t_slip = t_f + 0.0 * r
         elif _isclose(r, mu * eta2):
-            t_slip = t_c
+            t_slip = t_c + 0.0 * r
         else:
             t_slip = _root(0, t_c, t_f, r, mu, eta2, ratio, e, 0.0, 0.0, 0.0)
         v_stick = v_t0 * np.cos(ratio * t_slip)
         return (v_stick + mu * v_n0 * beta * e * (1.0 + np.cos(_phase(t_slip, e))), v_nf,
                 STICK_SLIP)
-    if r > gross:
+    if r.real > gross.real:
         return v_t0 - mu * v_n0 * beta * (1.0 + e), v_nf, GROSS_SLIP
     # Slip, stick at t_stick (closed form), slip again from t_slip.
-    if r <= mu * beta:
+    if r.real <= (mu * beta).real:
         x = (r / mu - beta) / (eta2 - beta)
-        t_stick = np.arccos(min(max(x, -1.0), 1.0))
+        t_stick = np.arccos(_clip(x))
     else:
         x = (r / mu - beta) / (eta2 / e - e * beta)
-        t_stick = (np.arccos(min(max(x, -1.0), 1.0)) - _shift(e)) * e
-    if t_stick <= t_c:
+        t_stick = (np.arccos(_clip(x)) - _shift(e)) * e
+    if t_stick.real <= t_c:
         u_st = -mu * v_n0 * eta2 * np.sin(t_stick)
         v_st = v_t0 - mu * beta * v_n0 * (1.0 - np.cos(t_stick))
     else:
         u_st = -mu * v_n0 * eta2 * np.sin(_phase(t_stick, e))
         v_st = v_t0 - mu * beta * v_n0 * (1.0 - e * np.cos(_phase(t_stick, e)))
     if _isclose(r, mu * eta2):
-        t_slip = t_c
+        t_slip = t_c + 0.0 * r
     elif _isclose(r, gross):
-        t_slip = t_f
+        t_slip = t_f + 0.0 * r
     else:
         scale = mu * v_n0
         t_slip = _root(1, t_c, t_f, r, mu, eta2, ratio, e, u_st / scale, v_st / scale, t_stick)
