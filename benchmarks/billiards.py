@@ -13,9 +13,8 @@ cushions), simulated to rest:
   ``pip install --no-deps pooltool-billiards==0.6.0`` there, then its
   runtime dependencies with ``panda3d==1.10.16``);
 * ``gradient_cost_ratio``: one evaluation of the calibration's loss with its
-  gradient and Gauss-Newton matrix over the ten coefficients, over one
-  evaluation of the loss alone (the spinning model's gradients are central
-  differences: 2 x 10 + 1 runs of the shots).
+  exact gradient and Gauss-Newton matrix along the ten coefficients, over
+  one evaluation of the loss alone (central differences would take 21 runs).
 
 The peer runs the same shots from the dataset's tables (initial states,
 cushions and ``truth``), with pooltool's default resolver passed explicitly.
@@ -24,7 +23,6 @@ cushions and ``truth``), with pooltool's default resolver passed explicitly.
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -83,20 +83,20 @@ PARAMETERS = (
 )
 
 
-@jit
+@jit(borrow=True)
 def slip(v, w, radius):
     """The contact point's velocity over the cloth, ``u = v + w x (-R z)``
     (its horizontal part; the vertical one is ``v_z = 0``)."""
     return v[0] - radius * w[1], v[1] + radius * w[0]
 
 
-@jit
+@jit(borrow=True)
 def spin_rate(mu_sp, gravity, radius):
     """The vertical spin's deceleration, ``5 mu_sp g / (2R)`` [rad/s^2]."""
     return 2.5 * mu_sp * gravity / radius
 
 
-@jit
+@jit(borrow=True)
 def classify(v, w, radius):
     """The motion state of a ball with velocity ``v`` and spin ``w`` on the
     cloth: sliding while its contact point slips, else rolling while it
@@ -109,7 +109,7 @@ def classify(v, w, radius):
     return SPINNING if w[2] != 0.0 else STATIONARY
 
 
-@jit
+@jit(borrow=True)
 def segment(state, above, v, w, radius, gravity, mu_k, mu_s, v_th, mu_r, mu_sp, acc, alpha):
     """The constant accelerations of a ball over its segment and how long
     the segment can last: writes ``acc (3,)`` [m/s^2] and ``alpha (3,)``
@@ -162,7 +162,7 @@ def segment(state, above, v, w, radius, gravity, mu_k, mu_s, v_th, mu_r, mu_sp, 
     return np.inf, END_NONE
 
 
-@jit
+@jit(borrow=True)
 def spin_z(wz, rate, s):
     """The vertical spin after ``s``: decays towards 0 at ``rate`` and stays there."""
     if wz > 0.0:
@@ -172,7 +172,7 @@ def spin_z(wz, rate, s):
     return wz
 
 
-@jit
+@jit(borrow=True)
 def advance(state, pos, vel, w, acc, alpha, radius, s, out_pos, out_vel, out_w):
     """The state ``s`` into a segment (``acc``, ``alpha`` from :func:`segment`),
     into ``out_*`` (which may be the inputs themselves)."""

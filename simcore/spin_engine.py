@@ -16,13 +16,12 @@ event, every ball's motion between them in closed form
 4. resolve: the transition, or the impact (:mod:`simcore.spin_impact`,
    under the batch's laws), logged.
 
-Sensitivities.  The loop has no tangents of its own yet: asked for them, it
-returns the trajectory residual sums against the measured positions, counts
-per coefficient the segments and events that read it (``signal``: a
-coefficient with none leaves the run unchanged) and flags every scenario
-``tangent.ND_SPIN``, so that :class:`simcore.problem.Problem` takes their
-gradients by central differences of the loss (its fallback for scenarios
-without exact tangents).
+Sensitivities.  Asked for them, the loop carries the tangents of
+:mod:`simcore.spin_tangent` stage by stage beside the state (the segments,
+the events' times, the transitions, the impacts by a complex step), the
+trajectory residual sums against the measured positions with ``J^T r`` and
+``J^T J``, and counts per coefficient the segments and events that read it
+(``signal``).  A grazing impact flags its scenario ``tangent.ND_GRAZING``.
 
 Simultaneous events are resolved one at a time in a fixed order (a ball's
 transition before impacts, lower indices first), so runs are deterministic
@@ -35,12 +34,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from . import laws, spin, spin_impact, tangent
+from . import laws, spin, spin_impact, spin_tangent, tangent
 from .laws import PairLaw
 from .collision import toi_sphere_plane, toi_sphere_sphere
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
-from .stages import log
+from .stages import EventLog, Sums, log, log_tangent
 
 EV_BODY_BODY = int(EventKind.BODY_BODY)
 EV_BODY_WALL = int(EventKind.BODY_WALL)
@@ -91,8 +90,6 @@ class SpinBatch(NamedTuple):
     laws: np.ndarray
     gravity: float
     ground_z: float
-    meas: np.ndarray
-    t_param: np.ndarray
 
 
 class SpinOutputs(NamedTuple):
@@ -113,9 +110,6 @@ class SpinOutputs(NamedTuple):
     ev_i: np.ndarray
     status: np.ndarray
     ev_count: np.ndarray
-    tr_sse: np.ndarray
-    signal: np.ndarray
-    nondiff: np.ndarray
 
 
 class Balls(NamedTuple):
@@ -163,7 +157,7 @@ class Motion(NamedTuple):
     end: np.ndarray
 
 
-@jit
+@jit(borrow=True)
 def _segments(motion, vel, w, radius, gravity, cloth):
     """Every ball's segment from its current state (``spin.segment``)."""
     for i in range(vel.shape[0]):
@@ -173,7 +167,7 @@ def _segments(motion, vel, w, radius, gravity, cloth):
             motion.alpha[i])
 
 
-@jit
+@jit(borrow=True)
 def _count_segments(motion, w, step, mat, bg_idx, used):
     """Count, per coefficient row, the balls' segments of length ``step``
     that read it: kinetic or static friction of a slide, rolling resistance,
@@ -190,7 +184,7 @@ def _count_segments(motion, w, step, mat, bg_idx, used):
             used[bg_idx[mat[i], _MU_SP]] += 1
 
 
-@jit
+@jit(borrow=True)
 def _count(used, rows, n):
     """Count the first ``n`` coefficient rows of ``rows`` (-1: absent) as read."""
     for c in range(n):
@@ -198,7 +192,7 @@ def _count(used, rows, n):
             used[rows[c]] += 1
 
 
-@jit
+@jit(borrow=True)
 def _enter(i, motion, vel, w, radius, v_th):
     """Ball i's motion state after an impact or at the start (``spin.classify``)."""
     st = spin.classify(vel[i], w[i], radius[i])
@@ -215,12 +209,12 @@ def _enter(i, motion, vel, w, radius, v_th):
         w[i, 1] = 0.0
 
 
-@jit
+@jit(borrow=True)
 def _translating(state):
     return state == spin.SLIDING or state == spin.ROLLING
 
 
-@jit
+@jit(borrow=True)
 def _next_event(s_best, motion, pos, vel, radius, wall_n, wall_d):
     """The earliest transition or impact before ``s_best``: ``(code, a, b, s)``."""
     code, ev_a, ev_b = NONE, -1, -1
@@ -248,20 +242,28 @@ def _next_event(s_best, motion, pos, vel, radius, wall_n, wall_d):
     return code, ev_a, ev_b, s_best
 
 
-@jit
-def _sample(t, t_new, ks, motion, pos, vel, w, radius, samp_t, out_pos, out_vel, out_w):
+@jit(borrow=True)
+def _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums):
     """Write the samples from ``ks`` up to ``t_new`` (each ball moved along its
-    segment from ``t``); returns the next sample index."""
+    segment from ``t``) into ``out = (out_pos, out_vel, out_w)``, and their
+    residuals against ``meas`` (no rows: none) with their tangents into
+    ``sums``; returns the next sample index."""
+    pos, vel, w, radius = balls.pos, balls.vel, balls.w, balls.radius
+    out_pos, out_vel, out_w = out
     while ks < samp_t.shape[0] and samp_t[ks] <= t_new:
         s = samp_t[ks] - t
         for i in range(pos.shape[0]):
             spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
                          radius[i], s, out_pos[ks, i], out_vel[ks, i], out_w[ks, i])
+        if meas.shape[0]:
+            spin_tangent.sample(vel, motion.acc, s, tg)
+            spin_tangent.accumulate(ks, pos.shape[0], out_pos, meas, tg, sums.sse, sums.grad,
+                                    sums.gn)
         ks += 1
     return ks
 
 
-@jit
+@jit(borrow=True)
 def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3):
     """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
     end = motion.end[i]
@@ -361,23 +363,14 @@ def _tables(params, bb_idx, bw_idx, mat, wall_mat):
 
 
 @jit
-def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t, used):
-    """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
-    ``(status, event_count, t)``; ``used`` counts per coefficient row the
-    segments and events that read it."""
+def _set_up(b, s, pos, vel, w):
+    """A scenario's records: ``(balls, walls, cloth, motion, pc, wc, cdir)``,
+    ``cdir (5, nb)`` the directions of each ball's cloth rows (filled later)."""
     nb = b.body_count[s]
     nw = b.wall_count[s]
-    radius = b.body_radius[s, :nb]
-    mass = b.body_mass[s, :nb]
     mat = b.body_mat[s, :nb]
-    wall_n = b.wall_normal[s, :nw]
-    wall_h = b.wall_height[s, :nw]
     wall_mat = b.wall_mat[s, :nw]
-    samp_t = b.samp_t[b.samp_ptr[s]:b.samp_ptr[s + 1]]
     params = b.params[s if b.params.shape[0] > 1 else 0]
-    gravity, ground, t_end = b.gravity, b.ground_z, b.scen_t_end[s]
-    # Walls: the plane n . p = d (n into the table).
-    wall_d = b.wall_offset[s, :nw]
     cbuf = np.empty((5, nb))
     for i in range(nb):
         for c, col in enumerate((_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP)):
@@ -387,68 +380,166 @@ def _scenario(b, s, pos, vel, w, out_pos, out_vel, out_w, ev_f, ev_i, t, used):
     mbuf = np.zeros((2, nb, 3))
     motion = Motion(np.zeros(nb, np.int64), np.zeros(nb, np.bool_), mbuf[0], mbuf[1],
                     np.zeros(nb), np.zeros(nb, np.int64))
+    balls = Balls(pos, vel, w, b.body_radius[s, :nb], b.body_mass[s, :nb], mat)
+    # Walls: the planes n . p = d (n into the table).
+    walls = Walls(b.wall_normal[s, :nw], b.wall_offset[s, :nw], b.wall_height[s, :nw], wall_mat)
+    return balls, walls, cloth, motion, pc, wc
+
+
+@jit(borrow=True)
+def _tangent_segments(motion, balls, gravity, cloth, cdir, tg):
+    """The tangents of every ball's segment (``spin_tangent.segment``)."""
+    for i in range(balls.pos.shape[0]):
+        spin_tangent.segment(i, motion.state[i], motion.above[i], balls.vel[i], balls.w[i],
+                             balls.radius[i], gravity,
+                             (cloth.mu_s[i], cloth.mu_k[i], cloth.v_th[i], cloth.mu_r[i],
+                              cloth.mu_sp[i]),
+                             (cdir[0, i], cdir[1, i], cdir[2, i], cdir[3, i], cdir[4, i]),
+                             motion.dur[i], motion.end[i], tg)
+
+
+@jit(borrow=True)
+def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
+    """``ds``, the tangent of the step to the event ``code`` (of ball ``a``,
+    and ball or wall ``k``); returns nondiff flags (a grazing impact)."""
+    if code == NONE:
+        for p in range(ds.shape[0]):
+            ds[p] = -tg.ttau[p]
+    elif code == TRANSITION:
+        for p in range(ds.shape[0]):
+            ds[p] = tg.tdur[a, p]
+    elif not spin_tangent.impact_time(a, k if code == BALL_BALL else -1, step, balls.pos,
+                                      balls.vel, motion.acc,
+                                      walls.n[k] if code == BALL_WALL else walls.n[0], ds, tg):
+        return tangent.ND_GRAZING
+    return 0
+
+
+@jit
+def _resolve(code, a, k, n_ev, t, b, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
+    """Resolve the event ``code`` (of ball ``a``, and ball or wall ``k``) at
+    ``t``, its tangents first (they read the state before it); returns the
+    event count."""
+    mat, radius = balls.mat, balls.radius
+    nt = tg.ttau.shape[0]
+    count = n_ev
+    tg.tdva[:] = 0.0
+    tg.tdvb[:] = 0.0
+    if code == TRANSITION:
+        end = motion.end[a]
+        if end == spin.END_VTH:
+            used[b.bg_idx[mat[a], _V_TH]] += 1
+        n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5])
+        if nt:
+            spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
+    elif code == BALL_BALL:
+        moving = _translating(motion.state[a]) or _translating(motion.state[k])
+        rows = b.bb_idx[mat[a], mat[k]]
+        if nt:
+            spin_tangent.pair(a, k, b.laws[laws.BODY_BODY], pc[mat[a], mat[k]],
+                              (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2]),
+                               _pdir(tg, rows[3])), moving, balls.pos, balls.vel, balls.w,
+                              radius, balls.mass, tg)
+        n_ev = _ball_ball(a, k, n_ev, t, balls, pc, b.laws[laws.BODY_BODY], ev.f, ev.i, v3,
+                          moving)
+        _count(used, rows, 4)
+        for i in (a, k):
+            _enter(i, motion, balls.vel, balls.w, radius, cloth.v_th)
+            if nt:
+                spin_tangent.enter(i, motion.state[i], radius[i], tg)
+    else:
+        rows = b.bw_idx[mat[a], walls.mat[k]]
+        if nt:
+            spin_tangent.wall(a, b.laws[laws.BODY_WALL], wc[mat[a], walls.mat[k]],
+                              (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2])),
+                              walls.n[k], walls.d[k], walls.h[k], b.ground_z, balls.pos,
+                              balls.vel, balls.w, radius, balls.mass, tg)
+        n_ev = _ball_wall(a, k, n_ev, t, b.ground_z, balls, walls, wc, b.laws[laws.BODY_WALL],
+                          ev.f, ev.i, v3)
+        _count(used, rows, 3)
+        _enter(a, motion, balls.vel, balls.w, radius, cloth.v_th)
+        if nt:
+            spin_tangent.enter(a, motion.state[a], radius[a], tg)
+    if n_ev > count:
+        log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, tg.ttau, tg.tdva, tg.tdvb)
+    return n_ev
+
+
+@jit
+def _pdir(tg, row):
+    return tg.pdir[row] if row >= 0 else -1
+
+
+@jit
+def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
+    """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
+    ``(status, event_count, t, nondiff)``.  ``out``: the sample rows
+    ``(out_pos, out_vel, out_w)``; ``ev``: the :class:`simcore.stages.EventLog`;
+    ``used`` counts per coefficient row the segments and events that read it;
+    ``tg``: the tangents (:mod:`simcore.spin_tangent`, no directions: none),
+    ``sums`` the trajectory residual sums against ``meas``."""
+    balls, walls, cloth, motion, pc, wc = _set_up(b, s, pos, vel, w)
+    radius, mat = balls.radius, balls.mat
+    nb = radius.shape[0]
+    samp_t = b.samp_t[b.samp_ptr[s]:b.samp_ptr[s + 1]]
+    nt = tg.ttau.shape[0]
+    cdir = np.full((5, nb), -1, np.int64)
+    for i in range(nb):
+        for c, col in enumerate((_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP)):
+            cdir[c, i] = _pdir(tg, b.bg_idx[mat[i], col])
     v3 = np.zeros((6, 3))
-    zero3 = v3[5]
-    balls = Balls(pos, vel, w, radius, mass, mat)
-    walls = Walls(wall_n, wall_d, wall_h, wall_mat)
+    ds = np.zeros(nt)
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
-    ks = 0
-    while ks < samp_t.shape[0] and samp_t[ks] <= t:
-        for i in range(nb):
-            for d in range(3):
-                out_pos[ks, i, d] = pos[i, d]
-                out_vel[ks, i, d] = vel[i, d]
-                out_w[ks, i, d] = w[i, d]
-        ks += 1
-    n_ev, zero_steps = 0, 0
+        if nt:
+            spin_tangent.enter(i, motion.state[i], radius[i], tg)
+    ks = _sample(t, t, 0, motion, balls, samp_t, out, meas, tg, sums)
+    n_ev, zero_steps, nd = 0, 0, 0
     for _loop in range(MAX_LOOP):
-        if t >= t_end:
+        if t >= b.scen_t_end[s]:
             break
-        _segments(motion, vel, w, radius, gravity, cloth)
-        code, ev_a, ev_b, step = _next_event(t_end - t, motion, pos, vel, radius, wall_n, wall_d)
-        t_new = t_end if code == NONE else t + step
+        _segments(motion, vel, w, radius, b.gravity, cloth)
+        if nt:
+            _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
+        code, ev_a, ev_b, step = _next_event(b.scen_t_end[s] - t, motion, pos, vel, radius,
+                                             walls.n, walls.d)
+        t_new = b.scen_t_end[s] if code == NONE else t + step
         _count_segments(motion, w, t_new - t, mat, b.bg_idx, used)
-        ks = _sample(t, t_new, ks, motion, pos, vel, w, radius, samp_t, out_pos, out_vel, out_w)
+        ks = _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums)
+        if nt:
+            nd |= _event_tangent(code, ev_a, ev_b, t_new - t, motion, balls, walls, tg, ds)
+            spin_tangent.advance(motion.state, vel, w, motion.acc, motion.alpha, radius,
+                                 t_new - t, ds, tg)
         for i in range(nb):
             spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
                          radius[i], t_new - t, pos[i], vel[i], w[i])
         zero_steps = zero_steps + 1 if t_new == t else 0
         if zero_steps > MAX_ZERO_STEPS:
-            return STATUS_STALLED, n_ev, t
+            return STATUS_STALLED, n_ev, t, nd
         t = t_new
-        if code == TRANSITION:
-            if motion.end[ev_a] == spin.END_VTH:
-                used[b.bg_idx[mat[ev_a], _V_TH]] += 1
-            n_ev = _transition(ev_a, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3)
-        elif code == BALL_BALL:
-            moving = (_translating(motion.state[ev_a])
-                      or _translating(motion.state[ev_b]))
-            n_ev = _ball_ball(ev_a, ev_b, n_ev, t, balls, pc, b.laws[laws.BODY_BODY], ev_f,
-                              ev_i, v3, moving)
-            _count(used, b.bb_idx[mat[ev_a], mat[ev_b]], 4)
-            _enter(ev_a, motion, vel, w, radius, cloth.v_th)
-            _enter(ev_b, motion, vel, w, radius, cloth.v_th)
-        elif code == BALL_WALL:
-            n_ev = _ball_wall(ev_a, ev_b, n_ev, t, ground, balls, walls, wc,
-                              b.laws[laws.BODY_WALL], ev_f, ev_i, v3)
-            _count(used, b.bw_idx[mat[ev_a], wall_mat[ev_b]], 3)
-            _enter(ev_a, motion, vel, w, radius, cloth.v_th)
+        if code != NONE:
+            n_ev = _resolve(code, ev_a, ev_b, n_ev, t, b, motion, balls, walls, cloth, pc, wc,
+                            ev, tg, v3, used)
     else:
-        return STATUS_MAX_ITER, n_ev, t
-    while ks < samp_t.shape[0]:
-        for i in range(nb):
-            for d in range(3):
-                out_pos[ks, i, d] = pos[i, d]
-                out_vel[ks, i, d] = vel[i, d]
-                out_w[ks, i, d] = w[i, d]
-        ks += 1
-    return STATUS_OK, n_ev, t
+        return STATUS_MAX_ITER, n_ev, t, nd
+    # Samples at the end time (or after a run stopped early), and the state's
+    # tangents at the fixed end time.
+    _segments(motion, vel, w, radius, b.gravity, cloth)
+    if nt:
+        _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
+    _sample(t, np.inf, ks, motion, balls, samp_t, out, meas, tg, sums)
+    if nt:
+        # At the fixed end time (tau moves only if an event ended the run).
+        for p in range(nt):
+            ds[p] = -tg.ttau[p]
+        spin_tangent.advance(motion.state, vel, w, motion.acc, motion.alpha, radius, 0.0, ds, tg)
+    return STATUS_OK, n_ev, t, nd
 
 
 @jit
-def _run_one(s, b, out):
-    """Scenario ``s`` of a batch: its slices of the outputs, and the run."""
+def _run_one(s, b, out, tan):
+    """Scenario ``s`` of a batch: its slices of the outputs and tangent
+    buffers (``tan``: :class:`simcore.engine.TangentIO`), and the run."""
     nb = b.body_count[s]
     k0 = b.samp_ptr[s]
     k1 = b.samp_ptr[s + 1]
@@ -461,42 +552,37 @@ def _run_one(s, b, out):
         o_vel = out.out_vel[k0:k1]
         o_w = out.out_omega[k0:k1]
     used = np.zeros(b.params.shape[1], np.int64)
-    st, ne, tf = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb], o_pos,
-                           o_vel, o_w, out.ev_f[s], out.ev_i[s], out.time[s], used)
+    nt = tan.t_param.shape[0]
+    tg = spin_tangent.scratch(nb, nt, b.params.shape[1], tan.t_param, tan.t_vel)
+    meas = tan.meas[k0:k1] if tan.meas.shape[0] == b.samp_t.shape[0] else tan.meas[:0]
+    ev = EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
+    sums = Sums(tan.tr_sse[s:s + 1], tan.tr_grad[s], tan.tr_gn[s])
+    st, ne, tf, nd = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb],
+                               (o_pos, o_vel, o_w), ev, out.time[s], used, tg, sums, meas)
     out.status[s] = st
     out.ev_count[s] = ne
     out.time[s] = tf
-    nt = b.t_param.shape[0]
-    if nt == 0 and b.meas.shape[0] == 0:
-        return
-    out.nondiff[s] = tangent.ND_SPIN
+    tan.nondiff[s] = nd
     for p in range(nt):
-        q = b.t_param[p]
-        out.signal[s, p] = used[q] if q >= 0 else 1
-    if b.meas.shape[0] > 0 and b.meas.shape[0] == b.samp_t.shape[0]:
-        sse = 0.0
-        for k in range(k1 - k0):
-            for i in range(nb):
-                for d in range(3):
-                    m = b.meas[k0 + k, i, d]
-                    if m == m:  # NaN: not measured
-                        r = o_pos[k, i, d] - m
-                        sse += r * r
-        out.tr_sse[s] = sse
+        q = tan.t_param[p]
+        tan.signal[s, p] = used[q] if q >= 0 else 1
+    if nt:
+        tan.fin_tpos[s, :nb] = tg.tp
+        tan.fin_tvel[s, :nb] = tg.tv
 
 
 @njit(**JIT_PARALLEL)
-def _simulate_parallel(batch, out):
+def _simulate_parallel(batch, out, tan):
     """All scenarios in parallel (``prange``); each writes only its own slices."""
     for s in prange(batch.body_count.shape[0]):
-        _run_one(np.int64(s), batch, out)
+        _run_one(np.int64(s), batch, out, tan)
 
 
 @jit
-def _simulate_serial(batch, out):
+def _simulate_serial(batch, out, tan):
     """All scenarios one after the other."""
     for s in range(batch.body_count.shape[0]):
-        _run_one(s, batch, out)
+        _run_one(s, batch, out, tan)
 
 
 def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
@@ -512,14 +598,13 @@ def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, tan
     out = SpinOutputs(pos, vel, omega, time, np.zeros((rows, nbmax, 3)),
                       np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
                       np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
-                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64), tan.tr_sse,
-                      tan.signal, tan.nondiff)
+                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
     batch = SpinBatch(m.body_count[scen], m.body_radius[scen], m.body_mass[scen],
                       m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
                       m.wall_offset[scen], m.wall_height[scen], m.wall_material[scen],
                       m.scen_t_end[scen], samp_ptr, samp_t,
                       m.params[scen] if m.params.ndim == 2 else m.params[None, :],
                       m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes,
-                      float(m.gravity), float(m.ground_z), tan.meas, tan.t_param)
-    (_simulate_parallel if parallel else _simulate_serial)(batch, out)
+                      float(m.gravity), float(m.ground_z))
+    (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
     return out
