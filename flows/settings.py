@@ -186,8 +186,8 @@ def calibration(path=None, **overrides):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{where}: start: {n} = {v!r}: expected a number")
     checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
-              ("nuisance", cfg.nuisance in ("none", "velocity", "push"),
-               "none, velocity or push"),
+              ("nuisance", cfg.nuisance in F.NUISANCE,
+               "none, velocity, push or spin (the spinning model)"),
               ("task_runner", cfg.task_runner in ("threads", "dask"), "threads or dask"),
               ("shards", cfg.shards >= 0, ">= 0"), ("workers", cfg.workers >= 1, ">= 1"),
               ("test_fraction", 0 < cfg.test_fraction < 1, "in (0, 1)"),

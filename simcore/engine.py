@@ -120,8 +120,9 @@ class TangentIO(NamedTuple):
     (NT,)``, ``tr_gn (NT, NT)`` (or ``(0, 0)``); the final-state tangents
     ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
     (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
-    ``nondiff``.  Per batch, every array but the directions and ``meas`` has
-    a leading scenario axis."""
+    ``nondiff``; ``t_omega (NT,)`` the initial-spin directions (read by the
+    spinning model only).  Per batch, every array but the directions and
+    ``meas`` has a leading scenario axis."""
 
     t_param: np.ndarray
     t_vel: np.ndarray
@@ -137,6 +138,7 @@ class TangentIO(NamedTuple):
     ev_tdvb: np.ndarray
     signal: np.ndarray
     nondiff: np.ndarray
+    t_omega: np.ndarray
 
 
 class Batch(NamedTuple):
@@ -383,7 +385,7 @@ def _run_one(s, b, out, tan):
     mine = TangentIO(tan.t_param, tan.t_vel, tan.t_ctrl, tan.meas[k0:k1], tan.tr_sse[s:s + 1],
                      tan.tr_grad[s], tan.tr_gn[s], tan.fin_tpos[s], tan.fin_tvel[s],
                      tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s], tan.signal[s],
-                     tan.nondiff[s:s + 1])
+                     tan.nondiff[s:s + 1], tan.t_omega)
     st, ne, tf = _scenario(scene, run, out.pos[s, :nb], out.vel[s, :nb], o_pos, o_vel, ev, mine)
     out.status[s] = st
     out.ev_count[s] = ne
@@ -469,30 +471,40 @@ class Directions:
     Direction ``p`` moves one of: the coefficient ``params[param[p]]``; the
     initial velocity component ``vel[p] = 3 i + d`` of body ``i`` (in every
     scenario that has that body); the force component ``ctrl[p] = 3 q + d`` of
-    the ``q``-th control window of each scenario.  Unused entries are -1.
+    the ``q``-th control window of each scenario; the initial angular velocity
+    component ``omega[p] = 3 i + d`` of body ``i`` (the spinning model; the
+    sliding one has no spin to move).  Unused entries are -1.
     """
 
     param: np.ndarray
     vel: np.ndarray
     ctrl: np.ndarray
     labels: tuple
+    omega: np.ndarray = None
+
+    def __post_init__(self):
+        if self.omega is None:
+            object.__setattr__(self, "omega", np.full(self.param.shape[0], -1, np.int64))
 
     @property
     def count(self):
         return self.param.shape[0]
 
     @classmethod
-    def build(cls, params=(), velocities=(), controls=(), names=None):
-        """From parameter indices, ``(body, dim)`` and ``(control, dim)`` pairs;
+    def build(cls, params=(), velocities=(), controls=(), names=None, spins=()):
+        """From parameter indices, ``(body, dim)`` pairs of initial velocities,
+        ``(control, dim)`` pairs and ``(body, dim)`` pairs of initial spins;
         ``names``: the coefficient vector's names (default the global ones)."""
         if names is None:
             from .params import NAMES as names
-        rows = ([(int(q), -1, -1, names[q] if q < len(names) else f"param{q}")
+        rows = ([(int(q), -1, -1, -1, names[q] if q < len(names) else f"param{q}")
                  for q in params]
-                + [(-1, 3 * int(i) + int(d), -1, f"v0[{i}].{'xyz'[d]}") for i, d in velocities]
-                + [(-1, -1, 3 * int(q) + int(d), f"u[{q}].{'xyz'[d]}") for q, d in controls])
-        col = [np.array([r[k] for r in rows], np.int64).reshape(-1) for k in range(3)]
-        return cls(col[0], col[1], col[2], tuple(r[3] for r in rows))
+                + [(-1, 3 * int(i) + int(d), -1, -1, f"v0[{i}].{'xyz'[d]}")
+                   for i, d in velocities]
+                + [(-1, -1, 3 * int(q) + int(d), -1, f"u[{q}].{'xyz'[d]}") for q, d in controls]
+                + [(-1, -1, -1, 3 * int(i) + int(d), f"w0[{i}].{'xyz'[d]}") for i, d in spins])
+        col = [np.array([r[k] for r in rows], np.int64).reshape(-1) for k in range(4)]
+        return cls(col[0], col[1], col[2], tuple(r[4] for r in rows), col[3])
 
 
 NO_DIRECTIONS = Directions(np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -538,7 +550,7 @@ def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
                      np.zeros((nscen, nbmax, 3, nt)), np.zeros((nscen, nbmax, 3, nt)),
                      np.zeros((nscen, cap, nt)), np.zeros((nscen, cap, 3, nt)),
                      np.zeros((nscen, cap, 3, nt)), np.zeros((nscen, nt), np.int64),
-                     np.zeros(nscen, np.int64))
+                     np.zeros(nscen, np.int64), directions.omega)
 
 
 def _sample_csr(model, state, sample_times):

@@ -275,7 +275,9 @@ def _nuisance_stderr(ev, nf, k, hold, cov):
     idx = np.arange(k)
     H = np.where(held[:, :, None] | held[:, None, :], 0.0, H)
     H[:, idx, idx] += held  # pinned: unit diagonal, no coupling
-    inv = np.linalg.inv(H)
+    # (A pseudo-inverse: values that move the data only together, such as a
+    # ball's velocity and spin where only their slip is seen, leave H singular.)
+    inv = np.linalg.pinv(H)
     Hng = np.where(held[:, :, None], 0.0, np.transpose(lv.gn[:, :nf, nf:], (0, 2, 1)) / 2.0)
     X = inv @ Hng
     nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0))
@@ -313,7 +315,7 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     coefficients not in ``free``); ``free``: names to fit (None: the contact
     coefficients of the model's layout, ``Layout.coefficients``; the global
     offsets ``ground_offset`` and ``time_offset`` are fitted only when named);
-    ``nuisance``: "none", "velocity" or "push" (see :mod:`simcore.problem`;
+    ``nuisance``: "none", "velocity", "push" or "spin" (see :mod:`simcore.problem`;
     the start is :meth:`~simcore.problem.Problem.nuisance_start` at
     ``params0``, where a push stuck on the static plateau restarts from its
     window's measured motion);

@@ -8,7 +8,11 @@ unknowns of every scenario:
   ``(vx0, vy0)`` (``nuis (nscen, 2 nbmax)``, body-major);
 * ``nuisance="push"``: each control window's horizontal force ``(fx, fy)``
   (``nuis (nscen, 2 ncmax)``, in the scenario's control order), with the
-  ``input`` loss as the regulariser.
+  ``input`` loss as the regulariser;
+* ``nuisance="spin"`` (the spinning model): each body's initial horizontal
+  velocity and angular velocity, ``(vx0, vy0)`` of every body then
+  ``(wx0, wy0, wz0)`` of every body (``nuis (nscen, 5 nbmax)``): a real
+  shot never knows the cue ball's spin exactly.
 
 :meth:`Problem.evaluate` runs the engine with forward-mode sensitivities
 along all unknowns and returns the loss, its per-scenario gradient and
@@ -41,7 +45,7 @@ from . import losses as L
 from . import params as P
 from .engine import NO_DIRECTIONS, Directions, simulate
 
-NUISANCE = ("none", "velocity", "push")
+NUISANCE = ("none", "velocity", "push", "spin")
 #: A body whose fitted speed somewhere in a push window exceeds this [m/s]
 #: moves (:meth:`Problem.push_from_data`); over 10 or more samples the fit's
 #: speed error from 1 mm noise is a few mm/s.
@@ -98,14 +102,30 @@ class Problem:
             return 2 * self.model.body_radius.shape[1]
         if kind == "push":
             return 2 * int(np.diff(self.model.ctrl_ptr).max(initial=0))
+        if kind == "spin":
+            if not self.model.spin:
+                raise ValueError("nuisance 'spin' (initial velocities and spins): the model "
+                                 "does not spin; add model: {spin: true} to dataset.yaml")
+            return 5 * self.model.body_radius.shape[1]
         return 0
+
+    def nuisance_columns(self, kind):
+        """``(slot, component)`` of each nuisance column: the body or control
+        window it belongs to, and what it is (``x``, ``y`` for a velocity or
+        force; ``vx``, ``vy``, ``wx``, ``wy``, ``wz`` for ``spin``)."""
+        k = self.nuisance_size(kind)
+        if kind != "spin":
+            return np.arange(k) // 2, np.array(["x", "y"] * (k // 2), object)
+        nb = k // 5
+        slot = np.r_[np.arange(2 * nb) // 2, np.arange(3 * nb) // 3]
+        comp = np.array(["vx", "vy"] * nb + ["wx", "wy", "wz"] * nb, object)
+        return slot, comp
 
     def nuisance_mask(self, kind):
         """``(nscen, k)``: True for the real nuisance values (not the padding of
         scenarios with fewer bodies or control windows than the widest)."""
-        k = self.nuisance_size(kind)
-        slots = np.arange(k) // 2
-        if kind == "velocity":
+        slots = self.nuisance_columns(kind)[0]
+        if kind in ("velocity", "spin"):
             n = self.model.body_count
         elif kind == "push":
             n = np.diff(self.model.ctrl_ptr)
@@ -145,6 +165,10 @@ class Problem:
         out = np.zeros((self.nscen, k))
         if kind == "velocity":
             out[:] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
+        elif kind == "spin":
+            nb = k // 5
+            out[:, :2 * nb] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
+            out[:, 2 * nb:] = self.state.body_omega.reshape(self.nscen, -1)
         elif kind == "push":
             m = self.model
             force = m.ctrl_force[:, :2].copy()
@@ -254,6 +278,11 @@ class Problem:
         if kind == "velocity":
             state = state.copy()
             state.body_vel[:, :, :2] = nuis.reshape(self.nscen, -1, 2)
+        elif kind == "spin":
+            state = state.copy()
+            nb = state.body_vel.shape[1]
+            state.body_vel[:, :, :2] = nuis[:, :2 * nb].reshape(self.nscen, -1, 2)
+            state.body_omega[:] = nuis[:, 2 * nb:].reshape(self.nscen, -1, 3)
         elif kind == "push" and model.ctrl_body.shape[0]:
             force = model.ctrl_force.copy()
             owner = np.repeat(np.arange(self.nscen), np.diff(model.ctrl_ptr))
@@ -266,9 +295,11 @@ class Problem:
     def directions(self, free, kind):
         nbmax = self.model.body_radius.shape[1]
         ncmax = self.nuisance_size("push") // 2
-        vel = [(i, d) for i in range(nbmax) for d in (0, 1)] if kind == "velocity" else []
+        vel = ([(i, d) for i in range(nbmax) for d in (0, 1)] if kind in ("velocity", "spin")
+               else [])
         ctrl = [(q, d) for q in range(ncmax) for d in (0, 1)] if kind == "push" else []
-        return Directions.build(params=free, velocities=vel, controls=ctrl,
+        spins = [(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind == "spin" else []
+        return Directions.build(params=free, velocities=vel, controls=ctrl, spins=spins,
                                names=self.model.layout.names)
 
     def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):

@@ -553,7 +553,7 @@ def _run_one(s, b, out, tan):
         o_w = out.out_omega[k0:k1]
     used = np.zeros(b.params.shape[1], np.int64)
     nt = tan.t_param.shape[0]
-    tg = spin_tangent.scratch(nb, nt, b.params.shape[1], tan.t_param, tan.t_vel)
+    tg = spin_tangent.scratch(nb, nt, b.params.shape[1], tan.t_param, tan.t_vel, tan.t_omega)
     meas = tan.meas[k0:k1] if tan.meas.shape[0] == b.samp_t.shape[0] else tan.meas[:0]
     ev = EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
     sums = Sums(tan.tr_sse[s:s + 1], tan.tr_grad[s], tan.tr_gn[s])

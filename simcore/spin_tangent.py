@@ -71,10 +71,11 @@ class SpinTangents(NamedTuple):
 
 
 @jit
-def scratch(nb, nt, nparam, t_param, t_vel):
+def scratch(nb, nt, nparam, t_param, t_vel, t_omega):
     """The tangents of a scenario, seeded: direction ``p`` moves coefficient
-    row ``t_param[p]``, or the initial velocity ``vel[q // 3, q % 3]`` for
-    ``q = t_vel[p]`` (horizontal components only: the balls stay on the cloth)."""
+    row ``t_param[p]``, the initial velocity ``vel[q // 3, q % 3]`` for
+    ``q = t_vel[p]`` (horizontal components only: the balls stay on the
+    cloth), or the initial spin ``w[q // 3, q % 3]`` for ``q = t_omega[p]``."""
     buf = np.zeros((6, nb, 3, nt))
     pdir = np.full(nparam, -1, np.int64)
     for p in range(nt):
@@ -83,6 +84,9 @@ def scratch(nb, nt, nparam, t_param, t_vel):
         q = t_vel[p]
         if q >= 0 and q // 3 < nb and q % 3 < 2:
             buf[1, q // 3, q % 3, p] = 1.0
+        q = t_omega[p]
+        if q >= 0 and q // 3 < nb:
+            buf[2, q // 3, q % 3, p] = 1.0
     return SpinTangents(buf[0], buf[1], buf[2], buf[3], buf[4], np.zeros((nb, nt)),
                         np.zeros(nt), np.zeros((3, nt)), np.zeros((3, nt)), buf[5], pdir)
 
@@ -90,16 +94,19 @@ def scratch(nb, nt, nparam, t_param, t_vel):
 @jit(borrow=True)
 def enter(i, state, radius, tg):
     """Ball i's tangents on entering ``state`` (``spin_engine._enter``): a
-    rolling ball's spin follows its velocity, a resting one's has no
-    horizontal part."""
+    rolling ball's spin follows its velocity; a ball at rest stays there to
+    first order (a small push or horizontal spin moves it by its square, as
+    the slide it starts stops again), so its velocity and horizontal spin
+    have no tangent."""
     tv, tw = tg.tv, tg.tw
     for p in range(tv.shape[2]):
         if state == spin.ROLLING:
             tw[i, 0, p] = -tv[i, 1, p] / radius
             tw[i, 1, p] = tv[i, 0, p] / radius
         elif state != spin.SLIDING:
-            tw[i, 0, p] = 0.0
-            tw[i, 1, p] = 0.0
+            for d in range(2):
+                tv[i, d, p] = 0.0
+                tw[i, d, p] = 0.0
 
 
 @jit(borrow=True)

@@ -463,3 +463,28 @@ def test_tangents_match_central_differences(laws):
     gn = res.sens.traj_gn
     assert np.allclose(gn, np.transpose(gn, (0, 2, 1)))
     assert np.all(np.linalg.eigvalsh(gn) >= -1e-9 * np.abs(gn).max())
+
+
+def test_a_fit_recovers_the_cue_balls_spin_as_a_nuisance_unknown():
+    """Twelve of pooltool's shots with the cue ball's initial spin off by
+    about 1 rad/s: fitting three coefficients with ``nuisance="spin"`` puts
+    every ball back on pooltool's path and recovers the horizontal spin the
+    path reveals; the vertical spin, which barely moves a ball, is held."""
+    from pathlib import Path
+
+    from simcore import dataset as D, fit as F, problem as PB
+
+    ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
+    pr = PB.Problem.from_dataset(ds).subset(np.arange(12))
+    truth = {**ds.truth, **ds.fixed_params}
+    w_true = pr.state.body_omega.copy()
+    pr.state.body_omega[:, 0] += np.random.default_rng(0).normal(0, 1.0, (pr.nscen, 3))
+    res = F.fit(pr, params0={**truth, "mu_k": 0.19}, free=["mu_k", "e_bw", "mu_w"],
+                nuisance="spin")
+    assert res.success and res.loss < 1e-18
+    for n in ("mu_k", "e_bw", "mu_w"):
+        assert res.params[n] == pytest.approx(truth[n], rel=1e-8)
+    nb = pr.model.body_radius.shape[1]
+    w_fit = res.nuisance[:, 2 * nb:].reshape(pr.nscen, nb, 3)
+    np.testing.assert_allclose(w_fit[:, 0, :2], w_true[:, 0, :2], atol=1e-6)
+    assert np.all(res.nuisance_held.reshape(pr.nscen, -1)[:, 2 * nb + 2])  # the cue's w_z
