@@ -80,8 +80,9 @@ def _params(path, fixed):
 
 
 def _registered(uri):
-    """``(params, laws)`` of a registered model (``models:/NAME@ALIAS`` or
-    ``models:/NAME/VERSION``) in the configured registry."""
+    """``(params, laws, spin)`` of a registered model (``models:/NAME@ALIAS``
+    or ``models:/NAME/VERSION``) in the configured registry (``spin`` None
+    for models registered before the spinning model)."""
     import mlflow
 
     from flows import settings, tracking
@@ -93,7 +94,8 @@ def _registered(uri):
         config = mlflow.pyfunc.load_model(uri).model_config
     except mlflow.exceptions.MlflowException as exc:
         raise ValueError(f"{uri}: {exc.message} (registry {track.registry_uri})") from None
-    return dict(config["params"]), dict(config.get("laws") or {}) or None
+    return (dict(config["params"]), dict(config.get("laws") or {}) or None,
+            (config.get("model") or {}).get("spin"))
 
 
 def cmd_simulate(args):
@@ -104,14 +106,16 @@ def cmd_simulate(args):
 
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
-    laws = None
+    laws = spin = None
     if args.params and args.params.startswith("models:/"):
-        given, laws = _registered(args.params)
+        given, laws, spin = _registered(args.params)
         values = dict(ds.fixed_params, **given)
     else:
         values = _params(args.params, ds.fixed_params)
+    if spin is not None:
+        ds = replace(ds, spin=spin)
     if laws is not None:
-        ds = replace(ds, laws=contact_laws.resolve(laws))
+        ds = replace(ds, laws=contact_laws.resolve(laws, ds.spin))
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
     tables = replay.simulate_dataset(ds, values, integrator=args.integrator)
@@ -178,7 +182,8 @@ def cmd_params(args):
                "global": "-"}
     for p in P.REGISTRY:
         table.add_row(p.name, f"{p.default:g}", f"[{p.bounds[0]:g}, {p.bounds[1]:g}]", p.unit,
-                      address[p.contact], p.law or "all", p.meaning, p.signal)
+                      address[p.contact], p.law or ("spin model" if p.model else "all"),
+                      p.meaning, p.signal)
     console = Console(width=max(120, Console().width))
     console.print(table)
     laws = Table(title="contact laws (dataset.yaml laws: {KIND: NAME})", title_justify="left")
@@ -189,7 +194,8 @@ def cmd_params(args):
     console.print(laws)
     if args.dataset:
         ds = dataset.read(args.dataset)
-        console.print(f"{ds.name}: laws " + ", ".join(f"{k} {v}" for k, v in ds.laws.items()))
+        console.print(f"{ds.name}: laws " + ", ".join(f"{k} {v}" for k, v in ds.laws.items())
+                      + (", spinning model" if ds.spin else ""))
         mats = ds.materials
         if not mats:
             console.print(f"{ds.name}: no materials (every contact takes the plain names)")

@@ -551,7 +551,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         with ThreadPoolExecutor(1) as side:
             conv = side.submit(report.convergence_png, result)
             model = (side.submit(registry.log_model, c, run_id, result.params,
-                                 loaded.train.model.layout.laws) if ok else None)
+                                 loaded.train.model.layout.laws, loaded.train.model.spin)
+                     if ok else None)
             # ``ok`` so far: converged; the registration gate decides below.
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
@@ -609,6 +610,7 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "robust": cfg.robust, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,
                 **{f"law_{kind}": name for kind, name in layout.laws.items()},
+                "model_spin": layout.spin,
                 "dataset_path": str(Path(loaded.path).resolve()),
                 "dataset_digest": loaded.digest, "split": loaded.split_source,
                 "train_scenarios": loaded.train.nscen,
@@ -622,7 +624,8 @@ def _run_params(loaded, cfg, start, free, n_shards):
 def _lineage(loaded):
     return {"name": loaded.ds.name, "path": str(Path(loaded.path).resolve()),
             "digest": loaded.digest, "rows": loaded.rows, "split": loaded.split_source,
-            "laws": dict(loaded.train.model.layout.laws)}
+            "laws": dict(loaded.train.model.layout.laws),
+            "model": {"spin": loaded.train.model.spin}}
 
 
 def _parquet(columns):

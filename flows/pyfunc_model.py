@@ -1,7 +1,8 @@
 """The registered model: a set of fitted coefficients that simulates datasets.
 
 Logged as an MLflow "model from code" (this file), with the coefficients
-and the contact laws they were fitted under in its ``model_config``.  ``predict(df)``: ``df`` has a ``dataset`` column of
+the contact laws they were fitted under and the motion model (``model:
+{spin: ...}``) in its ``model_config``.  ``predict(df)``: ``df`` has a ``dataset`` column of
 dataset directories (the contract of ``datasets/README.md``); each is
 simulated with the model's coefficients and laws and the result is the simulated
 trajectories at the dataset's sample times, one frame with columns
@@ -18,6 +19,7 @@ class CoefficientModel(PythonModel):
         self.params = dict(context.model_config["params"])
         # The contact laws the coefficients were fitted under (older models: none).
         self.laws = dict(context.model_config.get("laws") or {}) or None
+        self.spin = (context.model_config.get("model") or {}).get("spin")
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         from simcore import replay
@@ -27,8 +29,8 @@ class CoefficientModel(PythonModel):
                              f"got columns {list(model_input.columns)}")
         frames = []
         for path in model_input["dataset"]:
-            df = pd.DataFrame(replay.simulate_dataset(str(path), self.params,
-                                                          laws=self.laws)["trajectories"])
+            df = pd.DataFrame(replay.simulate_dataset(str(path), self.params, laws=self.laws,
+                                                      spin=self.spin)["trajectories"])
             df.insert(0, "dataset", str(path))
             frames.append(df)
         return pd.concat(frames, ignore_index=True)

@@ -37,25 +37,26 @@ SIGNATURE = ModelSignature(
                    + [ColSpec("double", c) for c in ("t", "x", "y", "z", "vx", "vy", "vz")]))
 
 
-def register(c, settings, run_id, params, tags, laws=None):
+def register(c, settings, run_id, params, tags, laws=None, spin=False):
     """Log the coefficients as the run's ``model`` artifact and register it;
     returns the version (a string).  The first version becomes champion
     (:func:`register_version`)."""
-    log_model(c, run_id, params, laws)
+    log_model(c, run_id, params, laws, spin)
     return register_version(c, settings, run_id, tags)[0]
 
 
-def log_model(c, run_id, params, laws=None):
-    """Save the coefficients, and the contact laws they were fitted under
-    (``{kind: name}``), as a pyfunc model in the run's ``model`` artifact
-    (registers nothing)."""
+def log_model(c, run_id, params, laws=None, spin=False):
+    """Save the coefficients, the contact laws they were fitted under
+    (``{kind: name}``) and whether the spheres spin, as a pyfunc model in the
+    run's ``model`` artifact (registers nothing)."""
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         # An input example would make MLflow run predict (a whole simulation) at save time.
         warnings.filterwarnings("ignore", message=".*input example was not provided")
         path = os.path.join(d, "model")
         mlflow.pyfunc.save_model(path, python_model=str(MODEL_CODE),
                                  model_config={"params": dict(params),
-                                               "laws": dict(laws or {})},
+                                               "laws": dict(laws or {}),
+                                               "model": {"spin": bool(spin)}},
                                  signature=SIGNATURE, pip_requirements=["contactfit"])
         c.log_artifacts(run_id, path, "model")
 

@@ -30,17 +30,20 @@ TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", 
 SPIN_COLUMNS = ("wx", "wy", "wz")
 
 
-def simulate_dataset(ds, params=None, integrator=None, laws=None):
+def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
     fixed values, then the defaults) under the contact ``laws`` (``{kind:
-    name}``; None: the dataset's own).  Returns ``{"trajectories", "events",
+    name}``; None: the dataset's own) and motion model (``spin``; None: the
+    dataset's own).  Returns ``{"trajectories", "events",
     "final"}`` tables; a spinning model's trajectories and final states carry
     the angular velocities ``wx, wy, wz`` too."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
+    if spin is not None:
+        ds = replace(ds, spin=bool(spin))
     if laws is not None:
-        ds = replace(ds, laws=resolve(laws))
+        ds = replace(ds, laws=resolve(laws, ds.spin))
     values = dict(ds.fixed_params, **(params or {}))
     model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values))
     res = simulate(model.with_params(values), state, times)
