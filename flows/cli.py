@@ -235,14 +235,15 @@ def cmd_generate(args):
 
 
 def _fit_config(args):
+    """The calibration config (:class:`flows.settings.CalibrationConfig`) of
+    ``--config`` and the command-line options, checked."""
     from flows import settings
 
     overrides = {"method": args.method, "task_runner": args.task_runner,
                  "dask_address": args.dask_address,
                  "fit": [n.strip() for n in args.fit.split(",") if n.strip()] if args.fit
                  else None}
-    cfg = settings.calibration(args.config, **overrides)
-    return cfg.as_dict()
+    return settings.calibration(args.config, **overrides)
 
 
 def _print_fit(doc, out):
@@ -299,7 +300,8 @@ def _interrupted(signum, frame):
 def _run_flow(args, which):
     from flows import pipeline, report, settings, tracking
 
-    config = _fit_config(args)
+    cfg = _fit_config(args)
+    config = cfg.as_dict()
     # A bad mlflow.yml or environment, or a store locked elsewhere, is named
     # before any flow starts (and stale runs on the store are reaped here).
     tracking.client(settings.tracking())
@@ -307,7 +309,9 @@ def _run_flow(args, which):
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
     print(f"reading and checking {args.dataset} ...", flush=True)
-    pipeline.preload(args.dataset)  # a bad dataset is reported before any flow starts
+    # A bad dataset, or a config that does not fit it, is reported before any flow starts.
+    ds = pipeline.preload(args.dataset)
+    settings.check_against(cfg, ds, str(args.config) if args.config else "options")
     cold = _compile_notice(which)
     before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -157,8 +157,10 @@ def _validated(path):
 def preload(path):
     """Read and validate ``path`` now (a bad dataset raises
     :class:`~simcore.dataset.DatasetError` before any flow or run exists);
-    the next ``load`` of the same path in this process reuses it."""
+    the next ``load`` of the same path in this process reuses it.  Returns
+    the dataset."""
     _VALIDATED[str(path)] = _validated(path)
+    return _VALIDATED[str(path)]
 
 
 @task(cache_policy=NO_CACHE)

@@ -22,6 +22,7 @@ Calibration options (:class:`CalibrationConfig`) come from a YAML file
 value of the wrong kind is an error naming the file and the key.
 """
 
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -185,6 +186,10 @@ def calibration(path=None, **overrides):
     for n, v in cfg.start.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{where}: start: {n} = {v!r}: expected a number")
+        lo, hi = P.BOUNDS[P.base(n)]
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise ValueError(f"{where}: start: {n} = {v!r}: expected {lo} <= {P.base(n)} "
+                             f"<= {hi}")
     checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
               ("nuisance", cfg.nuisance in F.NUISANCE,
                "none, velocity, push or spin (the spinning model)"),
@@ -194,7 +199,16 @@ def calibration(path=None, **overrides):
               ("promote_margin", 0 <= cfg.promote_margin < 1, "in [0, 1)"),
               ("overlays", cfg.overlays >= 0, ">= 0"),
               ("gate_k", 0 < cfg.gate_k < float("inf"), "a finite number > 0"),
-              ("gate_floor_m", 0 <= cfg.gate_floor_m < float("inf"), "a finite number >= 0"))
+              ("gate_floor_m", 0 <= cfg.gate_floor_m < float("inf"), "a finite number >= 0"),
+              ("lr", cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0),
+               "a finite number > 0"),
+              *((key, math.isfinite(getattr(cfg, key)) and getattr(cfg, key) >= 0,
+                 "a finite number >= 0") for key in ("ftol", "gtol", "step_sigma", "robust")),
+              ("patience", cfg.patience >= 1, ">= 1"),
+              ("max_iter", cfg.max_iter is None or cfg.max_iter >= 1, ">= 1"),
+              ("starts", cfg.starts >= 1, ">= 1"),
+              ("fit", cfg.fit is None or len(cfg.fit) > 0,
+               "at least one coefficient (without the key: every one the dataset does not fix)"))
     for key, ok, want in checks:
         if not ok:
             raise ValueError(f"{where}: {key} = {getattr(cfg, key)!r}: expected {want}")
@@ -202,7 +216,35 @@ def calibration(path=None, **overrides):
         L.check_weights(cfg.weights)
     except ValueError as exc:
         raise ValueError(f"{where}: weights: {exc}") from None
+    try:
+        F.check_horizons(cfg.horizons)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where}: horizons = {cfg.horizons!r}: {exc}") from None
     return cfg
+
+
+def check_against(cfg, ds, where):
+    """Check a calibration ``cfg`` (:class:`CalibrationConfig`) against the
+    dataset ``ds`` it will fit: the coefficients it fits and starts from
+    exist in the dataset's model (its laws, spin and materials), the start
+    values make a valid vector (``mu_s >= mu_k``), the nuisance fits the
+    model.  Raises ``ValueError`` naming ``where`` and the key."""
+    names = [*(cfg.fit or []), *cfg.start]
+    try:
+        layout = ds.layout([n for n in names if "@" in n])
+        for n in names:
+            layout.index(n)
+    except ValueError as exc:
+        key = "fit" if cfg.fit and any(n in str(exc) for n in cfg.fit) else "start"
+        raise ValueError(f"{where}: {key}: {exc}") from None
+    try:
+        layout.vector({**ds.fixed_params, **cfg.start})
+    except ValueError as exc:
+        raise ValueError(f"{where}: start: {exc}") from None
+    if cfg.nuisance == "spin" and not ds.spin:
+        raise ValueError(f"{where}: nuisance = 'spin': the dataset's model does not spin "
+                         "(nuisance 'spin' fits initial spins; add model: {spin: true} to "
+                         "dataset.yaml, or use velocity)")
 
 
 def _read_yaml(path):

@@ -486,7 +486,11 @@ def safe_yaml(path):
                                  "(write the value out)")
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML ({exc})") from None
+        # One line: the problem and where (PyYAML's own text spans several).
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"not valid YAML: {what}{where}") from None
 
 
 #: The keys of ``dataset.yaml`` (datasets/README.md); any other is an error

@@ -358,7 +358,7 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     if precondition not in (True, False, "gauss-newton", "jacobi"):
         raise ValueError(f"precondition = {precondition!r}: expected 'gauss-newton', 'jacobi', "
                          "True (gauss-newton) or False")
-    horizons = _check_horizons(horizons)
+    horizons = check_horizons(horizons)
     if not (np.isfinite(robust) and robust >= 0):
         raise ValueError(f"robust = {robust}: expected a finite number >= 0 (0: off)")
     for what, names in (("free parameter", free or ()), ("params0", params0 or {})):
@@ -402,7 +402,9 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     return best
 
 
-def _check_horizons(horizons):
+def check_horizons(horizons):
+    """``horizons`` as a tuple of floats, or ``ValueError``: increasing
+    fractions in (0, 1] ending with 1.0."""
     h = np.atleast_1d(np.asarray(horizons, dtype=np.float64))
     if h.size == 0 or not np.all(np.isfinite(h)) or np.any(h <= 0) or np.any(h > 1) \
             or np.any(np.diff(h) <= 0) or h[-1] != 1.0:
