@@ -321,6 +321,9 @@ def _run_flow(args, which):
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
               f"nothing registered: {exc}\nwrote {out}/fit.json", file=sys.stderr)
         return 1
+    except tracking.StoreLost as exc:
+        print(f"contactfit {which}: error: {exc}", file=sys.stderr)
+        return 1
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)

@@ -382,6 +382,10 @@ def _run_settings():
     log = logging.getLogger("prefect.task_runs")
     level = log.level
     log.setLevel(max(level, logging.WARNING))
+    # A failed flow is reported by the CLI in one line (and its traceback is
+    # in the run's error.txt): Prefect's own line keeps its message only.
+    flow_log = logging.getLogger("prefect.flow_runs")
+    flow_log.addFilter(_one_line_failures)
     # Dask's cluster start and stop log a hundred INFO lines; its worker
     # processes read the level from the environment.
     dask_log = logging.getLogger("distributed")
@@ -397,6 +401,16 @@ def _run_settings():
     finally:
         log.setLevel(level)
         dask_log.setLevel(dask_level)
+        flow_log.removeFilter(_one_line_failures)
+
+
+def _one_line_failures(record):
+    """Drop the traceback of Prefect's "Encountered exception during
+    execution" line (a logging filter: keeps every record)."""
+    if str(record.msg).startswith("Encountered exception during execution"):
+        record.exc_info = None
+        record.exc_text = None
+    return True
 
 
 def _code_version():

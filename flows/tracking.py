@@ -42,6 +42,16 @@ MAX_METRICS, MAX_PARAMS = 1000, 100
 #: opens it, ends after about 20 s with "database is locked").
 STORE_WAIT_S = 120.0
 
+#: A tracking server that stops answering fails a run in seconds, not after
+#: MLflow's default of 7 retries with doubling waits (about 4 minutes per
+#: request, and a run makes many): 2 retries, 1 s backoff, 30 s timeout,
+#: unless the environment says otherwise.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+for _name, _value in HTTP_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
+
 
 def store_uri(uri):
     """``uri`` with SQLite's busy timeout set to the store wait (a ``sqlite:``
@@ -148,6 +158,15 @@ def set_tags(c, run_id, tags):
     c.log_batch(run_id, tags=[RunTag(k, _text(v)) for k, v in tags.items()])
 
 
+class StoreLost(RuntimeError):
+    """The tracking store stopped answering during a run."""
+
+
+def _first_line(exc):
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 class History:
     """The fit's per-iteration callback: buffers each record's metrics (every
     loss component, each coefficient, gradient norm, step size) with
@@ -156,6 +175,9 @@ class History:
     def __init__(self, c, run_id, every=20, prefix=""):
         self.c, self.run_id, self.every, self.prefix = c, run_id, every, prefix
         self.buffer, self.count = [], 0
+        # Set when a write failed (the store stopped answering): later
+        # flushes do not wait on it again.
+        self.lost = None
 
     def __call__(self, rec):
         now = int(time.time() * 1000)
@@ -171,8 +193,15 @@ class History:
             self.flush()
 
     def flush(self):
-        for i in range(0, len(self.buffer), MAX_METRICS):
-            self.c.log_batch(self.run_id, metrics=self.buffer[i:i + MAX_METRICS])
+        if self.lost is not None:
+            return
+        try:
+            for i in range(0, len(self.buffer), MAX_METRICS):
+                self.c.log_batch(self.run_id, metrics=self.buffer[i:i + MAX_METRICS])
+        except Exception as exc:
+            self.lost = exc
+            raise StoreLost(f"the tracking store stopped answering while logging the fit's "
+                            f"iterations: {_first_line(exc)}") from None
         self.buffer = []
 
 
@@ -202,16 +231,23 @@ def finish(c, run_id):
 
 
 def fail(c, run_id, exc):
-    """Mark the run FAILED with the error (never raises over the original error)."""
+    """Mark the run FAILED with the error.  Where the store does not answer
+    (it was lost mid-run) this raises :class:`StoreLost`, one line saying
+    so, instead of a second traceback over the first: the run stays RUNNING
+    there, and the next command on the store marks it FAILED (:func:`reap`)."""
     text = "".join(traceback.format_exception(exc))
     what = str(exc)
     if not what and isinstance(getattr(exc, "signal", None), int):  # Prefect's TerminationSignal
         what = f"interrupted by {signal.Signals(exc.signal).name}"
-    try:
+    with contextlib.suppress(Exception):  # the status below is what matters
         set_tags(c, run_id, {"error": f"{type(exc).__name__}: {what}"[:5000]})
         log_files(c, run_id, {"error.txt": text})
-    finally:
+    try:
         c.set_terminated(run_id, "FAILED")
+    except Exception as lost:
+        raise StoreLost(f"the tracking store stopped answering ({_first_line(lost)}); run "
+                        f"{run_id} could not be marked FAILED there (the next command on the "
+                        "store does it); nothing was registered") from None
 
 
 def content_hash(path):

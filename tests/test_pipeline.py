@@ -674,3 +674,58 @@ def test_a_locked_store_is_waited_on_then_reported(tmp_path, monkeypatch):
         tracking.client(track)
     assert time.monotonic() - t0 < 5.0
     locker.communicate()
+
+
+def test_losing_the_tracking_server_mid_run_fails_quickly_and_registers_nothing(tmp_path):
+    """The MLflow server dies while a calibration runs: the CLI exits 1
+    within a minute (not MLflow's minutes of retries per request), in one
+    line, without a traceback, and the store holds no registered version."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+         "--artifacts-destination", str(tmp_path / "arts")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            time.sleep(0.25)
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--out", str(tmp_path / "o"),
+             "--method", "gd"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=dict(env, MLFLOW_TRACKING_URI=url), text=True)
+        client = mlflow.MlflowClient(url)
+        for _ in range(600):
+            with contextlib.suppress(Exception):
+                exp = client.get_experiment_by_name("contactfit")
+                if exp and client.search_runs([exp.experiment_id]):
+                    break
+            time.sleep(0.5)
+        time.sleep(2.0)
+        os.killpg(server.pid, 9)
+        lost = time.perf_counter()
+        out, _ = cli.communicate(timeout=300)
+        took = time.perf_counter() - lost
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, 9)
+        server.wait(timeout=30)
+    assert cli.returncode == 1, out
+    assert took < 60, took
+    assert "tracking store stopped answering" in out and "Traceback" not in out, out
+    local = mlflow.MlflowClient(f"sqlite:///{tmp_path}/server.db")
+    assert local.search_registered_models() == []
