@@ -297,6 +297,20 @@ def _interrupted(signum, frame):
     os._exit(128 + signum)
 
 
+def _server_lost():
+    """The Prefect server stopped during a flow: mark the open MLflow runs
+    FAILED (undoing a registration not yet finished) and exit at once,
+    rather than wait minutes for Prefect's client to give up on it."""
+    from flows import pipeline
+
+    pipeline.abandon("the Prefect server stopped during the run")
+    with contextlib.suppress(Exception):
+        pipeline.stop_temporary_server()
+    print("contactfit: error: the Prefect server stopped during the run; the run is marked "
+          "FAILED, nothing registered", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
 def _run_flow(args, which):
     from flows import pipeline, report, settings, tracking
 
@@ -315,7 +329,7 @@ def _run_flow(args, which):
     cold = _compile_notice(which)
     before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        doc = pipeline.run(flow_fn, args.dataset, config)
+        doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "

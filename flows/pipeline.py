@@ -33,6 +33,7 @@ import logging
 import os
 import platform
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -282,12 +283,67 @@ def task_runner(cfg):
                                           "processes": True, "dashboard_address": None})
 
 
-def run(flow_fn, dataset, config=None):
+def run(flow_fn, dataset, config=None, on_server_lost=None):
     """Run ``calibrate`` or ``recalibrate`` on the task runner its config names,
-    as the CLI does (:func:`_run_settings`, :func:`temporary_server`)."""
+    as the CLI does (:func:`_run_settings`, :func:`temporary_server`).
+    ``on_server_lost``: called (from a watcher thread) when the Prefect
+    server stops during the run (:func:`watch_server`)."""
     cfg = settings.calibration(**(config or {}))
-    with _run_settings(), temporary_server():
+    with _run_settings(), temporary_server(), watch_server(on_server_lost):
         return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
+
+
+#: A configured Prefect server that does not answer its health check for this
+#: long [s] is taken as lost (a busy server may be slow; a lost one says nothing).
+SERVER_GRACE_S = 30.0
+
+
+@contextlib.contextmanager
+def watch_server(on_lost, every=0.5):
+    """Call ``on_lost()`` once if the Prefect server stops while the block
+    runs: the temporary server's process exits, or a configured server
+    (``PREFECT_API_URL``) fails its health check for :data:`SERVER_GRACE_S`.
+    Without it Prefect's client retries for minutes and ends in a traceback."""
+    if on_lost is None:
+        yield
+        return
+    import urllib.request
+
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL
+
+    procs = [s.server_process for s in SubprocessASGIServer._instances.values()
+             if s.server_process is not None]
+    url = os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()
+    stop = threading.Event()
+
+    def alive():
+        if procs:
+            return all(p.poll() is None for p in procs)
+        try:
+            urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5)
+            return True
+        except Exception:
+            return False
+
+    def watch():
+        last_ok = time.monotonic()
+        while not stop.wait(every):
+            if alive():
+                last_ok = time.monotonic()
+            elif procs or time.monotonic() - last_ok > SERVER_GRACE_S:
+                on_lost()
+                return
+
+    if not (procs or url):
+        yield
+        return
+    thread = threading.Thread(target=watch, name="contactfit-server-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 #: How long the temporary Prefect server may take to start [s] (Prefect's own

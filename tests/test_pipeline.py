@@ -729,3 +729,47 @@ def test_losing_the_tracking_server_mid_run_fails_quickly_and_registers_nothing(
     assert "tracking store stopped answering" in out and "Traceback" not in out, out
     local = mlflow.MlflowClient(f"sqlite:///{tmp_path}/server.db")
     assert local.search_registered_models() == []
+
+
+def test_losing_the_prefect_server_mid_run_fails_the_run_at_once(tmp_path):
+    """The temporary Prefect server dies while a calibration runs: the CLI
+    marks the run FAILED, registers nothing and exits 1 within seconds, in
+    one line (Prefect's client alone would retry for minutes)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db")
+    env.pop("PREFECT_API_URL", None)
+    log = tmp_path / "out.txt"
+    with open(log, "w") as out:
+        cli = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--out",
+                                str(tmp_path / "o"), "--method", "gd"],
+                               cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            for _ in range(1200):
+                if "Beginning flow run" in log.read_text():
+                    break
+                time.sleep(0.25)
+            ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True,
+                                text=True).stdout
+            servers = [int(line.split()[0]) for line in ps.splitlines()[1:]
+                       if int(line.split()[1]) == cli.pid and "uvicorn" in line]
+            assert servers, ps
+            for pid in servers:
+                os.kill(pid, 9)
+            lost = time.perf_counter()
+            cli.wait(timeout=120)
+            took = time.perf_counter() - lost
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+    text = log.read_text()
+    assert cli.returncode == 1 and took < 20, (took, text)
+    assert "the Prefect server stopped during the run" in text and "Traceback" not in text
+    c = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = c.get_experiment_by_name(settings.tracking().experiment)
+    assert [r.info.status for r in c.search_runs([exp.experiment_id])] == ["FAILED"]
+    assert c.search_registered_models() == []
