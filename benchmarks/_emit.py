@@ -1,6 +1,17 @@
-"""Printing of the figures, shared by the benchmark modules."""
+"""Timing and printing of the figures, shared by the benchmark modules."""
 
 import json
+import time
+
+
+def best(fn, repeat):
+    """The shortest wall time of ``repeat`` calls of ``fn`` [s]."""
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return min(out)
 
 
 def emit(out, as_json, width=22):

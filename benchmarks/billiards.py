@@ -23,25 +23,15 @@ cushions and ``truth``), with pooltool's default resolver passed explicitly.
 import argparse
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._emit import emit
+from benchmarks._emit import best as _best, emit
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
 FREE = ["mu_k", "mu_r", "mu_sp", "e_bb", "mu_bb", "mu_bb_b", "mu_bb_c", "e_bw", "mu_w",
         "omega_ratio_w"]
-
-
-def _best(fn, repeat):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
 
 
 def _peer(repeat):

@@ -12,7 +12,7 @@ import argparse
 import time
 
 
-from benchmarks._emit import emit
+from benchmarks._emit import best as _best, emit
 from simcore import params as P
 from simcore.engine import Directions, simulate
 from simcore.fit import fit
@@ -20,15 +20,6 @@ from simcore.problem import Problem
 
 TABLE = "datasets/synthetic-table"
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
-
-
-def _best(fn, repeat):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
 
 
 def main(argv=None):

@@ -100,13 +100,22 @@ def enter(i, state, radius, tg):
     have no tangent."""
     tv, tw = tg.tv, tg.tw
     for p in range(tv.shape[2]):
-        if state == spin.ROLLING:
-            tw[i, 0, p] = -tv[i, 1, p] / radius
-            tw[i, 1, p] = tv[i, 0, p] / radius
-        elif state != spin.SLIDING:
-            for d in range(2):
-                tv[i, d, p] = 0.0
-                tw[i, d, p] = 0.0
+        if state != spin.SLIDING:
+            _settle(i, p, state == spin.ROLLING, radius, tv, tw)
+
+
+@jit(borrow=True)
+def _settle(i, p, rolling, radius, tv, tw):
+    """Ball i's tangents along direction p once it no longer slides: a
+    rolling ball's horizontal spin follows its velocity, ``w_xy = (z x v) / R``;
+    a ball at rest has neither."""
+    if rolling:
+        tw[i, 0, p] = -tv[i, 1, p] / radius
+        tw[i, 1, p] = tv[i, 0, p] / radius
+    else:
+        for d in range(2):
+            tv[i, d, p] = 0.0
+            tw[i, d, p] = 0.0
 
 
 @jit(borrow=True)
@@ -272,12 +281,9 @@ def transition(i, end, state, radius, tg):
     tv, tw = tg.tv, tg.tw
     for p in range(tv.shape[2]):
         if end == spin.END_SLIDE:
-            tw[i, 0, p] = -tv[i, 1, p] / radius
-            tw[i, 1, p] = tv[i, 0, p] / radius
+            _settle(i, p, True, radius, tv, tw)
         elif end != spin.END_VTH:
-            for d in range(2):
-                tv[i, d, p] = 0.0
-                tw[i, d, p] = 0.0
+            _settle(i, p, False, radius, tv, tw)
             if state == spin.STATIONARY:
                 tw[i, 2, p] = 0.0
 

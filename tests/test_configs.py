@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from flows import settings, tracking
 from flows.cli import main
 
 TABLE = str(Path("datasets/synthetic-table").resolve())
@@ -54,16 +53,6 @@ BAD = [
     ("seed: 1.5\n", "seed = 1.5: expected int"),
     ("fit: mu_k\n", "fit = 'mu_k': expected list"),
 ]
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
-    track = settings.tracking()
-    c, exp = tracking.client(track)
-    return track, c, exp
 
 
 @pytest.mark.parametrize("text, words", BAD)

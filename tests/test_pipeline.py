@@ -27,17 +27,6 @@ def harness():
         yield
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    """A fresh SQLite store (artifacts under tmp_path) for each test."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
-    track = settings.tracking()
-    c, exp = tracking.client(track)
-    return track, c, exp
-
-
 def _runs(c, exp):
     return c.search_runs([exp], order_by=["attributes.start_time ASC"])
 
