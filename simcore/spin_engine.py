@@ -35,10 +35,10 @@ import numpy as np
 from numba import njit, prange
 
 from . import laws, spin, spin_impact, spin_tangent, tangent
-from .laws import PairLaw
 from .collision import toi_sphere_plane, toi_sphere_sphere
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
+from .laws import PairLaw
 from .stages import EventLog, Sums, log, log_tangent
 
 EV_BODY_BODY = int(EventKind.BODY_BODY)

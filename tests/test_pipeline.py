@@ -716,7 +716,8 @@ def test_losing_the_tracking_server_mid_run_fails_quickly_and_registers_nothing(
     assert cli.returncode == 1, out
     assert took < 60, took
     assert "tracking store stopped answering" in out and "Traceback" not in out, out
-    local = mlflow.MlflowClient(f"sqlite:///{tmp_path}/server.db")
+    db = f"sqlite:///{tmp_path}/server.db"
+    local = mlflow.MlflowClient(tracking_uri=db, registry_uri=db)
     assert local.search_registered_models() == []
 
 
@@ -758,7 +759,8 @@ def test_losing_the_prefect_server_mid_run_fails_the_run_at_once(tmp_path):
     text = log.read_text()
     assert cli.returncode == 1 and took < 20, (took, text)
     assert "the Prefect server stopped during the run" in text and "Traceback" not in text
-    c = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    db = f"sqlite:///{tmp_path}/mlflow.db"
+    c = mlflow.MlflowClient(tracking_uri=db, registry_uri=db)
     exp = c.get_experiment_by_name(settings.tracking().experiment)
     assert [r.info.status for r in c.search_runs([exp.experiment_id])] == ["FAILED"]
     assert c.search_registered_models() == []
