@@ -55,9 +55,24 @@ BAD = [
 ]
 
 
+@pytest.fixture(scope="module")
+def one_store(tmp_path_factory):
+    """One fresh store for the whole corpus (creating one takes seconds):
+    every case must leave it as empty as it found it."""
+    from flows import settings, tracking
+
+    root = tmp_path_factory.mktemp("store")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
+        mp.delenv("MLFLOW_REGISTRY_URI", raising=False)
+        c, exp = tracking.client(settings.tracking())
+        yield c, exp
+
+
 @pytest.mark.parametrize("text, words", BAD)
-def test_a_bad_config_is_named_before_any_run(store, tmp_path, capsys, text, words):
-    track, c, exp = store
+def test_a_bad_config_is_named_before_any_run(one_store, tmp_path, capsys, text, words):
+    c, exp = one_store
     cfg = tmp_path / "c.yaml"
     cfg.write_text(text)
     assert main(["calibrate", TABLE, "--config", str(cfg), "--out", str(tmp_path / "o")]) == 1
