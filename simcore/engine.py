@@ -143,7 +143,9 @@ class TangentIO(NamedTuple):
 
 class Batch(NamedTuple):
     """A batch's constants as the kernels see them (a :class:`Model`'s arrays
-    in scenario order, controls in CSR form, sample times in CSR form)."""
+    in scenario order, controls in CSR form, sample times in CSR form), for
+    both loops (the spinning one reads ``wall_height`` and ignores the
+    controls, dt and integrator)."""
 
     body_count: np.ndarray
     body_shape: np.ndarray
@@ -171,6 +173,7 @@ class Batch(NamedTuple):
     gravity: float
     ground_z: float
     integrator: int
+    wall_height: np.ndarray
 
 
 class Outputs(NamedTuple):
@@ -591,21 +594,11 @@ def _sample_csr(model, state, sample_times):
 RERUN_EVENTS = 1 << 16
 
 
-def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
-    """Run the scenarios ``scen`` (indices into ``model``) with event capacity ``cap``.
-
-    ``pos``, ``vel``, ``time`` are that subset's state, advanced in place;
-    ``tan`` the tangent buffers (:class:`TangentIO`).  Returns the
-    :class:`Outputs`.
-    """
+def _batch(model, scen, samp_ptr, samp_t):
+    """The :class:`Batch` of the scenarios ``scen`` (indices into ``model``)
+    with their sample times in CSR form."""
     m = model
     nscen = scen.shape[0]
-    nbmax = m.body_radius.shape[1]
-    rows = samp_t.shape[0] if keep else 0
-    out = Outputs(pos, vel, time, buffers.zeros((rows, nbmax, 3)),
-                  buffers.zeros((rows, nbmax, 3)), np.empty((nscen, cap, EVF_WIDTH)),
-                  np.empty((nscen, cap, EVI_WIDTH), np.int64), np.zeros(nscen, np.int64),
-                  np.zeros(nscen, np.int64))
     ctrl_ptr = m.ctrl_ptr
     every = nscen == m.nscen and bool(np.all(scen == np.arange(nscen)))
     ctrl_rows = np.arange(m.ctrl_body.shape[0]) if every else np.concatenate(
@@ -613,14 +606,29 @@ def _run(model, scen, pos, vel, time, samp_ptr, samp_t, cap, parallel, tan, keep
     ).astype(np.int64)
     sub_ptr = np.zeros(nscen + 1, np.int64)
     sub_ptr[1:] = np.cumsum(ctrl_ptr[scen + 1] - ctrl_ptr[scen])
-    batch = Batch(m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
-                  m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
-                  m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
-                  m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows],
-                  m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
-                  m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-                  m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes, float(m.gravity),
-                  float(m.ground_z), int(m.integrator))
+    height = (m.wall_height[scen] if m.wall_height is not None
+              else np.full(m.wall_offset[scen].shape, np.nan))
+    return Batch(m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
+                 m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
+                 m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
+                 m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows],
+                 m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
+                 m.params[scen] if m.params.ndim == 2 else m.params[None, :],
+                 m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes, float(m.gravity),
+                 float(m.ground_z), int(m.integrator), height)
+
+
+def _run(batch, pos, vel, time, cap, parallel, tan, keep=True):
+    """Run the scenarios of ``batch`` (:class:`Batch`) with event capacity
+    ``cap``: ``pos``, ``vel``, ``time`` are their state, advanced in place;
+    ``tan`` the tangent buffers (:class:`TangentIO`).  Returns the
+    :class:`Outputs`."""
+    nscen, nbmax = batch.body_radius.shape
+    rows = batch.samp_t.shape[0] if keep else 0
+    out = Outputs(pos, vel, time, buffers.zeros((rows, nbmax, 3)),
+                  buffers.zeros((rows, nbmax, 3)), np.empty((nscen, cap, EVF_WIDTH)),
+                  np.empty((nscen, cap, EVI_WIDTH), np.int64), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
     # ``time`` is both the start time (read first) and the end time (written
     # last) of each scenario.
     (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
@@ -631,11 +639,11 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` from the state ``st`` (their subset,
     advanced in place) under the model's motion: the spinning model's loop
     (:mod:`simcore.spin_engine`) or the sliding one (:func:`_run`)."""
+    batch = _batch(model, scen, samp_ptr, samp_t)
     if model.spin:
-        return spin_engine.run(model, scen, st.body_pos, st.body_vel, st.body_omega, st.time,
-                               samp_ptr, samp_t, cap, parallel, tan, keep)
-    return _run(model, scen, st.body_pos, st.body_vel, st.time, samp_ptr, samp_t, cap,
-                parallel, tan, keep)
+        return spin_engine.run(batch, st.body_pos, st.body_vel, st.body_omega, st.time, cap,
+                               parallel, tan, keep)
+    return _run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
 
 
 def _events(out, tan):

@@ -66,32 +66,6 @@ _MU_W, _E_BW, _RATIO_W = 0, 1, 2
 _MU_BB, _E_BB, _MU_BB_B, _MU_BB_C = 0, 1, 2, 3
 
 
-class SpinBatch(NamedTuple):
-    """A batch's constants as the spinning model's kernels see them (a
-    :class:`simcore.model.Model`'s arrays in scenario order; sample times in
-    CSR form)."""
-
-    body_count: np.ndarray
-    body_radius: np.ndarray
-    body_mass: np.ndarray
-    body_mat: np.ndarray
-    wall_count: np.ndarray
-    wall_normal: np.ndarray
-    wall_offset: np.ndarray
-    wall_height: np.ndarray
-    wall_mat: np.ndarray
-    scen_t_end: np.ndarray
-    samp_ptr: np.ndarray
-    samp_t: np.ndarray
-    params: np.ndarray
-    bb_idx: np.ndarray
-    bw_idx: np.ndarray
-    bg_idx: np.ndarray
-    laws: np.ndarray
-    gravity: float
-    ground_z: float
-
-
 class SpinOutputs(NamedTuple):
     """What a batch run writes: the state ``pos``, ``vel``, ``omega (nscen,
     nbmax, 3)`` and ``time (nscen,)`` (start times in, end times out), the
@@ -416,10 +390,13 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
 
 
 @jit
-def _resolve(code, a, k, n_ev, t, b, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
+def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
     """Resolve the event ``code`` (of ball ``a``, and ball or wall ``k``) at
     ``t``, its tangents first (they read the state before it); returns the
-    event count."""
+    event count.  ``tables``: the batch's ``(bg_idx, bb_idx, bw_idx, laws,
+    ground_z)`` (not the batch record: a call per event would count the
+    references of all its arrays)."""
+    bg_idx, bb_idx, bw_idx, codes, ground = tables
     mat, radius = balls.mat, balls.radius
     nt = tg.ttau.shape[0]
     count = n_ev
@@ -428,19 +405,19 @@ def _resolve(code, a, k, n_ev, t, b, motion, balls, walls, cloth, pc, wc, ev, tg
     if code == TRANSITION:
         end = motion.end[a]
         if end == spin.END_VTH:
-            used[b.bg_idx[mat[a], _V_TH]] += 1
+            used[bg_idx[mat[a], _V_TH]] += 1
         n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5])
         if nt:
             spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
     elif code == BALL_BALL:
         moving = _translating(motion.state[a]) or _translating(motion.state[k])
-        rows = b.bb_idx[mat[a], mat[k]]
+        rows = bb_idx[mat[a], mat[k]]
         if nt:
-            spin_tangent.pair(a, k, b.laws[laws.BODY_BODY], pc[mat[a], mat[k]],
+            spin_tangent.pair(a, k, codes[laws.BODY_BODY], pc[mat[a], mat[k]],
                               (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2]),
                                _pdir(tg, rows[3])), moving, balls.pos, balls.vel, balls.w,
                               radius, balls.mass, tg)
-        n_ev = _ball_ball(a, k, n_ev, t, balls, pc, b.laws[laws.BODY_BODY], ev.f, ev.i, v3,
+        n_ev = _ball_ball(a, k, n_ev, t, balls, pc, codes[laws.BODY_BODY], ev.f, ev.i, v3,
                           moving)
         _count(used, rows, 4)
         for i in (a, k):
@@ -448,13 +425,13 @@ def _resolve(code, a, k, n_ev, t, b, motion, balls, walls, cloth, pc, wc, ev, tg
             if nt:
                 spin_tangent.enter(i, motion.state[i], radius[i], tg)
     else:
-        rows = b.bw_idx[mat[a], walls.mat[k]]
+        rows = bw_idx[mat[a], walls.mat[k]]
         if nt:
-            spin_tangent.wall(a, b.laws[laws.BODY_WALL], wc[mat[a], walls.mat[k]],
+            spin_tangent.wall(a, codes[laws.BODY_WALL], wc[mat[a], walls.mat[k]],
                               (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2])),
-                              walls.n[k], walls.d[k], walls.h[k], b.ground_z, balls.pos,
+                              walls.n[k], walls.d[k], walls.h[k], ground, balls.pos,
                               balls.vel, balls.w, radius, balls.mass, tg)
-        n_ev = _ball_wall(a, k, n_ev, t, b.ground_z, balls, walls, wc, b.laws[laws.BODY_WALL],
+        n_ev = _ball_wall(a, k, n_ev, t, ground, balls, walls, wc, codes[laws.BODY_WALL],
                           ev.f, ev.i, v3)
         _count(used, rows, 3)
         _enter(a, motion, balls.vel, balls.w, radius, cloth.v_th)
@@ -489,22 +466,27 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             cdir[c, i] = _pdir(tg, b.bg_idx[mat[i], col])
     v3 = np.zeros((6, 3))
     ds = np.zeros(nt)
+    tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z)
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
         if nt:
             spin_tangent.enter(i, motion.state[i], radius[i], tg)
     ks = _sample(t, t, 0, motion, balls, samp_t, out, meas, tg, sums)
     n_ev, zero_steps, nd = 0, 0, 0
+    # The fields the loop reads, unpacked once (a field read in the loop
+    # costs a reference count per pass).
+    t_end, gravity, bg_idx, wall_n, wall_d = (b.scen_t_end[s], b.gravity, b.bg_idx, walls.n,
+                                              walls.d)
     for _loop in range(MAX_LOOP):
-        if t >= b.scen_t_end[s]:
+        if t >= t_end:
             break
-        _segments(motion, vel, w, radius, b.gravity, cloth)
+        _segments(motion, vel, w, radius, gravity, cloth)
         if nt:
-            _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
-        code, ev_a, ev_b, step = _next_event(b.scen_t_end[s] - t, motion, pos, vel, radius,
-                                             walls.n, walls.d)
-        t_new = b.scen_t_end[s] if code == NONE else t + step
-        _count_segments(motion, w, t_new - t, mat, b.bg_idx, used)
+            _tangent_segments(motion, balls, gravity, cloth, cdir, tg)
+        code, ev_a, ev_b, step = _next_event(t_end - t, motion, pos, vel, radius, wall_n,
+                                             wall_d)
+        t_new = t_end if code == NONE else t + step
+        _count_segments(motion, w, t_new - t, mat, bg_idx, used)
         ks = _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums)
         if nt:
             nd |= _event_tangent(code, ev_a, ev_b, t_new - t, motion, balls, walls, tg, ds)
@@ -518,8 +500,8 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             return STATUS_STALLED, n_ev, t, nd
         t = t_new
         if code != NONE:
-            n_ev = _resolve(code, ev_a, ev_b, n_ev, t, b, motion, balls, walls, cloth, pc, wc,
-                            ev, tg, v3, used)
+            n_ev = _resolve(code, ev_a, ev_b, n_ev, t, tables, motion, balls, walls, cloth, pc,
+                            wc, ev, tg, v3, used)
     else:
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
@@ -585,26 +567,17 @@ def _simulate_serial(batch, out, tan):
         _run_one(s, batch, out, tan)
 
 
-def run(model, scen, pos, vel, omega, time, samp_ptr, samp_t, cap, parallel, tan, keep=True):
-    """Run the scenarios ``scen`` (indices into ``model``, a spinning one) with
-    event capacity ``cap``; ``pos``, ``vel``, ``omega``, ``time`` are that
-    subset's state, advanced in place; ``tan`` the
-    :class:`simcore.engine.TangentIO` whose residual sums, ``signal`` and
-    ``nondiff`` it writes (module docstring).  Returns the :class:`SpinOutputs`."""
-    m = model
-    nscen = scen.shape[0]
-    nbmax = m.body_radius.shape[1]
-    rows = samp_t.shape[0] if keep else 0
+def run(batch, pos, vel, omega, time, cap, parallel, tan, keep=True):
+    """Run the scenarios of ``batch`` (:class:`simcore.engine.Batch` of a
+    spinning model) with event capacity ``cap``; ``pos``, ``vel``, ``omega``,
+    ``time`` are their state, advanced in place; ``tan`` the
+    :class:`simcore.engine.TangentIO` it writes the sensitivities to (module
+    docstring).  Returns the :class:`SpinOutputs`."""
+    nscen, nbmax = batch.body_radius.shape
+    rows = batch.samp_t.shape[0] if keep else 0
     out = SpinOutputs(pos, vel, omega, time, np.zeros((rows, nbmax, 3)),
                       np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
                       np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
                       np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
-    batch = SpinBatch(m.body_count[scen], m.body_radius[scen], m.body_mass[scen],
-                      m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
-                      m.wall_offset[scen], m.wall_height[scen], m.wall_material[scen],
-                      m.scen_t_end[scen], samp_ptr, samp_t,
-                      m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-                      m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes,
-                      float(m.gravity), float(m.ground_z))
     (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
     return out
