@@ -737,10 +737,15 @@ def test_losing_the_prefect_server_mid_run_fails_the_run_at_once(tmp_path):
         cli = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--out",
                                 str(tmp_path / "o"), "--method", "gd"],
                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        db = f"sqlite:///{tmp_path}/mlflow.db"
+        c = mlflow.MlflowClient(tracking_uri=db, registry_uri=db)
         try:
+            # Until the flow has opened its MLflow run.
             for _ in range(1200):
-                if "Beginning flow run" in log.read_text():
-                    break
+                with contextlib.suppress(Exception):
+                    exp = c.get_experiment_by_name(settings.tracking().experiment)
+                    if exp and c.search_runs([exp.experiment_id]):
+                        break
                 time.sleep(0.25)
             ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True,
                                 text=True).stdout
@@ -759,8 +764,6 @@ def test_losing_the_prefect_server_mid_run_fails_the_run_at_once(tmp_path):
     text = log.read_text()
     assert cli.returncode == 1 and took < 20, (took, text)
     assert "the Prefect server stopped during the run" in text and "Traceback" not in text
-    db = f"sqlite:///{tmp_path}/mlflow.db"
-    c = mlflow.MlflowClient(tracking_uri=db, registry_uri=db)
     exp = c.get_experiment_by_name(settings.tracking().experiment)
     assert [r.info.status for r in c.search_runs([exp.experiment_id])] == ["FAILED"]
     assert c.search_registered_models() == []
