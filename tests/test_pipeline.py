@@ -23,7 +23,9 @@ INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
 
 @pytest.fixture(scope="session", autouse=True)
 def harness():
-    with prefect_test_harness():
+    # A busy 2-core machine can take longer than Prefect's 30 s to start the
+    # harness's server (the CLI's own wait is pipeline.SERVER_STARTUP_S).
+    with prefect_test_harness(server_startup_timeout=int(pipeline.SERVER_STARTUP_S)):
         yield
 
 
