@@ -42,7 +42,11 @@ import numpy as np
 from .config import ROOT_MAXITER, jit
 
 SHAPE_SPHERE = 0
-SHAPE_NAMES = ("sphere",)
+SHAPE_BOX = 1
+#: Body shapes by code.  Boxes have no time of impact here: the time-stepper
+#: (:mod:`simcore.rigid_engine`) runs them, with the contact points of
+#: :mod:`simcore.faces`.
+SHAPE_NAMES = ("sphere", "box")
 
 NO_ROOT = np.inf
 #: Returned by the dispatchers for a pair of shapes with no contact function.

@@ -29,11 +29,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from . import buffers, contact, spin_engine, tangent
+from . import buffers, contact, rigid_engine, spin_engine, tangent
 from . import stages as S
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH  # noqa: F401
-from .integrate import INTEGRATOR_SYMPLECTIC, drift
+from .integrate import INTEGRATOR_PENALTY, INTEGRATOR_SYMPLECTIC, drift
 from .parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
 
 #: The offsets of the measurement set-up that the loop applies (see the
@@ -429,8 +429,12 @@ class SimResult:
     ``sens`` holds the :class:`Sensitivities` when ``simulate`` was asked for
     them (``directions``) or for the trajectory residuals (``measured``).
     ``samp_omega (M, nbody, 3)``: the sampled angular velocities [rad/s] of a
-    spinning model (:mod:`simcore.spin`; None for the sliding one, whose
-    bodies do not turn); ``final.body_omega`` holds the final ones.
+    spinning model (:mod:`simcore.spin`) or of rigid bodies (None for the
+    sliding one, whose bodies do not turn); ``final.body_omega`` holds the
+    final ones.  Rigid bodies (the time-stepper, :mod:`simcore.rigid_engine`)
+    also have ``samp_quat (M, nbody, 4)`` and ``final.body_quat``, the
+    orientations, and ``steps (nscen,)``, the steps each scenario took; the
+    time-stepper logs no events (its contacts are forces, not impacts).
     """
 
     samp_ptr: np.ndarray
@@ -451,6 +455,8 @@ class SimResult:
     event_slip: np.ndarray
     sens: object = None
     samp_omega: np.ndarray | None = None
+    samp_quat: np.ndarray | None = None
+    steps: np.ndarray | None = None
 
     @property
     def event_count(self):
@@ -646,6 +652,54 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     return _run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
 
 
+def _rigid_batch(model, samp_ptr, samp_t):
+    """The time-stepper's :class:`simcore.rigid_engine.Batch` of ``model``."""
+    m = model
+    rows_g, rows_b, rows_w = m.layout.penalty_rows()
+    return rigid_engine.Batch(
+        m.body_count, m.body_shape, m.body_ext, m.body_mass, m.body_inertia, m.body_fixed,
+        m.body_material, m.wall_count, m.wall_normal, m.wall_offset, m.wall_material,
+        m.ctrl_ptr, m.ctrl_body, m.ctrl_t0, m.ctrl_t1, m.ctrl_force, m.scen_t_end, m.scen_dt,
+        samp_ptr, samp_t, m.params if m.params.ndim == 2 else m.params[None, :], rows_g,
+        rows_b, rows_w, m.layout.law_codes, int(m.cone), float(m.gravity), float(m.ground_z))
+
+
+def contacts(model, state, s):
+    """The contact points of scenario ``s`` of a time-stepped ``model`` at
+    ``state``, with the forces of one step there (per point, as the document
+    ``003_*`` lists them: contact flag, normal, friction and total force,
+    penetration; see :func:`simcore.rigid_engine.report`)."""
+    if model.integrator != INTEGRATOR_PENALTY:
+        raise ValueError("contacts(): the model is not time-stepped (boxes or penalty laws)")
+    st = state.copy()
+    return rigid_engine.report(_rigid_batch(model, np.zeros(model.nscen + 1, np.int64),
+                                            np.zeros(0)),
+                               st.body_pos, st.body_vel, st.body_omega, st.body_quat, st.time,
+                               int(s))
+
+
+def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep):
+    """:func:`simulate` on the time-stepper (:mod:`simcore.rigid_engine`)."""
+    m = model
+    batch = _rigid_batch(model, samp_ptr, samp_t)
+    final = state.copy()
+    out = rigid_engine.run(batch, final.body_pos, final.body_vel, final.body_omega,
+                           final.body_quat, final.time, parallel, keep)
+    bad = np.flatnonzero(out.status != rigid_engine.STATUS_OK)
+    if bad.size:
+        s = int(bad[0])
+        raise RuntimeError(f"scenario {m.names[s] if m.names else s!r}: "
+                           f"{rigid_engine.STATUS_MESSAGES[out.status[s]]} (stopped at t = "
+                           f"{final.time[s]}); {bad.size} scenario(s) failed")
+    events = {f: np.zeros((0, 3) if f in ("normal", "dva", "dvb") else 0,
+                          np.int64 if f in ("kind", "a", "b", "slip") else np.float64)
+              for f in EVENT_FIELDS}
+    return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final,
+                     np.zeros(m.nscen + 1, np.int64),
+                     **{"event_" + f: v for f, v in events.items()},
+                     samp_omega=out.out_omega, samp_quat=out.out_quat, steps=out.steps)
+
+
 def _events(out, tan):
     """The named event fields (:data:`EVENT_FIELDS`) and their tangents
     (``t``, ``dva``, ``dvb``) of a run's logs, per scenario and slot."""
@@ -682,6 +736,11 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     """
     model.layout.validate_rows(model.params, model.nscen)
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
+    if model.integrator == INTEGRATOR_PENALTY:
+        if directions is not None or measured is not None:
+            raise ValueError("sensitivities through the time-stepper (boxes, penalty laws) "
+                             "are not available: simulate without directions or measured")
+        return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples)
     nscen = model.nscen
     cap = max(1, int(event_capacity))
     final = state.copy()

@@ -40,6 +40,7 @@ from .config import jit
 
 INTEGRATOR_EXACT = 0
 INTEGRATOR_SYMPLECTIC = 1
+INTEGRATOR_PENALTY = 2
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,16 @@ class Integrator:
     """A registered integrator: its name (``build(integrator=...)``,
     ``contactfit simulate --integrator``), its code in the kernels, and its
     capabilities: the shapes it can run and whether its sensitivities are
-    exact (``differentiable``)."""
+    exact (``differentiable``), and the family of contact laws it resolves
+    contacts with (``impulse``: impacts; ``penalty``: forces from
+    penetration, :mod:`simcore.penalty`)."""
 
     name: str
     code: int
     shapes: tuple
     differentiable: bool
     meaning: str
+    family: str = "impulse"
 
 
 #: The integrators, in order of preference: :func:`choose` takes the first
@@ -63,14 +67,19 @@ REGISTRY = (
                "event-exact: closed-form motion between events, exact event times"),
     Integrator("symplectic", INTEGRATOR_SYMPLECTIC, ("sphere",), False,
                "the patent's symplectic Euler over the dt grid, impacts found exactly"),
+    Integrator("penalty", INTEGRATOR_PENALTY, ("sphere", "box"), False,
+               "time-stepping rigid bodies (semi-implicit Euler, sub-stepped to the "
+               "contacts' stable step) under penalty contact laws (simcore/rigid_engine.py)",
+               family="penalty"),
 )
 INTEGRATORS = {i.name: i.code for i in REGISTRY}
 
 
-def choose(shapes, name=None):
-    """The :class:`Integrator` for a batch with these shape names: ``name``
-    when given (a ``ValueError`` says what it cannot run), else the first
-    registered one that runs them all."""
+def choose(shapes, name=None, family=None):
+    """The :class:`Integrator` for a batch with these shape names whose
+    contact laws are of ``family`` (None: either): ``name`` when given (a
+    ``ValueError`` says what it cannot run), else the first registered one
+    that runs them all."""
     shapes = set(shapes)
     if name is not None:
         it = next((i for i in REGISTRY if i.name == name), None)
@@ -79,11 +88,15 @@ def choose(shapes, name=None):
         if shapes - set(it.shapes):
             raise ValueError(f"integrator {name!r} cannot run shapes "
                              f"{sorted(shapes - set(it.shapes))} (it runs {list(it.shapes)})")
+        if family is not None and it.family != family:
+            raise ValueError(f"integrator {name!r} resolves contacts with {it.family} laws; "
+                             f"this model's laws are {family} laws")
         return it
     for it in REGISTRY:
-        if not shapes - set(it.shapes):
+        if not shapes - set(it.shapes) and family in (None, it.family):
             return it
-    raise ValueError(f"no integrator runs shapes {sorted(shapes)}")
+    raise ValueError(f"no integrator runs shapes {sorted(shapes)}"
+                     + (f" with {family} laws" if family else ""))
 
 
 @jit

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import frictional_inelastic, impulse, stronge
+from . import frictional_inelastic, impulse, penalty, stronge
 from .config import jit
 
 #: The contact kinds, in the order of a batch's ``laws`` array.
@@ -40,14 +40,20 @@ BODY_GROUND, BODY_BODY, BODY_WALL = range(3)
 LAW_IMPULSE = 0
 LAW_FRICTIONAL_INELASTIC = 1
 LAW_STRONGE_COMPLIANT = 2
+LAW_SPRING_DAMPER = penalty.LAW_SPRING_DAMPER
+LAW_HUNT_CROSSLEY = penalty.LAW_HUNT_CROSSLEY
+LAW_IMPACT = penalty.LAW_IMPACT
 
 
 @dataclass(frozen=True)
 class Law:
     """A registered contact law: its name (``dataset.yaml`` ``laws:``), its
     code in the kernels, the contact kinds it serves, whether its
-    sensitivities are exact, what it is, where it comes from, and whether it
-    needs the spinning model (``dataset.yaml`` ``model: {spin: true}``)."""
+    sensitivities are exact, what it is, where it comes from, whether it
+    needs the spinning model (``dataset.yaml`` ``model: {spin: true}``), and
+    its family: ``impulse`` (impacts, the event-exact integrators) or
+    ``penalty`` (forces from penetration, the time-stepper).  One model's
+    laws are all of one family."""
 
     name: str
     code: int
@@ -56,6 +62,7 @@ class Law:
     meaning: str
     source: str
     spin_only: bool = False
+    family: str = "impulse"
 
 
 REGISTRY = (
@@ -73,22 +80,51 @@ REGISTRY = (
         "frequencies; gross slip, stick-slip and slip-stick-slip in closed form",
         "Stronge, Impact Mechanics (2018) ch. 5; pooltool 0.6 StrongeCompliantLinear "
         "(simcore/stronge.py)", spin_only=True),
+    Law(penalty.SPRING_DAMPER, LAW_SPRING_DAMPER, KINDS, False,
+        "linear spring-damper F = k_sd x + c_sd x', clamped at >= 0",
+        "001 (robot manipulation tutorial), simcore/penalty.py", family=penalty.FAMILY),
+    Law(penalty.HUNT_CROSSLEY, LAW_HUNT_CROSSLEY, KINDS, False,
+        "Hunt-Crossley F = k_hc x^n_hc (1 + chi x'), chi from the pair's restitution "
+        "(exact for the law), clamped at >= 0",
+        "001; Hunt and Crossley 1975 (simcore/penalty.py)", family=penalty.FAMILY),
+    Law(penalty.IMPACT, LAW_IMPACT, KINDS, False,
+        "k_imp x^n1_imp with damping ramped to d_max by a cubic step up to p_max, "
+        "clamped at >= 0",
+        "003 (rectangle face contact), simcore/penalty.py", family=penalty.FAMILY),
 )
 BY_NAME = {law.name: law for law in REGISTRY}
 DEFAULT = "impulse"
+#: The law of the kinds a model leaves unnamed when its laws are penalty
+#: laws, or when it has boxes.
+DEFAULT_PENALTY = penalty.HUNT_CROSSLEY
+FAMILIES = ("impulse", penalty.FAMILY)
 
 
-def resolve(laws=None, spin=None):
+def resolve(laws=None, spin=None, boxes=False):
     """The law of every contact kind, ``{kind: name}``, from a ``laws``
-    mapping (absent kinds: :data:`DEFAULT`).  Raises ``ValueError`` naming the
-    key or the law and what is allowed; with ``spin=False``, also for a law
-    that needs the spinning model (None: not checked)."""
+    mapping (absent kinds: :data:`DEFAULT`, or :data:`DEFAULT_PENALTY` when
+    the named laws are penalty laws or the model has ``boxes``).  Raises
+    ``ValueError`` naming the key or the law and what is allowed; with
+    ``spin=False``, also for a law that needs the spinning model (None: not
+    checked); for laws of two families, or impulse laws on boxes."""
     if laws is None:
         laws = {}
     if not isinstance(laws, dict):
         raise ValueError(f"laws = {laws!r}: expected a mapping of contact kinds "
                          f"({', '.join(KINDS)}) to law names")
-    out = dict.fromkeys(KINDS, DEFAULT)
+    named = {BY_NAME[n].family for n in laws.values() if isinstance(n, str) and n in BY_NAME}
+    if len(named) > 1:
+        raise ValueError(f"laws = {laws}: impulse laws (impacts, event-exact) and penalty "
+                         "laws (forces, time-stepping) cannot be mixed in one model; "
+                         f"name laws of one family: {family_names()}")
+    penalty_model = boxes or named == {penalty.FAMILY}
+    if boxes and named == {"impulse"}:
+        raise ValueError(f"laws = {laws}: boxes need a penalty law, one of "
+                         f"{family_names()[penalty.FAMILY]}")
+    if spin and penalty_model:
+        raise ValueError("the spinning model runs spheres on impulse laws; penalty laws "
+                         "and boxes need model: {spin: false}")
+    out = dict.fromkeys(KINDS, DEFAULT_PENALTY if penalty_model else DEFAULT)
     for kind, name in laws.items():
         if kind not in KINDS:
             raise ValueError(f"laws: unknown contact kind {kind!r}; expected one of "
@@ -106,6 +142,16 @@ def resolve(laws=None, spin=None):
     return out
 
 
+def family(laws):
+    """The family of a resolved ``{kind: name}`` (``impulse`` or ``penalty``)."""
+    return BY_NAME[next(iter(laws.values()))].family
+
+
+def family_names():
+    """``{family: [law names]}``, for messages."""
+    return {f: [law.name for law in REGISTRY if law.family == f] for f in FAMILIES}
+
+
 def codes(laws):
     """The kernels' ``laws`` array (int64, one code per kind of :data:`KINDS`)
     of a resolved ``{kind: name}``."""
@@ -114,7 +160,8 @@ def codes(laws):
 
 def spelled(laws):
     """The non-default entries of a resolved ``{kind: name}`` (what a
-    ``dataset.yaml`` would write; empty for today's law everywhere)."""
+    ``dataset.yaml`` would write; empty for today's law everywhere, every
+    kind for penalty laws)."""
     return {k: v for k, v in laws.items() if v != DEFAULT}
 
 

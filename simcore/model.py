@@ -20,7 +20,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import laws as contact_laws
 from . import params as P
+from . import penalty, rigid
 from .collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
 from .integrate import choose
 
@@ -41,6 +43,13 @@ class Scenario:
     (``build(spin=True)``): ``omega`` (nbody, 3) the initial angular
     velocities [rad/s] (None: zero) and ``wall_height`` (nwall,) each wall's
     nose height above the ground [m] (NaN or None: a vertical plane).
+    Rigid bodies (boxes, or any body under a penalty law; see
+    :mod:`simcore.rigid` for the conventions): ``extent`` (nbody, 3) a box's
+    half extents [m] (a sphere's row is unread), ``inertia`` (nbody, 3)
+    principal inertia [kg m^2] (None or NaN rows: a uniform body), ``fixed``
+    (nbody,) bodies that never move, ``quat`` (nbody, 4) orientations
+    (None: identity) and ``omega`` the angular velocities; ``radius`` is read
+    for spheres only.  ``dt`` None: the time-stepper's stable step.
     """
 
     radius: np.ndarray
@@ -58,6 +67,10 @@ class Scenario:
     name: str = ""
     omega: np.ndarray | None = None
     wall_height: np.ndarray | None = None
+    extent: np.ndarray | None = None
+    inertia: np.ndarray | None = None
+    fixed: np.ndarray | None = None
+    quat: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,13 @@ class Model:
     scalars ``gravity`` [m/s^2], ``ground_z`` [m] and the integrator code;
     ``wall_height (nscen, nwall)`` the cushions' nose heights above the
     ground [m] (NaN: a vertical plane; the spinning model reads it).
+    The time-stepper's rigid bodies (``integrator`` ``penalty``):
+    ``body_ext``, ``body_inertia (nscen, nbody, 3)`` half extents (a sphere's
+    radius thrice) and principal inertia, ``body_fixed (nscen, nbody)``
+    bool; ``cone`` the friction cone (:data:`simcore.penalty.CONES`);
+    ``scen_dt`` is then the step it takes at most (the stability guard's,
+    when the scenario's own was longer); ``notes`` what :func:`build` has to
+    say about the batch (one line each: sub-stepping).
     """
 
     body_count: np.ndarray
@@ -103,6 +123,11 @@ class Model:
     integrator: int = 0
     names: tuple = ()
     wall_height: np.ndarray | None = None
+    body_ext: np.ndarray | None = None
+    body_inertia: np.ndarray | None = None
+    body_fixed: np.ndarray | None = None
+    cone: int = 0
+    notes: tuple = ()
 
     @property
     def nscen(self):
@@ -145,8 +170,9 @@ class Model:
         ptr[1:] = np.cumsum(self.ctrl_ptr[scen + 1] - self.ctrl_ptr[scen])
         per_scen = ("body_count", "body_shape", "body_radius", "body_mass", "body_material",
                     "wall_count", "wall_normal", "wall_offset", "wall_material",
-                    "scen_t_end", "scen_dt") + (("wall_height",) if self.wall_height is not None
-                                                else ())
+                    "scen_t_end", "scen_dt") + tuple(
+            f for f in ("wall_height", "body_ext", "body_inertia", "body_fixed")
+            if getattr(self, f) is not None)
         per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force")
         return replace(self, ctrl_ptr=ptr,
                        params=self.params[scen] if self.params.ndim == 2 else self.params,
@@ -190,22 +216,30 @@ def _material_ids(values, layout, n, label):
 @dataclass
 class State:
     """What the engine advances: ``body_pos``, ``body_vel``, ``body_omega``
-    (nscen, nbody, 3) and ``time (nscen,)``.  ``body_omega`` is carried from
-    the start and stays zero in the patent's sliding model."""
+    (nscen, nbody, 3), ``time (nscen,)`` and ``body_quat (nscen, nbody, 4)``
+    (orientations, scalar first, body to world; identity for spheres).
+    ``body_omega`` is carried from the start and stays zero in the patent's
+    sliding model."""
 
     body_pos: np.ndarray
     body_vel: np.ndarray
     body_omega: np.ndarray
     time: np.ndarray
+    body_quat: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.body_quat is None:
+            self.body_quat = np.zeros(self.body_pos.shape[:2] + (4,))
+            self.body_quat[..., 0] = 1.0
 
     def copy(self):
         return State(self.body_pos.copy(), self.body_vel.copy(),
-                     self.body_omega.copy(), self.time.copy())
+                     self.body_omega.copy(), self.time.copy(), self.body_quat.copy())
 
     def subset(self, scen):
         scen = np.asarray(scen, np.int64)
         return State(self.body_pos[scen], self.body_vel[scen], self.body_omega[scen],
-                     self.time[scen])
+                     self.time[scen], self.body_quat[scen])
 
 
 def _label(sc, s):
@@ -235,21 +269,6 @@ def _check_scenario(sc, s):
     vel = np.array(sc.vel, dtype=np.float64).reshape(nb, 3)
     walls = np.asarray(sc.walls, dtype=np.float64).reshape(-1, 4)
     controls = np.asarray(sc.controls, dtype=np.float64).reshape(-1, 6)
-    for what, arr in (("radius", radius), ("mass", mass), ("pos", pos), ("vel", vel),
-                      ("walls", walls), ("controls", controls)):
-        _finite(label, what, arr)
-    for what, x in (("t0", sc.t0), ("t_end", sc.t_end), ("dt", sc.dt)):
-        if not np.isfinite(x):
-            raise ValueError(f"{label}: {what} = {x}: expected a finite number")
-    if sc.dt <= 0:
-        raise ValueError(f"{label}: dt = {sc.dt}: expected dt > 0")
-    if sc.t_end < sc.t0:
-        raise ValueError(f"{label}: t_end = {sc.t_end} < t0 = {sc.t0}")
-    for i in range(nb):
-        if radius[i] <= 0:
-            raise ValueError(f"{label} body {i}: radius = {radius[i]}: expected radius > 0")
-        if mass[i] <= 0:
-            raise ValueError(f"{label} body {i}: mass = {mass[i]}: expected mass > 0")
     shapes = sc.shape if sc.shape is not None else ("sphere",) * nb
     if len(shapes) != nb:
         raise ValueError(f"{label}: {len(shapes)} shapes for {nb} bodies")
@@ -258,6 +277,23 @@ def _check_scenario(sc, s):
         if name not in SHAPE_NAMES:
             raise ValueError(f"{label} body {i}: shape = {name!r}: expected one of {list(SHAPE_NAMES)}")
         shape_codes[i] = SHAPE_NAMES.index(name)
+    sphere = shape_codes == SHAPE_SPHERE
+    for what, arr in (("radius", radius[sphere]), ("mass", mass), ("pos", pos), ("vel", vel),
+                      ("walls", walls), ("controls", controls)):
+        _finite(label, what, arr)
+    for what, x in (("t0", sc.t0), ("t_end", sc.t_end)) + ((("dt", sc.dt),) if sc.dt is not None
+                                                          else ()):
+        if not np.isfinite(x):
+            raise ValueError(f"{label}: {what} = {x}: expected a finite number")
+    if sc.dt is not None and sc.dt <= 0:
+        raise ValueError(f"{label}: dt = {sc.dt}: expected dt > 0")
+    if sc.t_end < sc.t0:
+        raise ValueError(f"{label}: t_end = {sc.t_end} < t0 = {sc.t0}")
+    for i in range(nb):
+        if sphere[i] and radius[i] <= 0:
+            raise ValueError(f"{label} body {i}: radius = {radius[i]}: expected radius > 0")
+        if mass[i] <= 0:
+            raise ValueError(f"{label} body {i}: mass = {mass[i]}: expected mass > 0")
     norms = np.linalg.norm(walls[:, :3], axis=1)
     for k in range(walls.shape[0]):
         if norms[k] == 0:
@@ -371,8 +407,127 @@ def _check_spin(label, sc, radius, pos, vel, walls, controls, ground_z, spin):
     return omega, height
 
 
+def _rows(label, what, values, nb, width, default):
+    """``values`` as an ``(nb, width)`` float64 array (None: ``default``)."""
+    if values is None:
+        return np.array(default, np.float64)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size != nb * width:
+        raise ValueError(f"{label}: {what} has {arr.size} values for {nb} bodies "
+                         f"({width} each)")
+    return arr.reshape(nb, width).copy()
+
+
+def _lowest(shape, p, q, ext, n):
+    """The smallest ``n . x`` over a body's points (its support along ``-n``)."""
+    if shape == SHAPE_SPHERE:
+        return float(n @ p) - ext[0]
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+    return float(np.min((p + (corners * ext) @ rigid.quat_matrix(q).T) @ n))
+
+
+def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
+    """The rigid bodies of one scenario (the time-stepper's): ``(ext, inertia,
+    fixed, quat, omega)``, each validated with an error naming the body and
+    the field; a moving body within :data:`TOUCH_TOL` below the ground or
+    behind a wall is moved out (``pos`` updated), deeper is an error."""
+    nb = radius.shape[0]
+    if sc.wall_height is not None and np.any(~np.isnan(np.asarray(sc.wall_height, float))):
+        raise ValueError(f"{label}: walls are given a nose height, which only the spinning "
+                         "model reads (rigid bodies meet walls as planes)")
+    sphere = shapes == SHAPE_SPHERE
+    ext = _rows(label, "extent", sc.extent, nb, 3, np.full((nb, 3), np.nan))
+    ext[sphere] = radius[sphere, None]
+    names = ("hx", "hy", "hz")
+    for i in np.flatnonzero(~sphere):
+        for a in range(3):
+            if not (np.isfinite(ext[i, a]) and ext[i, a] > 0):
+                raise ValueError(f"{label} body {i}: {names[a]} = {ext[i, a]}: expected a "
+                                 "half extent > 0 [m] (a box)")
+    quat = _rows(label, "quat", sc.quat, nb, 4, np.tile([1.0, 0, 0, 0], (nb, 1)))
+    _finite(label, "quat", quat)
+    for i in range(nb):
+        norm = np.linalg.norm(quat[i])
+        if abs(norm - 1.0) > 1e-6:
+            raise ValueError(f"{label} body {i}: quaternion (qw0, qx0, qy0, qz0) = "
+                             f"{tuple(float(x) for x in quat[i])} has norm {norm:.9g}: expected "
+                             "a unit quaternion (norm 1 within 1e-6)")
+        quat[i] /= norm
+    omega = _rows(label, "omega", sc.omega, nb, 3, np.zeros((nb, 3)))
+    _finite(label, "omega", omega)
+    fixed = (np.zeros(nb, bool) if sc.fixed is None
+             else np.asarray(sc.fixed, dtype=bool).reshape(nb).copy())
+    inertia = _rows(label, "inertia", sc.inertia, nb, 3, np.full((nb, 3), np.nan))
+    names = ("ixx", "iyy", "izz")
+    for i in range(nb):
+        if np.all(np.isnan(inertia[i])):
+            inertia[i] = (rigid.sphere_inertia(mass[i], radius[i]) if sphere[i]
+                          else rigid.box_inertia(mass[i], ext[i]))
+        for a in range(3):
+            if not (np.isfinite(inertia[i, a]) and inertia[i, a] > 0):
+                raise ValueError(f"{label} body {i}: {names[a]} = {inertia[i, a]}: expected a "
+                                 "principal moment of inertia > 0 [kg m^2]")
+        lo = np.sort(inertia[i])
+        if lo[0] + lo[1] < lo[2] * (1 - 1e-9):
+            raise ValueError(f"{label} body {i}: inertia ({', '.join(f'{x:g}' for x in inertia[i])}) "
+                             "breaks the triangle inequality (no body has these principal moments)")
+        if fixed[i] and (np.any(vel[i] != 0) or np.any(omega[i] != 0)):
+            raise ValueError(f"{label} body {i}: fixed, but given a velocity: a fixed body "
+                             "never moves")
+    planes = [(np.array([0.0, 0.0, 1.0]), ground_z, "the ground")] + [
+        (walls[k, :3], walls[k, 3], f"wall {k}") for k in range(walls.shape[0])]
+    for i in np.flatnonzero(~fixed):
+        for n, d, what in planes:
+            depth = d - _lowest(shapes[i], pos[i], quat[i], ext[i], n)
+            if depth > TOUCH_TOL:
+                raise ValueError(f"{label} body {i}: starts {depth:.3g} m {'below' if what == 'the ground' else 'behind'} "
+                                 f"{what} (more than the {TOUCH_TOL:g} m taken as touching)")
+            if depth > 0.0:
+                pos[i] += depth * n
+    return ext, inertia, fixed, quat, omega
+
+
+def _stable_step(layout, vec, laws, mass, ext, inertia, fixed, shapes, material, wall_mat,
+                 pos, vel, omega, controls, gravity, ground_z):
+    """The largest step [s] the stiffest contact of a scenario allows
+    (:func:`simcore.penalty.stable_step`): each moving body against the
+    ground and the walls, and against the other bodies, with the effective
+    mass of a contact at its farthest point (``1/m + r^2 / I_min``), met at
+    the fastest speed its energy allows (kinetic, potential above the
+    ground, and the controls' impulses) and pressed by the weight of every
+    moving body."""
+    ground, body, wall = layout.penalty_rows()
+    moving = ~fixed
+    weight = float(np.sum(mass[moving])) * gravity
+    reach = np.where(shapes == SHAPE_SPHERE, 0.0, np.linalg.norm(ext, axis=1))
+    m_eff = 1.0 / (1.0 / mass + reach ** 2 / inertia.min(axis=1))
+    kick = np.zeros(mass.shape[0])
+    for row in controls:
+        kick[int(row[0])] += np.linalg.norm(row[3:6]) * (row[2] - row[1]) / mass[int(row[0])]
+    height = np.maximum(pos[:, 2] - ground_z, 0.0) + reach
+    speed = (np.sqrt(np.sum(vel ** 2, axis=1) + (np.linalg.norm(omega, axis=1) * reach) ** 2
+                     + 2.0 * gravity * height) + kick)
+    v = float(np.max(speed[moving], initial=0.0))
+    h = np.inf
+    codes = contact_laws.codes(laws)
+    for i in np.flatnonzero(moving):
+        me = float(m_eff[i])
+        cases = [(codes[0], ground[material[i]], me)]
+        cases += [(codes[2], wall[material[i], wm], me) for wm in wall_mat]
+        cases += [(codes[1], body[material[i], material[j]],
+                   me if fixed[j] else 1.0 / (1.0 / me + 1.0 / m_eff[j]))
+                  for j in range(mass.shape[0]) if j != i]
+        for code, rows, pair_mass in cases:
+            row = np.zeros(penalty.NCOEF)
+            row[:len(rows)] = [vec[r] if r >= 0 else 0.0 for r in rows]
+            row[penalty.C_ALPHA] = penalty.hc_alpha(row[penalty.C_E])
+            h = min(h, penalty.stable_step(int(code), row, pair_mass, v, weight))
+    return h
+
+
 def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
-          materials=None, coefficients=(), laws=None, spin=False):
+          materials=None, coefficients=(), laws=None, spin=False, cone="elliptic",
+          strict=False):
     """Validate scenarios and pack them into a ``(Model, State)`` pair.
 
     ``integrator``: a registered name (checked against the shapes), or None
@@ -383,8 +538,13 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     The layout has the per-material entries ``coefficients`` and those that
     ``params`` (a mapping, or a vector of that layout) names; ``laws`` the
     contact law of each kind (``{kind: name}``, :mod:`simcore.laws`; absent:
-    the impulse law everywhere); ``spin`` the spinning model
-    (:mod:`simcore.spin`: spheres on the ground that slide, roll and spin).
+    the impulse law everywhere, or ``hunt_crossley`` for boxes and beside
+    another penalty law); ``spin`` the spinning model (:mod:`simcore.spin`:
+    spheres on the ground that slide, roll and spin).  Boxes or penalty laws
+    run on the time-stepper (:mod:`simcore.rigid_engine`) with the friction
+    ``cone`` (``elliptic`` or ``pyramidal``); a scenario whose ``dt`` is over
+    its contacts' stable step (or None) is sub-stepped and
+    ``Model.notes`` says so, or, with ``strict``, refused.
     """
     if integrator is not None:
         choose((), integrator)  # an unknown name fails before the scenarios are checked
@@ -392,16 +552,29 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         raise ValueError(f"gravity = {gravity}: expected a finite number >= 0")
     if not np.isfinite(ground_z):
         raise ValueError(f"ground_z = {ground_z}: expected a finite number")
+    if cone not in penalty.CONES:
+        raise ValueError(f"cone = {cone!r}: expected one of {list(penalty.CONES)}")
+    boxes = any("box" in tuple(sc.shape or ()) for sc in scenarios)
+    laws = contact_laws.resolve(laws, None, boxes)
+    rigid_model = contact_laws.family(laws) == penalty.FAMILY
     layout = _layout(scenarios, materials, coefficients, params, laws, spin)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)
            else np.asarray(params, np.float64))
     layout.validate(vec)
-    checked = []
+    checked, rigids = [], []
     for s, sc in enumerate(scenarios):
         arrays = _check_scenario(sc, s)
-        _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
-        spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[2], arrays[3], arrays[4],
-                           arrays[5], ground_z, spin)
+        if rigid_model:
+            rigids.append(_check_rigid(_label(sc, s), sc, arrays[6], arrays[0], arrays[1],
+                                       arrays[2], arrays[3], arrays[4], ground_z))
+            spun = (rigids[-1][4], np.full(arrays[4].shape[0], np.nan))
+        else:
+            if sc.dt is None:
+                raise ValueError(f"{_label(sc, s)}: dt = None: expected a step > 0 (only the "
+                                 "time-stepper of boxes and penalty laws chooses its own)")
+            _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
+            spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[2], arrays[3], arrays[4],
+                               arrays[5], ground_z, spin)
         checked.append(arrays + spun)
     if not checked:
         raise ValueError("no scenarios")
@@ -458,18 +631,61 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         q += nc
         ctrl_ptr[s + 1] = q
         scen_t_end[s] = sc.t_end
-        scen_dt[s] = sc.dt
+        scen_dt[s] = np.inf if sc.dt is None else sc.dt
         pos[s, :nb] = p
         vel[s, :nb] = v
         time[s] = sc.t0
     shapes = {SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}
-    check_shapes(shapes)
-    chosen = choose(shapes, integrator)
+    if not rigid_model:
+        check_shapes(shapes)
+    chosen = choose(shapes, integrator, contact_laws.family(laws))
+    names = tuple(sc.name or str(s) for s, sc in enumerate(scenarios))
     model = Model(body_count, body_shape, body_radius, body_mass, body_material,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
                   scen_t_end, scen_dt, vec, layout, float(gravity), float(ground_z),
-                  chosen.code, tuple(sc.name or str(s) for s, sc in enumerate(scenarios)),
-                  wall_height)
+                  chosen.code, names, wall_height)
     state = State(pos, vel, omega, time)
+    if rigid_model:
+        model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict)
     return model, state
+
+
+def _with_rigid(model, state, checked, rigids, cone, strict):
+    """``model`` with its rigid bodies (``body_ext``, ``body_inertia``,
+    ``body_fixed``), orientations into ``state``, and each scenario's step
+    bounded by its stable step (:func:`_stable_step`), with a note, or an
+    error when ``strict``."""
+    nscen, nbmax = model.body_mass.shape
+    ext = np.ones((nscen, nbmax, 3))
+    inertia = np.ones((nscen, nbmax, 3))
+    fixed = np.zeros((nscen, nbmax), bool)
+    dt = model.scen_dt.copy()
+    vec = model.params if model.params.ndim == 1 else model.params[0]
+    over = []
+    for s, (arrays, (e, inert, fx, quat, _)) in enumerate(zip(checked, rigids)):
+        nb = e.shape[0]
+        ext[s, :nb], inertia[s, :nb], fixed[s, :nb] = e, inert, fx
+        state.body_quat[s, :nb] = quat
+        model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
+                                             np.linalg.norm(e, axis=1))
+        h = _stable_step(model.layout, vec, model.layout.laws, arrays[1], e, inert, fx,
+                         arrays[6], model.body_material[s, :nb],
+                         model.wall_material[s, :model.wall_count[s]], state.body_pos[s, :nb],
+                         state.body_vel[s, :nb], state.body_omega[s, :nb], arrays[5],
+                         model.gravity, model.ground_z)
+        if dt[s] > h:
+            over.append((s, dt[s], h))
+            dt[s] = h
+    notes = ()
+    if over:
+        s, asked, h = min(over, key=lambda r: r[2])
+        given = "no dt" if not np.isfinite(asked) else f"dt = {asked:.3g} s"
+        line = (f"{len(over)} of {nscen} scenario(s) sub-stepped to their contacts' stable "
+                f"step (smallest: scenario {model.names[s]!r}, {given}, h = {h:.3g} s)")
+        if strict and any(np.isfinite(r[1]) for r in over):
+            raise ValueError(line.replace("sub-stepped to", "have a dt over") +
+                             "; strict: refused (give dt <= h, or soften the contact law)")
+        notes = (line,)
+    return replace(model, body_ext=ext, body_inertia=inertia, body_fixed=fixed,
+                   scen_dt=dt, cone=cone, notes=notes)

@@ -24,8 +24,11 @@ NPARAM = 10
 #: ``ground``: ``NAME@MAT`` (a body of material MAT on the ground);
 #: ``wall``: ``NAME@MAT`` (a wall without a material) or ``NAME@A+B`` (body A, wall B);
 #: ``body``: ``NAME@A+B`` only (a body-body pair);
+#: ``any``: every contact kind (the penalty laws' coefficients): ``NAME@MAT``
+#: (a body of MAT on the ground or a wall without a material) or ``NAME@A+B``
+#: (bodies A and B, or body A against a wall B);
 #: ``global``: never (a property of the measurement set-up, not of a material).
-CONTACTS = ("ground", "wall", "body", "global")
+CONTACTS = ("ground", "wall", "body", "any", "global")
 
 
 class Parameter(NamedTuple):
@@ -36,7 +39,8 @@ class Parameter(NamedTuple):
     size that relative measures take against an offset's zero truth.
 
     ``law``: the contact law that reads the coefficient (:mod:`simcore.laws`),
-    or ``""`` for one every model reads.  A law's coefficients have no fixed
+    or the family of laws (``"penalty"``: all of them read it), or ``""`` for
+    one every model reads.  A law's coefficients have no fixed
     slot (``slot = -1``): a vector holds them, after the fixed slots, only when
     its layout uses the law, and kernels read them through the material tables.
     ``model``: likewise, the motion model that alone reads the coefficient

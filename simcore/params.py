@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import contact, engine, frictional_inelastic, impulse, stronge
+from . import contact, engine, frictional_inelastic, impulse, penalty, stronge
 from . import spin as spin_model
 from . import laws as contact_laws
 from .parameter import (  # noqa: F401  (the slots, re-exported)
@@ -55,8 +55,9 @@ FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS
 assert [p.slot for p in FIXED] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
 #: The coefficients a contact law reads besides its kind's own (no slot: a
 #: layout holds them when it uses the law).
-LAW_PARAMETERS = frictional_inelastic.PARAMETERS + stronge.PARAMETERS
-assert all(p.slot == -1 and p.law in contact_laws.BY_NAME for p in LAW_PARAMETERS)
+LAW_PARAMETERS = frictional_inelastic.PARAMETERS + stronge.PARAMETERS + penalty.PARAMETERS
+assert all(p.slot == -1 and (p.law in contact_laws.BY_NAME or p.law in contact_laws.FAMILIES)
+           for p in LAW_PARAMETERS)
 #: The coefficients only the spinning model reads (a layout holds them when
 #: its model spins, ``dataset.yaml`` ``model: {spin: true}``).
 SPIN_PARAMETERS = spin_model.PARAMETERS
@@ -75,6 +76,9 @@ OFFSETS = tuple(p.name for p in REGISTRY if p.contact == "global")
 #: The defaults of the fixed slots (a law's own coefficients have theirs in
 #: :data:`BY_NAME`, and a layout that uses the law starts them there).
 DEFAULTS = {p.name: p.default for p in FIXED}
+#: Coefficients whose default is another one's value at the same address
+#: (the penalty laws' static friction defaults to the kind's kinetic one).
+DEFAULT_FROM = penalty.DEFAULT_FROM
 #: Closed bounds of each parameter; ``v_th`` must also be strictly positive and
 #: ``mu_s >= mu_k`` (checked in :meth:`Layout.validate`).
 BOUNDS = {p.name: p.bounds for p in REGISTRY}
@@ -123,6 +127,8 @@ def parse(name):
     if contact_kind == "global":
         raise ValueError(f"parameter {name!r}: {root} is a global offset of the measurement "
                          "set-up, not a material property: it takes no @ address")
+    if contact_kind == "any":
+        return root, tuple(sorted(mats))
     if contact_kind == "body" and len(mats) == 1:
         raise ValueError(f"parameter {name!r}: {root} is a body-body pair coefficient; "
                          f"write {root}@A+B (the materials of both bodies)")
@@ -146,7 +152,7 @@ def check(name, laws=None, spin=False):
     root, mats = parse(name)
     law = BY_NAME[root].law
     resolved = contact_laws.resolve(laws)
-    if law and law not in resolved.values():
+    if law and law not in _in_use(resolved):
         _unused_law(name, resolved)
     if BY_NAME[root].model == spin_model.NAME and not spin:
         _unused_spin(name)
@@ -159,9 +165,19 @@ def _unused_spin(name):
                      "turn it on in dataset.yaml with model: {spin: true}")
 
 
+def _in_use(laws):
+    """The laws of a resolved ``{kind: name}`` and their families."""
+    return set(laws.values()) | {contact_laws.BY_NAME[n].family for n in laws.values()}
+
+
 def _unused_law(name, laws):
     """Raise the error for a law's coefficient under a layout without the law."""
     law = BY_NAME[base(name)].law
+    if law in contact_laws.FAMILIES:
+        names = contact_laws.family_names()[law]
+        raise ValueError(f"parameter {name!r}: {base(name)} is read by the {law} laws "
+                         f"({', '.join(names)}), which this model does not use (laws: {laws}); "
+                         f"choose one in dataset.yaml, e.g. laws: {{body_ground: {names[1]}}}")
     kinds = contact_laws.BY_NAME[law].kinds
     raise ValueError(f"parameter {name!r}: {base(name)} is read by the contact law {law!r}, "
                      f"which this model does not use (laws: {laws}); choose it in "
@@ -231,7 +247,7 @@ class Layout:
             raise ValueError(f"materials {list(materials)}: each name once")
         spin = bool(spin)
         laws = contact_laws.resolve(laws, spin)
-        used = set(laws.values())
+        used = _in_use(laws)
         plain = (NAMES + tuple(p.name for p in LAW_PARAMETERS if p.law in used)
                  + (tuple(p.name for p in SPIN_PARAMETERS) if spin else ()))
         extra = []
@@ -244,16 +260,19 @@ class Layout:
             full = canonical(name)
             if mats and full not in extra:
                 extra.append(full)
+        if penalty.FAMILY in used:  # an addressed kinetic friction brings its static twin
+            twins = {kinetic: static for static, kinetic in DEFAULT_FROM.items()}
+            for full in list(extra):
+                root = base(full)
+                twin = twins.get(root, "") + full[len(root):]
+                if root in twins and twin not in extra:
+                    extra.append(twin)
         all_names = plain + tuple(extra)
         row = {n: k for k, n in enumerate(all_names)}
         labels = ("",) + materials
 
         def pick(root, *mats):
-            if root not in row:
-                return -1
-            if not all(mats):
-                return row[root]
-            return row.get(f"{root}@{'+'.join(sorted(mats))}", row[root])
+            return _pick(row, root, *mats)
 
         nmat = len(labels)
         bb = np.empty((nmat, nmat, len(_BODY)), np.int64)
@@ -273,6 +292,25 @@ class Layout:
         vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
         return cls(materials, all_names, bb, bw, bg, laws, contact_laws.codes(laws),
                    static_kinetic, vth_rows, spin)
+
+    def penalty_rows(self):
+        """The vector rows of the penalty laws' coefficient columns
+        (:data:`simcore.penalty.OWN` of the kind, then ``SHARED``; -1: not
+        held): ``(ground (nmat, 15), body (nmat, nmat, 15), wall (nmat, nmat,
+        15))``, indexed by material ids as ``bg``, ``bb``, ``bw``."""
+        row = {n: k for k, n in enumerate(self.names)}
+        labels = ("",) + self.materials
+        nmat = len(labels)
+        cols = {kind: own + penalty.SHARED for kind, own in penalty.OWN.items()}
+        ground = np.array([[_pick(row, r, labels[a]) for r in cols["body_ground"]]
+                           for a in range(nmat)], np.int64)
+        body = np.array([[[_pick(row, r, labels[a], labels[b]) for r in cols["body_body"]]
+                          for b in range(nmat)] for a in range(nmat)], np.int64)
+        wall = np.array([[[_pick(row, r, *((labels[a], labels[b]) if a and b else
+                                           (labels[a],) if a else ()))
+                           for r in cols["body_wall"]] for b in range(nmat)]
+                         for a in range(nmat)], np.int64)
+        return ground, body, wall
 
     @property
     def coefficients(self):
@@ -340,8 +378,15 @@ class Layout:
             if full not in self.names:
                 self.index(name)  # raises, naming the layout's entries
             given[full] = v
-        vec = np.array([given.get(n, given.get(base(n), BY_NAME[base(n)].default)) for n in self.names],
-                       dtype=np.float64)
+        def value(n):
+            root = base(n)
+            if n in given or root in given:
+                return given.get(n, given.get(root))
+            if root in DEFAULT_FROM:  # the same address of the coefficient it defaults to
+                return value(DEFAULT_FROM[root] + n[len(root):])
+            return BY_NAME[root].default
+
+        vec = np.array([value(n) for n in self.names], dtype=np.float64)
         self.validate(vec)
         return vec
 
@@ -404,6 +449,16 @@ class Layout:
                 elif fk:
                     x[qk] = x[qs]
         return x
+
+
+def _pick(row, root, *mats):
+    """The row of ``root`` addressed to ``mats`` in ``row`` (names to rows):
+    the addressed entry, else the plain one; -1 when the layout lacks it."""
+    if root not in row:
+        return -1
+    if not all(mats):
+        return row[root]
+    return row.get(f"{root}@{'+'.join(sorted(mats))}", row[root])
 
 
 #: The layout without materials: the ten global entries.

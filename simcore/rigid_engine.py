@@ -1,0 +1,673 @@
+"""The time-stepper: rigid boxes and spheres under penalty contact laws.
+
+:func:`run` is what :func:`simcore.engine.simulate` calls for a model whose
+integrator is ``penalty`` (:mod:`simcore.integrate`; chosen for boxes or a
+penalty law).  Each step of size ``h`` reads as its stages:
+
+1. ``detect``: the contact points at the current poses (:mod:`simcore.faces`);
+2. ``normal_forces``: each point's normal force from its law and its
+   penetration and rate (:mod:`simcore.penalty`), the viscous friction,
+   summed into forces and torques on the bodies;
+3. ``kick``: velocities under those forces, gravity and the control forces
+   (semi-implicit Euler: ``v' = v + h a``; angular velocities by
+   :func:`simcore.rigid.angular_kick`);
+4. ``friction``: the friction impulses on the new velocities, projected
+   Gauss-Seidel over the points (:data:`FRICTION_SWEEPS` sweeps in a fixed
+   order): each point's impulse is the one that stops its slip when the
+   cone ``mu(s) F h`` holds it (stick); otherwise the cone's impulse
+   opposing the slip the point would have without its own friction (slide:
+   ``-mu F h u/|u|``; the pyramidal cone ``-mu F h u/(|u_1| + |u_2|)``, on
+   its edge), then the rolling resistance.  Clamping the stick impulse
+   radially instead would tilt a sliding corner's friction off the slip (the
+   tangential matrix of an off-centre point couples the axes) and weaken it;
+5. ``drift``: ``x' = x + h v'``, ``q' = exp(h w'/2) q``.
+
+The step size: between two sample times (or the end) the stepper takes the
+fewest equal steps no longer than the scenario's ``h`` (the model's
+``scen_dt``, bounded by the stability guard at build time,
+:func:`simcore.penalty.stable_step`), so every sample is a step's end.
+
+A contact remembers, by its feature key, the approach speed it began with
+(the Hunt-Crossley damping is scaled to it); a point that leaves contact
+forgets it.  Fixed bodies (``fixed``: a table top, a platform, a ramp) never
+move; their contacts are body-body contacts.  Runs are deterministic and
+bit-identical between the serial and parallel drivers.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from .collision import SHAPE_SPHERE
+from .config import JIT_PARALLEL, jit
+from .faces import KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box, sphere_box, sphere_sphere
+from .parameter import GROUND_OFFSET, TIME_OFFSET
+from .penalty import (
+    C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, normal_force, stiction,
+)
+from .rigid import angular_kick, integrate_orientation, inv_inertia_times
+
+#: Gauss-Seidel sweeps of the friction impulses per step.
+FRICTION_SWEEPS = 8
+
+STATUS_OK = 0
+STATUS_OVERFLOW = 1
+STATUS_MESSAGES = ("ok", "more contact points than the scenario's capacity")
+
+
+class Batch(NamedTuple):
+    """A batch of scenarios as the time-stepper reads it (see
+    :class:`simcore.model.Model` for the per-scenario arrays).  ``body_ext
+    (nscen, nb, 3)``: half extents (a sphere: its radius in each);
+    ``body_inertia (nscen, nb, 3)``: principal inertia; ``body_fixed``:
+    bool; ``scen_h (nscen,)``: the largest step; ``rows_g (nmat, 15)``,
+    ``rows_b``, ``rows_w (nmat, nmat, 15)``: the vector rows of each contact
+    kind's coefficient columns (:data:`simcore.penalty.OWN` then ``SHARED``,
+    -1: not held); ``laws (3,)`` the law codes of the kinds; ``cone``."""
+
+    body_count: np.ndarray
+    body_shape: np.ndarray
+    body_ext: np.ndarray
+    body_mass: np.ndarray
+    body_inertia: np.ndarray
+    body_fixed: np.ndarray
+    body_material: np.ndarray
+    wall_count: np.ndarray
+    wall_normal: np.ndarray
+    wall_offset: np.ndarray
+    wall_material: np.ndarray
+    ctrl_ptr: np.ndarray
+    ctrl_body: np.ndarray
+    ctrl_t0: np.ndarray
+    ctrl_t1: np.ndarray
+    ctrl_force: np.ndarray
+    scen_t_end: np.ndarray
+    scen_h: np.ndarray
+    samp_ptr: np.ndarray
+    samp_t: np.ndarray
+    params: np.ndarray
+    rows_g: np.ndarray
+    rows_b: np.ndarray
+    rows_w: np.ndarray
+    laws: np.ndarray
+    cone: int
+    gravity: float
+    ground_z: float
+
+
+class Outputs(NamedTuple):
+    """The state (advanced in place to each scenario's end) and the samples:
+    ``pos``, ``vel``, ``omega (nscen, nb, 3)``, ``quat (nscen, nb, 4)``,
+    ``time (nscen,)``; ``out_*`` the same at the sample times ``(M, nb, .)``;
+    ``status (nscen,)``; ``steps (nscen,)`` the steps taken."""
+
+    pos: np.ndarray
+    vel: np.ndarray
+    omega: np.ndarray
+    quat: np.ndarray
+    time: np.ndarray
+    out_pos: np.ndarray
+    out_vel: np.ndarray
+    out_omega: np.ndarray
+    out_quat: np.ndarray
+    status: np.ndarray
+    steps: np.ndarray
+
+
+class Bodies(NamedTuple):
+    """One scenario's bodies: ``count``; the state ``pos``, ``quat``,
+    ``vel``, ``omega``; ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed),
+    ``shape``, ``ext``, ``mat``, ``fixed``; the step's ``force`` and
+    ``torque (nb, 3)``."""
+
+    count: int
+    pos: np.ndarray
+    quat: np.ndarray
+    vel: np.ndarray
+    omega: np.ndarray
+    inv_mass: np.ndarray
+    inertia: np.ndarray
+    shape: np.ndarray
+    ext: np.ndarray
+    mat: np.ndarray
+    fixed: np.ndarray
+    force: np.ndarray
+    torque: np.ndarray
+
+
+class Planes(NamedTuple):
+    """The ground (plane 0: ``z = ground``, material 0) and the walls
+    (plane ``1 + k``): ``count``, ``normal (np, 3)``, ``offset``, ``mat (np,)``."""
+
+    count: int
+    normal: np.ndarray
+    offset: np.ndarray
+    mat: np.ndarray
+
+
+class Coef(NamedTuple):
+    """Dense coefficient rows (:data:`simcore.penalty.NCOEF` columns) of
+    every contact: ``table (3, nmat, nmat, NCOEF)`` indexed by the kind, the
+    body's material and the other's (the other body's, the wall's; 0 for the
+    ground); the law codes ``laws (3,)`` and the cone."""
+
+    table: np.ndarray
+    laws: np.ndarray
+    cone: int
+
+
+class Work(NamedTuple):
+    """Per-point work arrays of a step (capacity ``C``): the points; the
+    normal force ``fn``, first-touch approach speed ``vi``, slip speed at
+    the step's start ``slip``; the tangent axes ``t1``, ``t2 (C, 3)``; the
+    tangential inverse effective mass ``kmat (C, 3)`` (entries 11, 12, 22:
+    the slip velocity per unit impulse) and its inverse ``kinv (C, 3)``;
+    the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
+    accumulated over the sweeps; the memory of the previous step's points
+    ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``."""
+
+    pts: Points
+    fn: np.ndarray
+    vi: np.ndarray
+    slip: np.ndarray
+    t1: np.ndarray
+    t2: np.ndarray
+    kmat: np.ndarray
+    kinv: np.ndarray
+    pt: np.ndarray
+    pr: np.ndarray
+    mem_key: np.ndarray
+    mem_vi: np.ndarray
+    mem_n: np.ndarray
+
+
+@jit(borrow=True)
+def _other_material(b, pl, pts, c):
+    """The material of what body i touches at point ``c`` (0: the ground)."""
+    if pts.j[c] >= 0:
+        return b.mat[pts.j[c]]
+    return pl.mat[pts.plane[c]]
+
+
+@jit(borrow=True)
+def _point_velocity(b, i, p):
+    """Velocity of body ``i``'s material point at ``p`` (zero for i < 0)."""
+    if i < 0:
+        return 0.0, 0.0, 0.0
+    r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+    w = b.omega[i]
+    return (b.vel[i, 0] + w[1] * r2 - w[2] * r1, b.vel[i, 1] + w[2] * r0 - w[0] * r2,
+            b.vel[i, 2] + w[0] * r1 - w[1] * r0)
+
+
+@jit(borrow=True)
+def _relative_velocity(b, pts, c):
+    """Velocity of body i's point relative to body j's at point ``c``."""
+    p = pts.point[c]
+    vi = _point_velocity(b, pts.i[c], p)
+    vj = _point_velocity(b, pts.j[c], p)
+    return vi[0] - vj[0], vi[1] - vj[1], vi[2] - vj[2]
+
+
+@jit(borrow=True)
+def _apply(b, i, p, sign, f0, f1, f2, into_velocity):
+    """Add ``sign * f`` at ``p`` to body ``i``: as a force and torque
+    (``into_velocity`` False), or as an impulse to its velocities."""
+    if i < 0 or b.fixed[i]:
+        return
+    f0, f1, f2 = sign * f0, sign * f1, sign * f2
+    r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+    t0, t1, t2 = r1 * f2 - r2 * f1, r2 * f0 - r0 * f2, r0 * f1 - r1 * f0
+    if into_velocity:
+        im = b.inv_mass[i]
+        b.vel[i, 0] += im * f0
+        b.vel[i, 1] += im * f1
+        b.vel[i, 2] += im * f2
+        dw = inv_inertia_times(b.quat[i], b.inertia[i], t0, t1, t2)
+        b.omega[i, 0] += dw[0]
+        b.omega[i, 1] += dw[1]
+        b.omega[i, 2] += dw[2]
+    else:
+        b.force[i, 0] += f0
+        b.force[i, 1] += f1
+        b.force[i, 2] += f2
+        b.torque[i, 0] += t0
+        b.torque[i, 1] += t1
+        b.torque[i, 2] += t2
+
+
+@jit(borrow=True)
+def detect(b, pl, pts):
+    """Stage 1: the contact points of every body against the planes and every
+    pair (a bounding-sphere test first).  False when the record overflowed."""
+    pts.count[0] = 0
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        for k in range(pl.count):
+            if not body_plane(pts, i, b.shape[i], b.pos[i], b.quat[i], b.ext[i],
+                              pl.normal[k], pl.offset[k], k, KIND_GROUND if k == 0 else KIND_WALL):
+                return False
+    for i in range(b.count):
+        for j in range(i + 1, b.count):
+            if b.fixed[i] and b.fixed[j]:
+                continue
+            si, sj = b.shape[i] == SHAPE_SPHERE, b.shape[j] == SHAPE_SPHERE
+            ri = b.ext[i, 0] if si else np.sqrt(b.ext[i, 0] ** 2 + b.ext[i, 1] ** 2 + b.ext[i, 2] ** 2)
+            rj = b.ext[j, 0] if sj else np.sqrt(b.ext[j, 0] ** 2 + b.ext[j, 1] ** 2 + b.ext[j, 2] ** 2)
+            d0, d1, d2 = b.pos[i, 0] - b.pos[j, 0], b.pos[i, 1] - b.pos[j, 1], b.pos[i, 2] - b.pos[j, 2]
+            if d0 * d0 + d1 * d1 + d2 * d2 > (ri + rj) ** 2:
+                continue
+            if si and sj:
+                ok = sphere_sphere(pts, i, j, b.pos[i], ri, b.pos[j], rj)
+            elif si:
+                ok = sphere_box(pts, i, j, b.pos[i], ri, b.pos[j], b.quat[j], b.ext[j])
+            elif sj:
+                ok = sphere_box(pts, j, i, b.pos[j], rj, b.pos[i], b.quat[i], b.ext[i])
+            else:
+                ok = box_box(pts, i, j, b.pos[i], b.quat[i], b.ext[i], b.pos[j], b.quat[j],
+                             b.ext[j])
+            if not ok:
+                return False
+    return True
+
+
+@jit(borrow=True)
+def _tangent_axes(w, c, n0, n1, n2):
+    """Tangent axes of point ``c`` with normal ``n``: ``t1`` the world x axis
+    (y where ``n`` is near x) made normal to ``n``, ``t2 = n x t1``."""
+    e0, e1 = (1.0, 0.0) if abs(n0) < 0.9 else (0.0, 1.0)
+    d = e0 * n0 + e1 * n1
+    a0, a1, a2 = e0 - d * n0, e1 - d * n1, -d * n2
+    s = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    a0, a1, a2 = a0 / s, a1 / s, a2 / s
+    w.t1[c, 0], w.t1[c, 1], w.t1[c, 2] = a0, a1, a2
+    w.t2[c, 0], w.t2[c, 1], w.t2[c, 2] = n1 * a2 - n2 * a1, n2 * a0 - n0 * a2, n0 * a1 - n1 * a0
+
+
+@jit(borrow=True)
+def _tangent_mass(b, w, c):
+    """The 2x2 tangential matrix ``K`` of point ``c`` (slip velocity per unit
+    impulse: ``K_ab = t_a . (1/m_i + 1/m_j) t_b + (r_i x t_a) . I_i^-1 (r_i x
+    t_b) + (same for j)``) and its inverse, each as its entries 11, 12, 22."""
+    p = w.pts.point[c]
+    k11 = k12 = k22 = 0.0
+    for side in range(2):
+        i = w.pts.i[c] if side == 0 else w.pts.j[c]
+        if i < 0 or b.fixed[i]:
+            continue
+        r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+        t1, t2 = w.t1[c], w.t2[c]
+        a0, a1, a2 = r1 * t1[2] - r2 * t1[1], r2 * t1[0] - r0 * t1[2], r0 * t1[1] - r1 * t1[0]
+        c0, c1, c2 = r1 * t2[2] - r2 * t2[1], r2 * t2[0] - r0 * t2[2], r0 * t2[1] - r1 * t2[0]
+        ia = inv_inertia_times(b.quat[i], b.inertia[i], a0, a1, a2)
+        ic = inv_inertia_times(b.quat[i], b.inertia[i], c0, c1, c2)
+        im = b.inv_mass[i]
+        k11 += im + a0 * ia[0] + a1 * ia[1] + a2 * ia[2]
+        k12 += c0 * ia[0] + c1 * ia[1] + c2 * ia[2]
+        k22 += im + c0 * ic[0] + c1 * ic[1] + c2 * ic[2]
+    det = k11 * k22 - k12 * k12
+    w.kmat[c, 0], w.kmat[c, 1], w.kmat[c, 2] = k11, k12, k22
+    w.kinv[c, 0], w.kinv[c, 1], w.kinv[c, 2] = k22 / det, -k12 / det, k11 / det
+
+
+@jit(borrow=True)
+def normal_forces(b, pl, coef, w):
+    """Stage 2: each point's first-touch speed (from the memory, or its
+    approach speed now), normal force under its kind's law, slip speed and
+    viscous friction; their sum as forces and torques on the bodies; the
+    memory replaced by this step's points."""
+    pts = w.pts
+    n = pts.count[0]
+    for i in range(b.count):
+        for a in range(3):
+            b.force[i, a] = 0.0
+            b.torque[i, a] = 0.0
+    for c in range(n):
+        nrm = pts.normal[c]
+        v = _relative_velocity(b, pts, c)
+        vn = v[0] * nrm[0] + v[1] * nrm[1] + v[2] * nrm[2]
+        vi = max(-vn, 0.0)
+        for k in range(w.mem_n[0]):
+            if w.mem_key[k] == pts.key[c]:
+                vi = w.mem_vi[k]
+                break
+        w.vi[c] = vi
+        row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
+        f = normal_force(coef.laws[pts.kind[c]], row, pts.depth[c], -vn, vi)
+        w.fn[c] = f
+        vt0, vt1, vt2 = v[0] - vn * nrm[0], v[1] - vn * nrm[1], v[2] - vn * nrm[2]
+        w.slip[c] = np.sqrt(vt0 * vt0 + vt1 * vt1 + vt2 * vt2)
+        kv = row[C_KV] if f > 0.0 else 0.0
+        f0 = f * nrm[0] - kv * vt0
+        f1 = f * nrm[1] - kv * vt1
+        f2 = f * nrm[2] - kv * vt2
+        _apply(b, pts.i[c], pts.point[c], 1.0, f0, f1, f2, False)
+        _apply(b, pts.j[c], pts.point[c], -1.0, f0, f1, f2, False)
+    for c in range(n):
+        w.mem_key[c] = pts.key[c]
+        w.mem_vi[c] = w.vi[c]
+    w.mem_n[0] = n
+
+
+@jit(borrow=True)
+def kick(b, gravity, h):
+    """Stage 3: velocities after ``h`` under the step's forces and gravity."""
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        im = b.inv_mass[i]
+        b.vel[i, 0] += h * im * b.force[i, 0]
+        b.vel[i, 1] += h * im * b.force[i, 1]
+        b.vel[i, 2] += h * (im * b.force[i, 2] - gravity)
+        angular_kick(b.quat[i], b.omega[i], b.inertia[i], b.torque[i], h)
+
+
+@jit(borrow=True)
+def friction(b, pl, coef, w, h):
+    """Stage 4: the friction impulses (see the module), Gauss-Seidel over the
+    points in their order, :data:`FRICTION_SWEEPS` sweeps."""
+    pts = w.pts
+    n = pts.count[0]
+    for c in range(n):
+        w.pt[c, 0] = 0.0
+        w.pt[c, 1] = 0.0
+        w.pr[c] = 0.0
+        if w.fn[c] > 0.0:
+            nrm = pts.normal[c]
+            _tangent_axes(w, c, nrm[0], nrm[1], nrm[2])
+            _tangent_mass(b, w, c)
+    for _ in range(FRICTION_SWEEPS):
+        for c in range(n):
+            if w.fn[c] <= 0.0:
+                continue
+            row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
+            cap = stiction(row, w.slip[c]) * w.fn[c] * h
+            v = _relative_velocity(b, pts, c)
+            t1, t2 = w.t1[c], w.t2[c]
+            u1 = v[0] * t1[0] + v[1] * t1[1] + v[2] * t1[2]
+            u2 = v[0] * t2[0] + v[1] * t2[1] + v[2] * t2[2]
+            # the point's impulse that stops its slip (stick) ...
+            p1 = w.pt[c, 0] - (w.kinv[c, 0] * u1 + w.kinv[c, 1] * u2)
+            p2 = w.pt[c, 1] - (w.kinv[c, 1] * u1 + w.kinv[c, 2] * u2)
+            if not _in_cone(p1, p2, cap, coef.cone):
+                # ... or, outside the cone, the cone's impulse against the
+                # slip the point would have without its own friction
+                f1 = u1 - (w.kmat[c, 0] * w.pt[c, 0] + w.kmat[c, 1] * w.pt[c, 1])
+                f2 = u2 - (w.kmat[c, 1] * w.pt[c, 0] + w.kmat[c, 2] * w.pt[c, 1])
+                norm = (abs(f1) + abs(f2) if coef.cone == CONE_PYRAMIDAL
+                        else np.sqrt(f1 * f1 + f2 * f2))
+                p1, p2 = -cap * f1 / norm, -cap * f2 / norm
+            d1, d2 = p1 - w.pt[c, 0], p2 - w.pt[c, 1]
+            w.pt[c, 0], w.pt[c, 1] = p1, p2
+            j0 = d1 * t1[0] + d2 * t2[0]
+            j1 = d1 * t1[1] + d2 * t2[1]
+            j2 = d1 * t1[2] + d2 * t2[2]
+            _apply(b, pts.i[c], pts.point[c], 1.0, j0, j1, j2, True)
+            _apply(b, pts.j[c], pts.point[c], -1.0, j0, j1, j2, True)
+            if row[C_MU_ROLL] > 0.0:
+                _rolling(b, w, c, row[C_MU_ROLL] * w.fn[c] * h)
+
+
+@jit(borrow=True)
+def _in_cone(p1, p2, cap, cone):
+    """Whether the tangential impulse ``(p1, p2)`` is within the cone of
+    radius ``cap``: ``|p| <= cap`` (elliptic) or ``|p1| + |p2| <= cap``."""
+    if cone == CONE_PYRAMIDAL:
+        return abs(p1) + abs(p2) <= cap
+    return p1 * p1 + p2 * p2 <= cap * cap
+
+
+@jit(borrow=True)
+def _rolling(b, w, c, cap):
+    """The rolling resistance of point ``c``: an angular impulse against the
+    relative angular velocity's tangential part, accumulated up to ``cap``."""
+    pts = w.pts
+    i, j = pts.i[c], pts.j[c]
+    nrm = pts.normal[c]
+    r0, r1, r2 = b.omega[i, 0], b.omega[i, 1], b.omega[i, 2]
+    if j >= 0:
+        r0, r1, r2 = r0 - b.omega[j, 0], r1 - b.omega[j, 1], r2 - b.omega[j, 2]
+    wn = r0 * nrm[0] + r1 * nrm[1] + r2 * nrm[2]
+    r0, r1, r2 = r0 - wn * nrm[0], r1 - wn * nrm[1], r2 - wn * nrm[2]
+    mag = np.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
+    if mag == 0.0:
+        return
+    e0, e1, e2 = r0 / mag, r1 / mag, r2 / mag
+    k = 0.0
+    for side in range(2):
+        q = i if side == 0 else j
+        if q >= 0 and not b.fixed[q]:
+            ie = inv_inertia_times(b.quat[q], b.inertia[q], e0, e1, e2)
+            k += e0 * ie[0] + e1 * ie[1] + e2 * ie[2]
+    if k <= 0.0:
+        return
+    total = min(w.pr[c] + mag / k, cap)
+    d = total - w.pr[c]
+    w.pr[c] = total
+    for side in range(2):
+        q = i if side == 0 else j
+        if q >= 0 and not b.fixed[q]:
+            s = -d if side == 0 else d
+            dw = inv_inertia_times(b.quat[q], b.inertia[q], s * e0, s * e1, s * e2)
+            b.omega[q, 0] += dw[0]
+            b.omega[q, 1] += dw[1]
+            b.omega[q, 2] += dw[2]
+
+
+@jit(borrow=True)
+def drift(b, h):
+    """Stage 5: positions and orientations after ``h`` at the new velocities."""
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        for a in range(3):
+            b.pos[i, a] += h * b.vel[i, a]
+        integrate_orientation(b.quat[i], b.omega[i, 0], b.omega[i, 1], b.omega[i, 2], h)
+
+
+@jit(borrow=True)
+def _controls(b, batch, s, t, lag, h):
+    """The control forces active at ``t`` (windows shifted by ``lag``) as
+    velocity changes over ``h``."""
+    for q in range(batch.ctrl_ptr[s], batch.ctrl_ptr[s + 1]):
+        i = batch.ctrl_body[q]
+        if batch.ctrl_t0[q] + lag <= t < batch.ctrl_t1[q] + lag and not b.fixed[i]:
+            for a in range(3):
+                b.vel[i, a] += h * b.inv_mass[i] * batch.ctrl_force[q, a]
+
+
+@jit(borrow=True)
+def step(b, pl, coef, w, gravity, h):
+    """One step of the time-stepper: the five stages.  False on overflow."""
+    if not detect(b, pl, w.pts):
+        return False
+    normal_forces(b, pl, coef, w)
+    kick(b, gravity, h)
+    friction(b, pl, coef, w, h)
+    drift(b, h)
+    return True
+
+
+@jit(borrow=True)
+def _sample(b, out, k):
+    for i in range(b.count):
+        for a in range(3):
+            out.out_pos[k, i, a] = b.pos[i, a]
+            out.out_vel[k, i, a] = b.vel[i, a]
+            out.out_omega[k, i, a] = b.omega[i, a]
+        for a in range(4):
+            out.out_quat[k, i, a] = b.quat[i, a]
+
+
+@jit(borrow=True)
+def _scenario(batch, s, b, pl, coef, w, out, keep):
+    """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
+    sample times.  Returns the status."""
+    params = batch.params[min(s, batch.params.shape[0] - 1)]
+    lag = params[TIME_OFFSET]
+    t = out.time[s]
+    hmax = batch.scen_h[s]
+    k = batch.samp_ptr[s]
+    steps = 0
+    while True:
+        last = k >= batch.samp_ptr[s + 1]
+        target = batch.scen_t_end[s] if last else batch.samp_t[k]
+        span = target - t
+        if span > 0.0:
+            nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
+            h = span / nstep
+            for q in range(nstep):
+                _controls(b, batch, s, t + q * h, lag, h)
+                if not step(b, pl, coef, w, batch.gravity, h):
+                    out.steps[s] = steps
+                    return STATUS_OVERFLOW
+                steps += 1
+            t = target
+        if last:
+            break
+        if keep:
+            _sample(b, out, k)
+        k += 1
+    out.time[s] = t
+    out.steps[s] = steps
+    return STATUS_OK
+
+
+@jit
+def _coefficients(params, rows_g, rows_b, rows_w):
+    """The dense :class:`Coef` table from a parameter row and the layout's
+    row tables (:class:`Batch`), with Hunt-Crossley's ``a(e)`` per row."""
+    nmat = rows_g.shape[0]
+    ncol = rows_g.shape[1]
+    table = np.zeros((3, nmat, nmat, NCOEF))
+    for a in range(nmat):
+        for m in range(nmat):
+            for col in range(ncol):
+                if m == 0 and rows_g[a, col] >= 0:
+                    table[KIND_GROUND, a, 0, col] = params[rows_g[a, col]]
+                if rows_b[a, m, col] >= 0:
+                    table[KIND_BODY, a, m, col] = params[rows_b[a, m, col]]
+                if rows_w[a, m, col] >= 0:
+                    table[KIND_WALL, a, m, col] = params[rows_w[a, m, col]]
+            for kind in range(3):
+                table[kind, a, m, C_ALPHA] = hc_alpha(table[kind, a, m, C_E])
+    return table
+
+
+@jit
+def capacity(nb, nplane):
+    """Contact points a scenario can hold: 8 per body and plane, 8 per pair."""
+    return 8 * nb * nplane + 8 * nb * (nb - 1) // 2 + 1
+
+
+@jit
+def _setup(batch, s, out):
+    """The records and work arrays of scenario ``s`` (its state: ``out``'s)."""
+    nb = batch.body_count[s]
+    nw = batch.wall_count[s]
+    params = batch.params[min(s, batch.params.shape[0] - 1)]
+    inv_mass = np.zeros(nb)
+    inertia = np.empty((nb, 3))
+    for i in range(nb):
+        fixed = batch.body_fixed[s, i]
+        inv_mass[i] = 0.0 if fixed else 1.0 / batch.body_mass[s, i]
+        for a in range(3):
+            inertia[i, a] = np.inf if fixed else batch.body_inertia[s, i, a]
+    b = Bodies(nb, out.pos[s], out.quat[s], out.vel[s], out.omega[s], inv_mass, inertia,
+               batch.body_shape[s], batch.body_ext[s], batch.body_material[s],
+               batch.body_fixed[s], np.zeros((nb, 3)), np.zeros((nb, 3)))
+    normal = np.zeros((nw + 1, 3))
+    offset = np.zeros(nw + 1)
+    mat = np.zeros(nw + 1, np.int64)
+    normal[0, 2] = 1.0
+    offset[0] = batch.ground_z + params[GROUND_OFFSET]
+    for k in range(nw):
+        normal[k + 1] = batch.wall_normal[s, k]
+        offset[k + 1] = batch.wall_offset[s, k]
+        mat[k + 1] = batch.wall_material[s, k]
+    pl = Planes(nw + 1, normal, offset, mat)
+    coef = Coef(_coefficients(params, batch.rows_g, batch.rows_b, batch.rows_w), batch.laws,
+                batch.cone)
+    cap = capacity(nb, nw + 1)
+    pts = Points(np.zeros(1, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
+                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
+                 np.zeros(cap, np.int64), np.zeros((cap, 3)), np.zeros((cap, 3)),
+                 np.zeros(cap))
+    w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros((cap, 3)),
+             np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 2)),
+             np.zeros(cap),
+             np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64))
+    return b, pl, coef, w
+
+
+@jit
+def _run_one(batch, s, out, keep):
+    """Set up scenario ``s`` and run it."""
+    b, pl, coef, w = _setup(batch, s, out)
+    out.status[s] = _scenario(batch, s, b, pl, coef, w, out, keep)
+
+
+@jit
+def _report(batch, s, out, h):
+    """One step's contact forces of scenario ``s`` at its state (the state
+    is left as it was): the work record after the friction stage."""
+    b, pl, coef, w = _setup(batch, s, out)
+    pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
+    ok = detect(b, pl, w.pts)
+    if ok:
+        normal_forces(b, pl, coef, w)
+        kick(b, batch.gravity, h)
+        friction(b, pl, coef, w, h)
+    b.pos[:], b.quat[:], b.vel[:], b.omega[:] = pos, quat, vel, omega
+    return ok, w
+
+
+def report(batch, pos, vel, omega, quat, time, s):
+    """The contact points of scenario ``s`` of ``batch`` at the given state,
+    as the document ``003_*`` lists its outputs, per point: ``body``,
+    ``other`` (-1: a plane), ``plane`` (0 the ground, ``1 + k`` wall ``k``;
+    -1 a body), ``corner``, ``contact`` (the normal force is > 0),
+    ``penetration`` [m], ``normal_force``, ``friction_force``,
+    ``total_force (n, 3)`` [N] on ``body`` over the scenario's step."""
+    nscen, nb = batch.body_mass.shape
+    out = Outputs(pos, vel, omega, quat, time, np.zeros((0, nb, 3)), np.zeros((0, nb, 3)),
+                  np.zeros((0, nb, 3)), np.zeros((0, nb, 4)), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
+    h = float(batch.scen_h[s])
+    ok, w = _report(batch, s, out, h)
+    if not ok:
+        raise RuntimeError(f"scenario {s}: {STATUS_MESSAGES[STATUS_OVERFLOW]}")
+    n = int(w.pts.count[0])
+    normal = w.fn[:n, None] * w.pts.normal[:n]
+    fric = (w.pt[:n, :1] * w.t1[:n] + w.pt[:n, 1:] * w.t2[:n]) / h
+    return {"body": w.pts.i[:n].copy(), "other": w.pts.j[:n].copy(),
+            "plane": w.pts.plane[:n].copy(), "corner": w.pts.corner[:n].copy(),
+            "contact": w.fn[:n] > 0.0, "penetration": w.pts.depth[:n].copy(),
+            "normal_force": normal, "friction_force": fric, "total_force": normal + fric}
+
+
+@njit(**JIT_PARALLEL)
+def _run_parallel(batch, out, keep):
+    for s in prange(batch.body_count.shape[0]):
+        _run_one(batch, np.int64(s), out, keep)  # (prange indices are unsigned)
+
+
+@jit
+def _run_serial(batch, out, keep):
+    for s in range(batch.body_count.shape[0]):
+        _run_one(batch, np.int64(s), out, keep)  # (prange indices are unsigned)
+
+
+def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True):
+    """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
+    ``vel``, ``omega``, ``quat``, ``time`` (advanced in place).  Returns the
+    :class:`Outputs`."""
+    nscen, nb = batch.body_mass.shape
+    rows = batch.samp_t.shape[0] if keep else 0
+    out = Outputs(pos, vel, omega, quat, time, np.zeros((rows, nb, 3)), np.zeros((rows, nb, 3)),
+                  np.zeros((rows, nb, 3)), np.zeros((rows, nb, 4)), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
+    (_run_parallel if parallel else _run_serial)(batch, out, keep)
+    return out
