@@ -17,11 +17,14 @@ Geometry (conventions of :mod:`simcore.rigid`):
 * sphere-plane, sphere-sphere: along the line of centres;
 * box-sphere: the sphere's centre against the box's closest point (inside
   the box: the nearest face);
-* box-box: the rectangle face contact of ``003_*``.  Faces: the reference
-  box is the one whose face lies more clearly towards the other's centre (the
-  largest ``|d_b| / h`` over its axes, ``d_b`` the other centre in its
-  frame), and its face is that one; the other box's face is the one most
-  opposed to it (smallest dot product of the outward normals).  Of the two
+* box-box: the rectangle face contact of ``003_*``.  Faces (the document
+  takes them as given): the reference face is the face normal of least
+  overlap among the six face axes of the two boxes (the separating-axis
+  test restricted to face normals: along axis ``a`` of box A the boxes
+  overlap by ``h_A,a + sum_k h_B,k |a . b_k| - |a . d|``, ``d`` the line of
+  centres; ties: box j's axes first, then x, y, z), the face of that box
+  towards the other; the other box's face is the one most opposed to it
+  (smallest dot product of the outward normals).  Of the two
   faces, the smaller one (by area; ties: the reference box's face second)
   is face 1, whose 4 corners are tested against face 2, the larger one (a
   face covering the other has no corner over it).  A corner whose
@@ -29,7 +32,13 @@ Geometry (conventions of :mod:`simcore.rigid`):
   along its two edges to where the edge enters face 2's rectangle (clipped
   against the rectangle's slabs, Liang-Barsky), giving up to 2 points on face
   2's edges.  A point is in contact where its height above face 2's plane is
-  <= 0.  An edge exactly parallel to one of face 2's edges meets that slab
+  <= 0.  A corner's normal is face 2's; a moved point is where face 1's
+  edge crosses face 2's edge, and its normal is that of the two edges
+  (``e_1 x e_2``, towards body 1; face 2's where they are parallel) with
+  depth ``-height (n . n_2)``, where the document keeps face 2's normal:
+  for a box tipping over a platform's edge the edge presses along the box's
+  face normal, and only with that normal does the contact's material
+  approach rate equal the rate of its depth (the damping reads it).  An edge exactly parallel to one of face 2's edges meets that slab
   either nowhere or everywhere, and the clipping takes both cases as they
   are, so coplanar or parallel faces need no nudge (the document nudges by
   1e-4 degrees).  The document's cut-off at ``p_max`` is not applied: its
@@ -180,14 +189,21 @@ def _face(pos, q, ext, f):
 
 
 @jit(borrow=True)
-def _reference_face(pa, pb, qb, eb):
-    """The face of box b facing the point ``pa`` and its score ``|d_b| / h``."""
-    db = quat_unrotate(qb, pa[0] - pb[0], pa[1] - pb[1], pa[2] - pb[2])
-    best, f = -1.0, 0
+def _least_overlap(pa, qa, ea, pb, qb, eb):
+    """The face axis of box b along which boxes a and b overlap least: its
+    face towards a, and the overlap [m] (see the module)."""
+    d0, d1, d2 = pa[0] - pb[0], pa[1] - pb[1], pa[2] - pb[2]
+    best, f = np.inf, 0
     for k in range(3):
-        score = abs(db[k]) / eb[k]
-        if score > best:
-            best, f = score, 2 * k + (1 if db[k] >= 0.0 else 0)
+        ax = axis(qb, k)
+        proj = ax[0] * d0 + ax[1] * d1 + ax[2] * d2
+        reach = eb[k]
+        for m in range(3):
+            am = axis(qa, m)
+            reach += ea[m] * abs(ax[0] * am[0] + ax[1] * am[1] + ax[2] * am[2])
+        overlap = reach - abs(proj)
+        if overlap < best:
+            best, f = overlap, 2 * k + (1 if proj >= 0.0 else 0)
     return f, best
 
 
@@ -211,31 +227,36 @@ def _dot(a, b0, b1, b2):
 @jit(borrow=True)
 def _entry(a0, b0, a1, b1, half_u, half_v):
     """Liang-Barsky: the smallest ``s`` in [0, 1] at which the segment from
-    ``(a0, b0)`` to ``(a1, b1)`` is inside ``|a| <= half_u, |b| <= half_v``;
-    -1 when it never is."""
+    ``(a0, b0)`` to ``(a1, b1)`` is inside ``|a| <= half_u, |b| <= half_v``
+    (-1 when it never is), and the rectangle edge it enters by (0: an edge
+    ``|a| = half_u``, along v; 1: ``|b| = half_v``, along u)."""
     lo, hi = 0.0, 1.0
-    for p, q0, half in ((a1 - a0, a0, half_u), (b1 - b0, b0, half_v)):
+    by = 0
+    for slab in range(2):
+        p = a1 - a0 if slab == 0 else b1 - b0
+        q0 = a0 if slab == 0 else b0
+        half = half_u if slab == 0 else half_v
         # half-plane q0 + s p <= half, and -(q0 + s p) <= half
         for sign in (1.0, -1.0):
             dp = sign * p
             room = half - sign * q0
             if dp == 0.0:
                 if room < 0.0:
-                    return -1.0
+                    return -1.0, by
             elif dp > 0.0:
                 hi = min(hi, room / dp)
-            else:
-                lo = max(lo, room / dp)
-    return lo if lo <= hi else -1.0
+            elif room / dp > lo:
+                lo, by = room / dp, slab
+    return (lo if lo <= hi else -1.0), by
 
 
 @jit(borrow=True)
 def box_box(pts, i, j, pi, qi, ei, pj, qj, ei_j):
     """Boxes ``i`` and ``j``: the rectangle face contact of ``003_*`` (see the
     module for the choice of faces)."""
-    fj, sj = _reference_face(pi, pj, qj, ei_j)
-    fi, si = _reference_face(pj, pi, qi, ei)
-    if sj >= si:  # j's face is the reference; i's the most opposed to it
+    fj, sj = _least_overlap(pi, qi, ei, pj, qj, ei_j)
+    fi, si = _least_overlap(pj, qj, ei_j, pi, qi, ei)
+    if sj <= si:  # j's face is the reference; i's the most opposed to it
         nj = _face(pj, qj, ei_j, fj)[1]
         fi = _opposed_face(qi, nj)
     else:
@@ -258,6 +279,19 @@ def box_box(pts, i, j, pi, qi, ei, pj, qj, ei_j):
 
 
 @jit(borrow=True)
+def _edge_normal(e0, e1, e2, f, n2):
+    """The unit normal of edges ``e`` and ``f`` (``e x f``) on the side of
+    ``n2``; ``n2`` itself where the edges are parallel."""
+    c0, c1, c2 = e1 * f[2] - e2 * f[1], e2 * f[0] - e0 * f[2], e0 * f[1] - e1 * f[0]
+    norm = np.sqrt(c0 * c0 + c1 * c1 + c2 * c2)
+    if norm <= 1e-9 * np.sqrt(e0 * e0 + e1 * e1 + e2 * e2):
+        return n2[0], n2[1], n2[2]
+    if c0 * n2[0] + c1 * n2[1] + c2 * n2[2] < 0.0:
+        norm = -norm
+    return c0 / norm, c1 / norm, c2 / norm
+
+
+@jit(borrow=True)
 def _face_corner(o, u, l, v, w, k):
     """Corner ``k`` of a face, in order around it: (+,+), (-,+), (-,-), (+,-)."""
     su = 1.0 if k == 0 or k == 3 else -1.0
@@ -275,6 +309,7 @@ def _face_points(pts, one, two, o1, u1, l1, v1, w1, o2, n2, u2, l2, v2, w2, feat
         b0 = _dot(v2, c[0] - o2[0], c[1] - o2[1], c[2] - o2[2])
         inside = abs(a0) <= l2 and abs(b0) <= w2
         for variant in range(3):
+            nx, ny, nz = n2
             if variant == 0:
                 if not inside:
                     continue
@@ -285,18 +320,20 @@ def _face_points(pts, one, two, o1, u1, l1, v1, w1, o2, n2, u2, l2, v2, w2, feat
                 m = _face_corner(o1, u1, l1, v1, w1, (k + 1) % 4 if variant == 1 else (k + 3) % 4)
                 a1 = _dot(u2, m[0] - o2[0], m[1] - o2[1], m[2] - o2[2])
                 b1 = _dot(v2, m[0] - o2[0], m[1] - o2[1], m[2] - o2[2])
-                s = _entry(a0, b0, a1, b1, l2, w2)
+                s, by = _entry(a0, b0, a1, b1, l2, w2)
                 if s < 0.0:
                     continue
                 p0 = c[0] + s * (m[0] - c[0])
                 p1 = c[1] + s * (m[1] - c[1])
                 p2 = c[2] + s * (m[2] - c[2])
+                nx, ny, nz = _edge_normal(m[0] - c[0], m[1] - c[1], m[2] - c[2],
+                                          v2 if by == 0 else u2, n2)
             height = _dot(n2, p0 - o2[0], p1 - o2[1], p2 - o2[2])
             if height > 0.0:
                 continue
-            a = -0.5 * height
+            depth = -height * (nx * n2[0] + ny * n2[1] + nz * n2[2])
+            a = 0.5 * depth
             if not _add(pts, one, two, -1, KIND_BODY, k, _key(one, two, feat + 3 * k + variant),
-                        p0 + a * n2[0], p1 + a * n2[1], p2 + a * n2[2],
-                        n2[0], n2[1], n2[2], -height):
+                        p0 + a * nx, p1 + a * ny, p2 + a * nz, nx, ny, nz, depth):
                 return False
     return True

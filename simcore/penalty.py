@@ -21,8 +21,9 @@ overlap along the contact normal) and a penetration rate ``xd`` [m/s]
     exactly ``e`` (gravity during the contact aside).  The classical
     ``3 (1 - e) / 2`` is first order in ``1 - e``; at ``e = 0.6`` it gives
     ``a = 0.6`` where the exact root is 0.97.  Contacts that begin slower
-    than :data:`V_IMPACT_MIN` take ``v_i = V_IMPACT_MIN`` (a body settling
-    into rest would otherwise get unbounded damping).
+    than :data:`V_IMPACT_MIN` take ``v_i = V_IMPACT_MIN`` (the damping of a
+    touch at zero speed is unbounded; a bounce at that speed rises less
+    than a nanometre).
 ``impact`` (``003_*``)
     ``F = k_imp x^n1_imp + d(x) xd``, ``d`` ramping from 0 at ``x = 0`` to
     ``d_max`` at ``x = p_max`` by the cubic step ``3 s^2 - 2 s^3``
@@ -34,7 +35,14 @@ overlap along the contact normal) and a penetration rate ``xd`` [m/s]
     falls to microseconds (:func:`stable_step`); scale ``d_max`` with the
     mass (the document advises below 1 % of the stiffness).
 
-Every force is clamped at ``F >= 0`` (a contact never pulls).
+Every force is clamped at ``F >= 0`` (a contact never pulls).  Each law is
+a spring ``F_s(x)`` and a damper ``c(x) xd`` (:func:`spring_damper_of`);
+the time-stepper takes the spring explicitly and the damper implicitly
+(at the end-of-step rate), so that heavy damping (a slow touch under
+Hunt-Crossley, the ``003_*`` defaults) never limits the step: the stable
+step of a contact of stiffness ``k``, damping ``c`` and mass ``m`` is then
+``2 / w_n (sqrt(zeta^2 + 1) + zeta)``, where explicit damping would allow
+only ``2 / w_n (sqrt(zeta^2 + 1) - zeta)`` (:func:`step_limit`).
 
 Friction (every law) is a velocity-level impulse per contact, capped by the
 cone ``|P_t| <= mu(s) F h`` over a step ``h``: it stops the contact's slip
@@ -63,7 +71,7 @@ HUNT_CROSSLEY = "hunt_crossley"
 IMPACT = "impact"
 
 #: Slowest approach speed [m/s] the Hunt-Crossley damping is scaled to.
-V_IMPACT_MIN = 0.05
+V_IMPACT_MIN = 1e-4
 
 #: Friction cones.
 CONE_ELLIPTIC = 0
@@ -154,22 +162,28 @@ def hc_alpha(e):
 
 
 @jit(borrow=True)
+def spring_damper_of(law, row, x, v_i):
+    """The spring force ``F_s`` [N] and damping ``c`` [N s/m] of the contact
+    law ``law`` (a ``LAW_*`` code) with the coefficient row ``row (NCOEF,)``
+    at penetration ``x > 0`` [m] and approach speed at first touch ``v_i``
+    [m/s] (see the module): the force is ``max(F_s + c xd, 0)``."""
+    if law == LAW_SPRING_DAMPER:
+        return row[C_K_SD] * x, row[C_C_SD]
+    if law == LAW_HUNT_CROSSLEY:
+        spring = row[C_K_HC] * x ** row[C_N_HC]
+        return spring, spring * row[C_ALPHA] / max(v_i, V_IMPACT_MIN)
+    s = min(x / row[C_P_MAX], 1.0)
+    return row[C_K_IMP] * x ** row[C_N1_IMP], row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
+
+
+@jit(borrow=True)
 def normal_force(law, row, x, xd, v_i):
-    """The normal force [N] of the contact law ``law`` (a ``LAW_*`` code) with
-    the coefficient row ``row (NCOEF,)`` at penetration ``x`` [m], rate
-    ``xd`` [m/s] and approach speed at first touch ``v_i`` [m/s] (see the
-    module), clamped at >= 0."""
+    """The normal force [N] of the contact law ``law`` at penetration ``x``
+    [m] and rate ``xd`` [m/s] (:func:`spring_damper_of`), clamped at >= 0."""
     if x <= 0.0:
         return 0.0
-    if law == LAW_SPRING_DAMPER:
-        f = row[C_K_SD] * x + row[C_C_SD] * xd
-    elif law == LAW_HUNT_CROSSLEY:
-        chi = row[C_ALPHA] / max(v_i, V_IMPACT_MIN)
-        f = row[C_K_HC] * x ** row[C_N_HC] * (1.0 + chi * xd)
-    else:
-        s = min(x / row[C_P_MAX], 1.0)
-        f = row[C_K_IMP] * x ** row[C_N1_IMP] + row[C_D_MAX] * s * s * (3.0 - 2.0 * s) * xd
-    return max(f, 0.0)
+    spring, damping = spring_damper_of(law, row, x, v_i)
+    return max(spring + damping * xd, 0.0)
 
 
 @jit(borrow=True)
@@ -189,14 +203,9 @@ def stiction(row, s):
 def stiffness(law, row, x, v_i):
     """Linearised stiffness ``dF/dx`` [N/m] and damping ``dF/dxd`` [N s/m] of
     a contact at penetration ``x`` (host side, for :func:`stable_step`)."""
-    if law == LAW_SPRING_DAMPER:
-        return row[C_K_SD], row[C_C_SD]
-    if law == LAW_HUNT_CROSSLEY:
-        k, n = row[C_K_HC], row[C_N_HC]
-        return n * k * x ** (n - 1.0), k * x ** n * row[C_ALPHA] / max(v_i, V_IMPACT_MIN)
-    k, n = row[C_K_IMP], row[C_N1_IMP]
-    s = min(x / row[C_P_MAX], 1.0)
-    return n * k * x ** (n - 1.0), row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
+    n = {LAW_SPRING_DAMPER: 1.0, LAW_HUNT_CROSSLEY: row[C_N_HC]}.get(law, row[C_N1_IMP])
+    spring, damping = spring_damper_of.py_func(law, row, x, v_i)
+    return n * spring / x, damping
 
 
 def penetration(law, row, m_eff, v, weight):
@@ -218,31 +227,36 @@ def penetration(law, row, m_eff, v, weight):
     return max(x_impact, x_static)
 
 
-def step_limit(k, c, m):
-    """The explicit step limit [s] of a damped contact of stiffness ``k``,
-    damping ``c`` and mass ``m``: ``2 / w_n (sqrt(zeta^2 + 1) - zeta)`` with
-    ``w_n = sqrt(k / m)``, ``zeta = c / (2 sqrt(k m))``; for ``k = 0`` the
-    damper's own ``2 m / c`` (inf when both vanish)."""
+def step_limit(k, c, m, implicit=True):
+    """The step limit [s] of semi-implicit Euler on a damped contact of
+    stiffness ``k``, damping ``c`` and mass ``m`` (``w_n = sqrt(k / m)``,
+    ``zeta = c / (2 sqrt(k m))``): ``2 / w_n (sqrt(zeta^2 + 1) + zeta)`` with
+    the damper implicit (the time-stepper's), ``2 / w_n (sqrt(zeta^2 + 1) -
+    zeta)`` with it explicit (``implicit=False``; for ``k = 0`` the damper's
+    own ``2 m / c``).  Derived from the 2x2 step matrix of ``(x, v)``: its
+    trace must stay within ``1 + det``."""
     if k <= 0.0:
-        return 2.0 * m / c if c > 0.0 else np.inf
+        return 2.0 * m / c if c > 0.0 and not implicit else np.inf
     wn = np.sqrt(k / m)
     zeta = c / (2.0 * np.sqrt(k * m))
-    return 2.0 / wn * (np.sqrt(zeta * zeta + 1.0) - zeta)
+    root = np.sqrt(zeta * zeta + 1.0)
+    return 2.0 / wn * (root + zeta if implicit else root - zeta)
 
 
 def stable_step(law, row, m_eff, v, weight, safety=0.5):
     """The largest step [s] the time-stepper takes for a contact under ``law``
     (a ``LAW_*`` code, coefficient ``row``) of effective mass ``m_eff`` met at
     speeds up to ``v`` and pressed by up to ``weight``: ``safety`` times the
-    explicit limit (:func:`step_limit`) at the deepest penetration
+    limit of :func:`step_limit` (damper implicit) at the deepest penetration
     (:func:`penetration`), the smaller of an impact at ``v`` and a slow touch
-    (:data:`V_IMPACT_MIN`, the Hunt-Crossley damping at its largest).  The
-    stiffness of a nonlinear law grows with penetration, hence the margin."""
-    limit = np.inf
+    (:data:`V_IMPACT_MIN`), and of the explicit viscous friction ``2 m /
+    k_v``.  The stiffness of a nonlinear law grows with penetration, hence
+    the margin."""
+    limit = 2.0 * m_eff / row[C_KV] if row[C_KV] > 0.0 else np.inf  # explicit viscous friction
     for speed in (max(v, V_IMPACT_MIN), V_IMPACT_MIN):
         x = penetration(law, row, m_eff, speed, weight)
         if x <= 0.0:
             continue
         k, c = stiffness(law, row, x, speed)
-        limit = min(limit, step_limit(k, c + row[C_KV], m_eff))
+        limit = min(limit, step_limit(k, c, m_eff))
     return safety * limit

@@ -5,15 +5,19 @@ integrator is ``penalty`` (:mod:`simcore.integrate`; chosen for boxes or a
 penalty law).  Each step of size ``h`` reads as its stages:
 
 1. ``detect``: the contact points at the current poses (:mod:`simcore.faces`);
-2. ``normal_forces``: each point's normal force from its law and its
-   penetration and rate (:mod:`simcore.penalty`), the viscous friction,
-   summed into forces and torques on the bodies;
+2. ``springs``: each point's law split into its spring force and its
+   damping at the point's penetration (:mod:`simcore.penalty`), the spring
+   and the viscous friction summed into forces and torques on the bodies;
 3. ``kick``: velocities under those forces, gravity and the control forces
    (semi-implicit Euler: ``v' = v + h a``; angular velocities by
    :func:`simcore.rigid.angular_kick`);
-4. ``friction``: the friction impulses on the new velocities, projected
-   Gauss-Seidel over the points (:data:`FRICTION_SWEEPS` sweeps in a fixed
-   order): each point's impulse is the one that stops its slip when the
+4. ``impulses``: projected Gauss-Seidel over the points
+   (:data:`FRICTION_SWEEPS` sweeps in a fixed order), each point in turn:
+   its damping impulse at the end-of-step approach rate (implicit:
+   ``P_d = c h xd' / (1 + c h K_nn)`` with ``xd'`` the rate without it and
+   ``K_nn`` the normal inverse effective mass; the total normal impulse
+   clamped at >= 0), then its friction impulse under the cone of that
+   normal force: the one that stops its slip when the
    cone ``mu(s) F h`` holds it (stick); otherwise the cone's impulse
    opposing the slip the point would have without its own friction (slide:
    ``-mu F h u/|u|``; the pyramidal cone ``-mu F h u/(|u_1| + |u_2|)``, on
@@ -44,7 +48,7 @@ from .config import JIT_PARALLEL, jit
 from .faces import KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box, sphere_box, sphere_sphere
 from .parameter import GROUND_OFFSET, TIME_OFFSET
 from .penalty import (
-    C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, normal_force, stiction,
+    C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
 )
 from .rigid import angular_kick, integrate_orientation, inv_inertia_times
 
@@ -159,8 +163,10 @@ class Coef(NamedTuple):
 
 class Work(NamedTuple):
     """Per-point work arrays of a step (capacity ``C``): the points; the
-    normal force ``fn``, first-touch approach speed ``vi``, slip speed at
-    the step's start ``slip``; the tangent axes ``t1``, ``t2 (C, 3)``; the
+    spring force ``fs``, damping ``cd``, normal inverse effective mass
+    ``kn``, damping impulse ``pd`` and the resulting normal force ``fn``;
+    first-touch approach speed ``vi``, slip speed at the step's start
+    ``slip``; the tangent axes ``t1``, ``t2 (C, 3)``; the
     tangential inverse effective mass ``kmat (C, 3)`` (entries 11, 12, 22:
     the slip velocity per unit impulse) and its inverse ``kinv (C, 3)``;
     the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
@@ -168,6 +174,10 @@ class Work(NamedTuple):
     ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``."""
 
     pts: Points
+    fs: np.ndarray
+    cd: np.ndarray
+    kn: np.ndarray
+    pd: np.ndarray
     fn: np.ndarray
     vi: np.ndarray
     slip: np.ndarray
@@ -287,12 +297,14 @@ def _tangent_axes(w, c, n0, n1, n2):
 
 
 @jit(borrow=True)
-def _tangent_mass(b, w, c):
+def _contact_mass(b, w, c):
     """The 2x2 tangential matrix ``K`` of point ``c`` (slip velocity per unit
     impulse: ``K_ab = t_a . (1/m_i + 1/m_j) t_b + (r_i x t_a) . I_i^-1 (r_i x
-    t_b) + (same for j)``) and its inverse, each as its entries 11, 12, 22."""
+    t_b) + (same for j)``) and its inverse, each as its entries 11, 12, 22;
+    and ``K_nn``, the same along the normal."""
     p = w.pts.point[c]
-    k11 = k12 = k22 = 0.0
+    nrm = w.pts.normal[c]
+    k11 = k12 = k22 = knn = 0.0
     for side in range(2):
         i = w.pts.i[c] if side == 0 else w.pts.j[c]
         if i < 0 or b.fixed[i]:
@@ -301,23 +313,28 @@ def _tangent_mass(b, w, c):
         t1, t2 = w.t1[c], w.t2[c]
         a0, a1, a2 = r1 * t1[2] - r2 * t1[1], r2 * t1[0] - r0 * t1[2], r0 * t1[1] - r1 * t1[0]
         c0, c1, c2 = r1 * t2[2] - r2 * t2[1], r2 * t2[0] - r0 * t2[2], r0 * t2[1] - r1 * t2[0]
+        e0, e1, e2 = r1 * nrm[2] - r2 * nrm[1], r2 * nrm[0] - r0 * nrm[2], r0 * nrm[1] - r1 * nrm[0]
         ia = inv_inertia_times(b.quat[i], b.inertia[i], a0, a1, a2)
         ic = inv_inertia_times(b.quat[i], b.inertia[i], c0, c1, c2)
+        ie = inv_inertia_times(b.quat[i], b.inertia[i], e0, e1, e2)
         im = b.inv_mass[i]
         k11 += im + a0 * ia[0] + a1 * ia[1] + a2 * ia[2]
         k12 += c0 * ia[0] + c1 * ia[1] + c2 * ia[2]
         k22 += im + c0 * ic[0] + c1 * ic[1] + c2 * ic[2]
+        knn += im + e0 * ie[0] + e1 * ie[1] + e2 * ie[2]
+    w.kn[c] = knn
     det = k11 * k22 - k12 * k12
     w.kmat[c, 0], w.kmat[c, 1], w.kmat[c, 2] = k11, k12, k22
     w.kinv[c, 0], w.kinv[c, 1], w.kinv[c, 2] = k22 / det, -k12 / det, k11 / det
 
 
 @jit(borrow=True)
-def normal_forces(b, pl, coef, w):
+def springs(b, pl, coef, w):
     """Stage 2: each point's first-touch speed (from the memory, or its
-    approach speed now), normal force under its kind's law, slip speed and
-    viscous friction; their sum as forces and torques on the bodies; the
-    memory replaced by this step's points."""
+    approach speed now), spring force and damping under its kind's law, slip
+    speed and viscous friction; the springs and the viscous friction summed
+    as forces and torques on the bodies; the memory replaced by this step's
+    points."""
     pts = w.pts
     n = pts.count[0]
     for i in range(b.count):
@@ -335,11 +352,11 @@ def normal_forces(b, pl, coef, w):
                 break
         w.vi[c] = vi
         row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
-        f = normal_force(coef.laws[pts.kind[c]], row, pts.depth[c], -vn, vi)
-        w.fn[c] = f
+        f, w.cd[c] = spring_damper_of(coef.laws[pts.kind[c]], row, pts.depth[c], vi)
+        w.fs[c] = f
         vt0, vt1, vt2 = v[0] - vn * nrm[0], v[1] - vn * nrm[1], v[2] - vn * nrm[2]
         w.slip[c] = np.sqrt(vt0 * vt0 + vt1 * vt1 + vt2 * vt2)
-        kv = row[C_KV] if f > 0.0 else 0.0
+        kv = row[C_KV]
         f0 = f * nrm[0] - kv * vt0
         f1 = f * nrm[1] - kv * vt1
         f2 = f * nrm[2] - kv * vt2
@@ -365,25 +382,26 @@ def kick(b, gravity, h):
 
 
 @jit(borrow=True)
-def friction(b, pl, coef, w, h):
-    """Stage 4: the friction impulses (see the module), Gauss-Seidel over the
-    points in their order, :data:`FRICTION_SWEEPS` sweeps."""
+def impulses(b, pl, coef, w, h):
+    """Stage 4: the damping and friction impulses (see the module),
+    Gauss-Seidel over the points in their order, :data:`FRICTION_SWEEPS`
+    sweeps; ``fn`` holds each point's normal force after them."""
     pts = w.pts
     n = pts.count[0]
     for c in range(n):
         w.pt[c, 0] = 0.0
         w.pt[c, 1] = 0.0
         w.pr[c] = 0.0
-        if w.fn[c] > 0.0:
-            nrm = pts.normal[c]
-            _tangent_axes(w, c, nrm[0], nrm[1], nrm[2])
-            _tangent_mass(b, w, c)
+        w.pd[c] = 0.0
+        w.fn[c] = w.fs[c]
+        nrm = pts.normal[c]
+        _tangent_axes(w, c, nrm[0], nrm[1], nrm[2])
+        _contact_mass(b, w, c)
     for _ in range(FRICTION_SWEEPS):
         for c in range(n):
-            if w.fn[c] <= 0.0:
-                continue
+            _damp(b, w, c, h)
             row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
-            cap = stiction(row, w.slip[c]) * w.fn[c] * h
+            cap = stiction(row, w.slip[c]) * max(w.fn[c], 0.0) * h
             v = _relative_velocity(b, pts, c)
             t1, t2 = w.t1[c], w.t2[c]
             u1 = v[0] * t1[0] + v[1] * t1[1] + v[2] * t1[2]
@@ -398,7 +416,7 @@ def friction(b, pl, coef, w, h):
                 f2 = u2 - (w.kmat[c, 1] * w.pt[c, 0] + w.kmat[c, 2] * w.pt[c, 1])
                 norm = (abs(f1) + abs(f2) if coef.cone == CONE_PYRAMIDAL
                         else np.sqrt(f1 * f1 + f2 * f2))
-                p1, p2 = -cap * f1 / norm, -cap * f2 / norm
+                p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
             d1, d2 = p1 - w.pt[c, 0], p2 - w.pt[c, 1]
             w.pt[c, 0], w.pt[c, 1] = p1, p2
             j0 = d1 * t1[0] + d2 * t2[0]
@@ -406,8 +424,25 @@ def friction(b, pl, coef, w, h):
             j2 = d1 * t1[2] + d2 * t2[2]
             _apply(b, pts.i[c], pts.point[c], 1.0, j0, j1, j2, True)
             _apply(b, pts.j[c], pts.point[c], -1.0, j0, j1, j2, True)
-            if row[C_MU_ROLL] > 0.0:
+            if row[C_MU_ROLL] > 0.0 and w.fn[c] > 0.0:
                 _rolling(b, w, c, row[C_MU_ROLL] * w.fn[c] * h)
+
+
+@jit(borrow=True)
+def _damp(b, w, c, h):
+    """The damping impulse of point ``c`` at its end-of-step approach rate
+    (implicit), the total normal impulse kept >= 0; ``fn[c]`` updated."""
+    pts = w.pts
+    nrm = pts.normal[c]
+    v = _relative_velocity(b, pts, c)
+    rate = -(v[0] * nrm[0] + v[1] * nrm[1] + v[2] * nrm[2]) + w.kn[c] * w.pd[c]
+    ch = w.cd[c] * h
+    p = max(ch * rate / (1.0 + ch * w.kn[c]), -w.fs[c] * h)
+    d = p - w.pd[c]
+    w.pd[c] = p
+    w.fn[c] = w.fs[c] + p / h
+    _apply(b, pts.i[c], pts.point[c], 1.0, d * nrm[0], d * nrm[1], d * nrm[2], True)
+    _apply(b, pts.j[c], pts.point[c], -1.0, d * nrm[0], d * nrm[1], d * nrm[2], True)
 
 
 @jit(borrow=True)
@@ -483,9 +518,9 @@ def step(b, pl, coef, w, gravity, h):
     """One step of the time-stepper: the five stages.  False on overflow."""
     if not detect(b, pl, w.pts):
         return False
-    normal_forces(b, pl, coef, w)
+    springs(b, pl, coef, w)
     kick(b, gravity, h)
-    friction(b, pl, coef, w, h)
+    impulses(b, pl, coef, w, h)
     drift(b, h)
     return True
 
@@ -595,7 +630,8 @@ def _setup(batch, s, out):
                  np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
                  np.zeros(cap, np.int64), np.zeros((cap, 3)), np.zeros((cap, 3)),
                  np.zeros(cap))
-    w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros((cap, 3)),
+    w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap),
+             np.zeros(cap), np.zeros(cap), np.zeros((cap, 3)),
              np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 2)),
              np.zeros(cap),
              np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64))
@@ -617,9 +653,9 @@ def _report(batch, s, out, h):
     pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
     ok = detect(b, pl, w.pts)
     if ok:
-        normal_forces(b, pl, coef, w)
+        springs(b, pl, coef, w)
         kick(b, batch.gravity, h)
-        friction(b, pl, coef, w, h)
+        impulses(b, pl, coef, w, h)
     b.pos[:], b.quat[:], b.vel[:], b.omega[:] = pos, quat, vel, omega
     return ok, w
 
@@ -629,8 +665,8 @@ def report(batch, pos, vel, omega, quat, time, s):
     as the document ``003_*`` lists its outputs, per point: ``body``,
     ``other`` (-1: a plane), ``plane`` (0 the ground, ``1 + k`` wall ``k``;
     -1 a body), ``corner``, ``contact`` (the normal force is > 0),
-    ``penetration`` [m], ``normal_force``, ``friction_force``,
-    ``total_force (n, 3)`` [N] on ``body`` over the scenario's step."""
+    ``penetration`` [m], ``point``, ``normal_force``, ``friction_force``,
+    ``total_force (n, 3)`` [m, N] on ``body`` over the scenario's step."""
     nscen, nb = batch.body_mass.shape
     out = Outputs(pos, vel, omega, quat, time, np.zeros((0, nb, 3)), np.zeros((0, nb, 3)),
                   np.zeros((0, nb, 3)), np.zeros((0, nb, 4)), np.zeros(nscen, np.int64),
@@ -645,6 +681,7 @@ def report(batch, pos, vel, omega, quat, time, s):
     return {"body": w.pts.i[:n].copy(), "other": w.pts.j[:n].copy(),
             "plane": w.pts.plane[:n].copy(), "corner": w.pts.corner[:n].copy(),
             "contact": w.fn[:n] > 0.0, "penetration": w.pts.depth[:n].copy(),
+            "point": w.pts.point[:n].copy(),
             "normal_force": normal, "friction_force": fric, "total_force": normal + fric}
 
 

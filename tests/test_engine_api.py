@@ -229,8 +229,12 @@ def test_integrator_is_chosen_by_capability():
         integrate.choose({"sphere"}, "rk4")
     with pytest.raises(ValueError, match=r"integrator 'exact' cannot run shapes \['box'\]"):
         integrate.choose({"sphere", "box"}, "exact")
-    with pytest.raises(ValueError, match=r"no integrator runs shapes \['box'\]"):
-        integrate.choose({"box"})
+    assert integrate.choose({"box"}).name == "penalty"
+    assert integrate.choose({"sphere"}, family="penalty").name == "penalty"
+    with pytest.raises(ValueError, match=r"no integrator runs shapes \['box'\] with impulse"):
+        integrate.choose({"box"}, family="impulse")
+    with pytest.raises(ValueError, match=r"integrator 'exact' resolves contacts with impulse"):
+        integrate.choose({"sphere"}, "exact", family="penalty")
     model, _ = simcore.build([one()])
     assert model.integrator == integrate.INTEGRATOR_EXACT
     with pytest.raises(ValueError, match="integrator = 'rk4'"):

@@ -25,8 +25,17 @@ def test_resolve_fills_the_default_and_names_what_is_allowed():
     with pytest.raises(ValueError, match="unknown contact kind 'body_floor'"):
         laws.resolve({"body_floor": "impulse"})
     with pytest.raises(ValueError, match=r"laws.body_body = 'hertz': expected one of "
-                                         r"\['impulse', 'frictional_inelastic'\]"):
+                                         r"\['impulse', 'frictional_inelastic', "
+                                         r"'spring_damper', 'hunt_crossley', 'impact'\]"):
         laws.resolve({"body_body": "hertz"})
+    # penalty laws: the others default to hunt_crossley; families never mix
+    assert laws.resolve({"body_wall": "impact"}) == {
+        "body_ground": "hunt_crossley", "body_body": "hunt_crossley", "body_wall": "impact"}
+    assert laws.resolve(None, boxes=True) == dict.fromkeys(laws.KINDS, "hunt_crossley")
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        laws.resolve({"body_wall": "impact", "body_ground": "impulse"})
+    with pytest.raises(ValueError, match="boxes need a penalty law"):
+        laws.resolve({"body_ground": "impulse"}, boxes=True)
     with pytest.raises(ValueError, match="frictional_inelastic serves"):
         laws.resolve({"body_wall": "frictional_inelastic"})
     with pytest.raises(ValueError, match="expected a mapping"):

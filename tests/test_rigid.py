@@ -1,0 +1,423 @@
+"""Rigid boxes on the time-stepper: the penalty laws, the face contact, the
+stability guard, and the motions with closed forms (simcore/rigid_engine.py)."""
+
+import numpy as np
+import pytest
+
+from simcore import engine as E
+from simcore import model as M
+from simcore import penalty as PN
+from simcore.rigid import quat_angle, quat_matrix
+
+from . import rigid_oracle as O
+
+G = 9.81
+H = 0.05  # half width of the test cube [m]
+MASS = 0.37
+
+
+def quat_about(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    return np.r_[np.cos(angle / 2), np.sin(angle / 2) * axis]
+
+
+def cube(pos, vel=(0, 0, 0), omega=(0, 0, 0), quat=(1, 0, 0, 0), t_end=1.0, dt=1e-3, **kw):
+    return M.Scenario(radius=[np.nan], mass=[MASS], pos=[pos], vel=[vel], omega=[omega],
+                      quat=[quat], t_end=t_end, dt=dt, shape=("box",), extent=[[H, H, H]], **kw)
+
+
+def bodies(specs, t_end=1.0, dt=1e-3):
+    """A scenario of several bodies: dicts of shape, pos, ext, mass, and optional quat,
+    vel, omega, fixed."""
+    def get(key, default):
+        return [s.get(key, default) for s in specs]
+
+    return M.Scenario(radius=[s["ext"][0] if s["shape"] == "sphere" else np.nan for s in specs],
+                      mass=get("mass", MASS), pos=get("pos", None), vel=get("vel", (0, 0, 0)),
+                      omega=get("omega", (0, 0, 0)), quat=get("quat", (1, 0, 0, 0)),
+                      extent=[s["ext"] for s in specs], fixed=get("fixed", False),
+                      shape=tuple(get("shape", "box")), t_end=t_end, dt=dt)
+
+
+def simulate(scenarios, params=None, samples=None, **kw):
+    model, state = M.build(scenarios, params=params, **kw)
+    return model, state, E.simulate(model, state, samples)
+
+
+# --- the laws in closed form --------------------------------------------------
+
+def _rebound(e, n=1.5, k=1e6, m=1.0, v=1.0, steps=200000):
+    """The restitution of one Hunt-Crossley impact, integrated by RK4 (no gravity)."""
+    chi = PN.hc_alpha(e) / v
+
+    def acc(x, xd):
+        return -k * x ** n * (1 + chi * xd) / m if x > 0 else 0.0
+
+    x, xd = 0.0, v
+    t_c = 3.0 * (m * v * v / k) ** 0.4 / v  # a few contact times
+    h = t_c / steps
+    while True:
+        k1 = (xd, acc(x, xd))
+        k2 = (xd + 0.5 * h * k1[1], acc(x + 0.5 * h * k1[0], xd + 0.5 * h * k1[1]))
+        k3 = (xd + 0.5 * h * k2[1], acc(x + 0.5 * h * k2[0], xd + 0.5 * h * k2[1]))
+        k4 = (xd + h * k3[1], acc(x + h * k3[0], xd + h * k3[1]))
+        x += h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        xd += h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        if x <= 0.0:
+            return -xd / v
+
+
+@pytest.mark.parametrize("e", [0.3, 0.6, 0.95])
+def test_hunt_crossley_damping_from_e_rebounds_with_e(e):
+    """a(e) solves the exact energy relation: an integrated impact rebounds
+    with e (to the integration's accuracy), for any exponent."""
+    assert _rebound(e, steps=20000) == pytest.approx(e, rel=2e-3)
+    assert _rebound(e, n=1.0, steps=20000) == pytest.approx(e, rel=2e-3)
+    a = PN.hc_alpha(e)
+    assert a * (1 + e) - np.log1p(a) + np.log1p(-a * e) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_classical_damping_is_far_off_and_e_one_is_undamped():
+    assert PN.hc_alpha(1.0) == 0.0
+    classical = 1.5 * (1 - 0.6)
+    assert abs(classical - PN.hc_alpha(0.6)) / PN.hc_alpha(0.6) > 0.3
+
+
+def test_laws_closed_forms_and_clamp():
+    row = np.zeros(PN.NCOEF)
+    row[[PN.C_K_SD, PN.C_C_SD]] = 1e5, 50.0
+    row[[PN.C_K_HC, PN.C_N_HC, PN.C_ALPHA]] = 1e8, 1.5, PN.hc_alpha(0.5)
+    row[[PN.C_K_IMP, PN.C_N1_IMP, PN.C_D_MAX, PN.C_P_MAX]] = 1e9, 2.2, 1e3, 1e-3
+    x, xd, vi = 4e-4, 0.3, 0.8
+    assert PN.normal_force(PN.LAW_SPRING_DAMPER, row, x, xd, vi) == pytest.approx(1e5 * x + 50 * xd)
+    chi = PN.hc_alpha(0.5) / vi
+    assert PN.normal_force(PN.LAW_HUNT_CROSSLEY, row, x, xd, vi) == pytest.approx(
+        1e8 * x ** 1.5 * (1 + chi * xd))
+    s = x / 1e-3
+    assert PN.normal_force(PN.LAW_IMPACT, row, x, xd, vi) == pytest.approx(
+        1e9 * x ** 2.2 + 1e3 * (3 * s * s - 2 * s ** 3) * xd)
+    # full damping from p_max on, no force outside, never a pull
+    assert PN.normal_force(PN.LAW_IMPACT, row, 2e-3, 0.1, vi) == pytest.approx(
+        1e9 * 2e-3 ** 2.2 + 1e3 * 0.1)
+    assert PN.normal_force(PN.LAW_HUNT_CROSSLEY, row, 0.0, 1.0, vi) == 0.0
+    assert PN.normal_force(PN.LAW_SPRING_DAMPER, row, 1e-6, -10.0, vi) == 0.0
+
+
+def test_stiction_curve():
+    row = np.zeros(PN.NCOEF)
+    row[[PN.C_MU_S, PN.C_MU_K, PN.C_VE1, PN.C_VE2]] = 0.5, 0.3, 0.01, 0.1
+    assert PN.stiction(row, 0.0) == PN.stiction(row, 0.01) == 0.5
+    assert PN.stiction(row, 0.1) == PN.stiction(row, 3.0) == 0.3
+    assert PN.stiction(row, 0.055) == pytest.approx(0.4)  # the cubic step's middle
+    s = np.linspace(0.0, 0.2, 2001)
+    mu = np.array([PN.stiction(row, x) for x in s])
+    # monotone and continuous: no jump beyond the cubic's steepest slope 1.5 dmu / dv
+    assert np.all(np.diff(mu) <= 0)
+    assert np.max(np.abs(np.diff(mu))) <= 1.5 * 0.2 / 0.09 * (s[1] - s[0]) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("zeta", [0.0, 0.3, 2.0, 30.0])
+@pytest.mark.parametrize("implicit", [True, False])
+def test_step_limit_is_the_semi_implicit_eulers_stability_boundary(zeta, implicit):
+    """v' = v + h (-k x - c v*)/m, x' = x + h v' with the damper at the new
+    (v* = v', the time-stepper's) or the old velocity: the spectral radius of
+    the step crosses 1 at 2/w_n (sqrt(zeta^2 + 1) +- zeta)."""
+    m, k = 0.1, 1e6
+    wn = np.sqrt(k / m)
+    c = 2 * zeta * np.sqrt(k * m)
+    limit = PN.step_limit(k, c, m, implicit=implicit)
+    sign = 1 if implicit else -1
+    assert limit == pytest.approx(2 / wn * (np.sqrt(zeta ** 2 + 1) + sign * zeta))
+
+    def radius(h):
+        if implicit:  # (v, x) -> v' = (v - h k x / m) / (1 + h c / m)
+            a = np.array([[1, -h * k / m], [0, 1]]) / np.array([[1 + h * c / m], [1]])
+        else:
+            a = np.array([[1 - h * c / m, -h * k / m], [0, 1]])
+        a = np.array([[1, 0], [h, 1]]) @ a  # then drift with the new v
+        return np.max(np.abs(np.linalg.eigvals(a)))
+
+    assert radius(0.99 * limit) <= 1 + 1e-12
+    assert radius(1.01 * limit) > 1
+
+
+# --- the face contact -----------------------------------------------------------
+
+def _platform(top=0.0, half=(0.3, 0.3, 0.05), quat=(1, 0, 0, 0)):
+    """A fixed box whose top face is at height ``top`` (unrotated)."""
+    return dict(shape="box", ext=half, pos=(0, 0, top - half[2]), fixed=True, mass=10.0,
+                quat=quat)
+
+
+def test_face_contact_points_inside_and_past_an_edge():
+    """A cube sunk 1 mm into a platform: 4 corner points inside its face; past
+    the edge, the corners outside move along the edges onto the platform's edge."""
+    sunk = H - 1e-3
+    inside = bodies([_platform(top=0.5), dict(shape="box", ext=(H, H, H), pos=(0, 0, 0.5 + sunk))])
+    model, state = M.build([inside])
+    rep = E.contacts(model, state, 0)
+    assert rep["body"].tolist() == [1, 1, 1, 1] and sorted(rep["corner"]) == [0, 1, 2, 3]
+    assert np.allclose(rep["penetration"], 1e-3)
+    edge = 0.3
+    past = bodies([_platform(top=0.5), dict(shape="box", ext=(H, H, H),
+                                            pos=(edge + 0.02, 0, 0.5 + sunk))])
+    model, state = M.build([past])
+    rep = E.contacts(model, state, 0)
+    x = rep["point"][:, 0]
+    # two corners inside, the two outside moved along their edges onto x = 0.3
+    assert len(x) == 4 and sorted(rep["corner"]) == [0, 1, 2, 3]
+    assert np.sort(x) == pytest.approx([edge - 0.03, edge - 0.03, edge, edge])
+    assert np.allclose(rep["penetration"], 1e-3)
+
+
+def test_resting_cube_corner_forces_sum_to_its_weight():
+    _, _, res = simulate([cube((0, 0, H), t_end=0.5)])
+    model, state = M.build([cube((0, 0, H), t_end=0.5)])
+    rep = E.contacts(model, res.final, 0)
+    assert rep["contact"].sum() == 4 and sorted(rep["corner"]) == [0, 1, 2, 3]
+    assert rep["normal_force"].sum(axis=0) == pytest.approx([0, 0, MASS * G], rel=1e-9, abs=1e-9)
+    assert np.abs(rep["friction_force"]).max() < 1e-9
+    assert np.allclose(rep["total_force"], rep["normal_force"] + rep["friction_force"])
+
+
+# --- motions with closed forms ---------------------------------------------------
+
+def test_box_sliding_flat_stops_at_the_closed_form_and_converges_with_the_step():
+    """v0^2 / (2 mu_k g), to a small fraction that shrinks with the step."""
+    v0, mu = 1.0, 0.3
+    errs = []
+    for dt in (8e-5, 2e-5):
+        _, _, res = simulate([cube((0, 0, H), vel=(v0, 0, 0), t_end=0.6, dt=dt)],
+                             {"mu_s": mu, "mu_k": mu}, strict=True)
+        errs.append(abs(res.final.body_pos[0, 0, 0] / (v0 ** 2 / (2 * mu * G)) - 1))
+        assert np.abs(res.final.body_vel[0, 0]).max() < 1e-9
+    assert errs[0] < 1e-3 and errs[1] < errs[0]
+
+
+def test_stiction_curve_sliding_matches_its_ode():
+    """With mu_s > mu_k the box decelerates by mu(v) g (the stiction curve of
+    the slip speed): the stop distance of dv/dx = -mu(v) g / v."""
+    v0, mu_s, mu_k, ve1, ve2 = 0.5, 0.45, 0.3, 0.05, 0.2
+    params = {"mu_s": mu_s, "mu_k": mu_k, "v_e1": ve1, "v_e2": ve2}
+    _, _, res = simulate([cube((0, 0, H), vel=(v0, 0, 0), t_end=0.5, dt=2e-4)], params)
+    row = np.zeros(PN.NCOEF)
+    row[[PN.C_MU_S, PN.C_MU_K, PN.C_VE1, PN.C_VE2]] = mu_s, mu_k, ve1, ve2
+    v = np.linspace(1e-9, v0, 200001)
+    integrand = v / (np.array([PN.stiction(row, x) for x in v]) * G)
+    expected = np.sum(0.5 * (integrand[1:] + integrand[:-1]) * np.diff(v))
+    assert res.final.body_pos[0, 0, 0] == pytest.approx(expected, rel=3e-3)
+
+
+@pytest.mark.parametrize("e", [0.3, 0.6, 0.95])
+def test_flat_drop_rebounds_to_e_squared_of_its_height(e):
+    drop = 0.1
+    times = np.arange(0.005, 0.45, 0.0005)
+    _, _, res = simulate([cube((0, 0, H + drop), t_end=0.45, dt=1e-4)], {"e_bg": e}, [times])
+    z, vz = res.samp_pos[:, 0, 2] - H, res.samp_vel[:, 0, 2]
+    up = np.flatnonzero((vz > 0) & (z > 1e-3))[0]  # moving up, clear of the ground
+    apex = z[up] + vz[up] ** 2 / (2 * G)  # the ballistic rest of the rebound
+    assert np.sqrt(apex / drop) == pytest.approx(e, rel=1e-2)
+
+
+def _incline(theta, mu_bb, mu_bb_s, t_end):
+    """A cube resting on a fixed ramp tilted by ``theta`` about y (its surface
+    through the origin), both rotated alike; returns the cube's displacement
+    along the slope over the run and the run."""
+    q = quat_about((0, 1, 0), theta)  # the ramp's +x axis points downhill
+    n = quat_matrix(q) @ np.array([0, 0, 1.0])
+    ramp = dict(shape="box", ext=(1.0, 0.5, 0.05), pos=tuple(-0.05 * n), quat=tuple(q),
+                fixed=True, mass=10.0)
+    block = dict(shape="box", ext=(H, H, H), pos=tuple(H * n), quat=tuple(q))
+    sc = bodies([ramp, block], t_end=t_end, dt=2e-4)
+    sc.quat = [tuple(q), tuple(q)]
+    _, _, res = simulate([sc], {"mu_bb": mu_bb, "mu_bb_s": mu_bb_s},
+                         [np.array([0.2, t_end])], ground_z=-5.0)
+    down = quat_matrix(q) @ np.array([1.0, 0, 0])
+    return res.samp_pos[:, 1] @ down, res
+
+
+def test_box_on_an_incline_slides_at_g_sin_minus_mu_cos():
+    theta, mu = np.radians(20), 0.2
+    s, _ = _incline(theta, mu, mu, 0.6)
+    acc = 2 * (s[1] - s[0]) / (0.6 ** 2 - 0.2 ** 2)  # s = a t^2 / 2 from rest
+    assert acc == pytest.approx(G * (np.sin(theta) - mu * np.cos(theta)), rel=1e-2)
+
+
+def test_box_on_an_incline_holds_when_static_friction_exceeds_tan_theta():
+    s, res = _incline(np.radians(20), 0.4, 0.5, 1.0)
+    assert abs(s[1]) < 2e-3 and abs(s[1] - s[0]) < 1e-4  # creep under 2 mm in 1 s
+
+
+@pytest.mark.parametrize("offset, tips", [(0.02, True), (-0.02, False)])
+def test_cube_past_a_platform_edge_tips_off_and_inside_it_stays(offset, tips):
+    edge, top = 0.3, 0.5
+    sc = bodies([_platform(top=top), dict(shape="box", ext=(H, H, H),
+                                           pos=(edge + offset, 0, top + H))], t_end=1.0, dt=2e-4)
+    times = np.linspace(0.02, 1.0, 50)
+    _, state, res = simulate([sc], samples=[times])
+    tilt = np.degrees(quat_angle(res.samp_quat[:, 1], state.body_quat[0, 1]))
+    if tips:  # over the edge, off the platform, down to the ground
+        assert tilt.max() > 60 and res.final.body_pos[0, 1, 2] == pytest.approx(H, abs=1e-3)
+        assert res.final.body_pos[0, 1, 0] > edge
+    else:
+        assert tilt.max() < 0.1 and abs(res.final.body_pos[0, 1, 2] - (top + H)) < 1e-4
+
+
+# --- energy, determinism, the NumPy reference ------------------------------------
+
+def _tosses(n, seed, t_end=1.2):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        q = rng.normal(size=4)
+        out.append(cube((rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), 0.3),
+                        vel=tuple(rng.uniform(-1, 1, 3)), omega=tuple(rng.uniform(-8, 8, 3)),
+                        quat=tuple(q / np.linalg.norm(q)), t_end=t_end, dt=5e-4))
+    return out
+
+
+def test_energy_never_increases_without_pushes():
+    times = np.arange(0.0, 1.2, 0.002)
+    model, state, res = simulate(_tosses(6, 1), {"e_bg": 0.6, "mu_s": 0.4, "mu_k": 0.3},
+                                 [times] * 6)
+    inertia = model.body_inertia[:, 0]
+
+    def energy(s, pos, vel, omega, quat):
+        rot = np.array([quat_matrix(q) for q in quat])
+        wb = np.einsum("nji,nj->ni", rot, omega)
+        return (0.5 * MASS * np.sum(vel ** 2, -1) + 0.5 * np.sum(inertia[s] * wb ** 2, -1)
+                + MASS * G * pos[:, 2])
+
+    e0 = [energy(s, state.body_pos[s, :1], state.body_vel[s, :1], state.body_omega[s, :1],
+                 state.body_quat[s, :1])[0] for s in range(6)]
+    m = times.size
+    for s in range(6):
+        sl = slice(s * m, (s + 1) * m)
+        e = energy(s, res.samp_pos[sl, 0], res.samp_vel[sl, 0], res.samp_omega[sl, 0],
+                   res.samp_quat[sl, 0])
+        assert np.all(e <= e0[s] * (1 + 1e-9)), (s, np.max(e) - e0[s])
+        assert e[-1] < 0.5 * e0[s]
+
+
+def test_serial_and_parallel_runs_are_bit_identical():
+    model, state = M.build(_tosses(8, 2, t_end=0.8), params={"e_bg": 0.5})
+    times = [np.linspace(0.1, 0.8, 8)] * 8
+    a = E.simulate(model, state, times, parallel=True)
+    b = E.simulate(model, state, times, parallel=False)
+    for f in ("samp_pos", "samp_vel", "samp_omega", "samp_quat"):
+        assert np.array_equal(getattr(a, f), getattr(b, f))
+
+
+def test_numpy_reference_of_the_step_agrees_with_the_kernel():
+    """Two boxes, one on a fixed platform and one tumbling onto it and the
+    ground: 600 steps of the kernel against the NumPy reference."""
+    q1 = quat_about((1, 2, 0.5), 0.7)
+    specs = [_platform(top=0.1, half=(0.2, 0.2, 0.05)),
+             dict(shape="box", ext=(H, 0.04, 0.03), pos=(0.1, 0.0, 0.13), vel=(0.4, 0.1, -0.5),
+                  omega=(3, -2, 5), quat=tuple(q1), mass=0.3),
+             dict(shape="box", ext=(H, H, H), pos=(-0.1, 0.05, 0.1 + H - 5e-4), mass=0.5)]
+    h, n = 1e-4, 600
+    sc = bodies(specs, t_end=h * n, dt=h)
+    model, state = M.build([sc], params={"e_bg": 0.6, "e_bb": 0.5, "mu_bb": 0.3, "mu_bb_s": 0.4,
+                                         "v_e1": 0.05, "v_e2": 0.2, "k_v": 0.5})
+    assert model.scen_dt[0] == h
+    res = E.simulate(model, state, [h * np.arange(1, n + 1)])
+    lay = model.layout
+    table = np.array(__import__("simcore.rigid_engine", fromlist=["x"])._coefficients(
+        model.params, *lay.penalty_rows()))
+    ref = [O.Body(sh, state.body_pos[0, k], state.body_quat[0, k], state.body_vel[0, k],
+                  state.body_omega[0, k], model.body_mass[0, k], model.body_inertia[0, k],
+                  model.body_ext[0, k], fixed=bool(model.body_fixed[0, k]))
+           for k, sh in enumerate(("box", "box", "box"))]
+    planes = [(np.array([0, 0, 1.0]), 0.0)]
+    memory, touched = {}, 0
+    for step in range(n):
+        pts = O.step(ref, planes, [0], table, lay.law_codes, 0, G, h, memory)
+        touched += len(pts)
+        for k in (1, 2):
+            assert np.allclose(ref[k].pos, res.samp_pos[step, k], rtol=0, atol=1e-10), step
+            assert np.allclose(ref[k].w, res.samp_omega[step, k], rtol=0, atol=1e-7), step
+            assert np.allclose(ref[k].q, res.samp_quat[step, k], rtol=0, atol=1e-10), step
+    assert touched > 400  # contacts were exercised
+
+
+# --- the time-stepper against the event-exact engine ---------------------------
+
+def _sphere(pos, vel=(0, 0, 0), r=0.05, t_end=0.5, dt=1e-4):
+    return M.Scenario(radius=[r], mass=[0.2], pos=[pos], vel=[vel], t_end=t_end, dt=dt)
+
+
+def test_spheres_converge_to_the_event_exact_bounce_as_the_contact_stiffens():
+    """A ball dropped on the ground under Hunt-Crossley from e_bg against the
+    event-exact impulse law, over the first two bounces: the gap shrinks as
+    the contact's compliance and the step shrink together."""
+    times = np.linspace(0.05, 0.5, 46)
+    exact = E.simulate(*M.build([_sphere((0, 0, 0.25))], params={"e_bg": 0.7}), [times])
+    errs = []
+    for k, dt in ((1e6, 1e-4), (1e8, 1e-5), (1e10, 1e-6)):
+        _, _, res = simulate([_sphere((0, 0, 0.25), dt=dt)], {"e_bg": 0.7, "k_hc": k},
+                             [times], laws={"body_ground": "hunt_crossley"}, strict=True)
+        errs.append(np.max(np.abs(res.samp_pos[:, 0, 2] - exact.samp_pos[:, 0, 2])))
+    assert errs[0] > 5 * errs[1] > 25 * errs[2] and errs[2] < 3e-4  # the contact's compliance
+
+
+def test_head_on_spheres_exchange_momentum_as_the_impulse_law_says():
+    times = np.array([0.2])
+    sc = M.Scenario(radius=[0.05, 0.05], mass=[0.2, 0.3], pos=[[0, 0, 0.5], [0.2, 0, 0.5]],
+                    vel=[[1.0, 0, 0], [0, 0, 0]], t_end=0.2, dt=1e-4)
+    exact = E.simulate(*M.build([sc], params={"e_bb": 0.8}, gravity=0.0), [times])
+    assert exact.samp_vel[0, :, 0] == pytest.approx([-0.08, 0.72])
+    errs = []
+    for dt in (1e-5, 1e-6):  # about 25 and 250 steps over the contact
+        sc.dt = dt
+        _, _, res = simulate([sc], {"e_bb": 0.8, "k_hc": 1e9}, [times], gravity=0.0,
+                             laws={"body_body": "hunt_crossley"}, strict=True)
+        errs.append(np.max(np.abs(res.samp_vel[0, :, 0] - exact.samp_vel[0, :, 0])))
+    assert errs[1] < errs[0] and errs[1] < 2e-3
+
+
+# --- inputs ---------------------------------------------------------------------
+
+def test_bad_rigid_inputs_are_named():
+    with pytest.raises(ValueError, match=r"body 0: quaternion .* has norm 2: expected a unit"):
+        M.build([cube((0, 0, H), quat=(2, 0, 0, 0))])
+    bad = cube((0, 0, H))
+    bad.extent = [[H, -1.0, H]]
+    with pytest.raises(ValueError, match=r"body 0: hy = -1.0: expected a half extent > 0"):
+        M.build([bad])
+    with pytest.raises(ValueError, match=r"body 0: starts 0.01 m below the ground"):
+        M.build([cube((0, 0, H - 0.01))])
+    tilted = cube((0, 0, H), quat=tuple(quat_about((1, 0, 0), 0.3)))
+    with pytest.raises(ValueError, match=r"below the ground"):
+        M.build([tilted])
+    odd = cube((0, 0, H))
+    odd.inertia = [[1.0, 1.0, 3.0]]
+    with pytest.raises(ValueError, match="triangle inequality"):
+        M.build([odd])
+    moving = bodies([dict(shape="box", ext=(H, H, H), pos=(0, 0, H), vel=(1, 0, 0),
+                          fixed=True)])
+    with pytest.raises(ValueError, match="fixed, but given a velocity"):
+        M.build([moving])
+
+
+def test_the_stability_guard_sub_steps_says_so_and_strict_refuses():
+    model, _ = M.build([cube((0, 0, H), dt=1e-2)])
+    assert model.scen_dt[0] < 1e-3 and len(model.notes) == 1
+    assert "sub-stepped to their contacts' stable step" in model.notes[0]
+    with pytest.raises(ValueError, match="have a dt over .* strict: refused"):
+        M.build([cube((0, 0, H), dt=1e-2)], strict=True)
+    ok, _ = M.build([cube((0, 0, H), dt=1e-5)], strict=True)
+    assert ok.scen_dt[0] == 1e-5 and ok.notes == ()
+    chosen, _ = M.build([cube((0, 0, H), dt=None)])
+    assert chosen.scen_dt[0] == model.scen_dt[0] and "no dt" in chosen.notes[0]
+
+
+def test_pyramidal_cone_brakes_a_diagonal_slide_by_mu_over_root_two():
+    v0, mu = 0.6, 0.3
+    out = {}
+    for cone in ("elliptic", "pyramidal"):
+        _, _, res = simulate([cube((0, 0, H), vel=(v0 / np.sqrt(2), v0 / np.sqrt(2), 0),
+                                   t_end=0.6, dt=2e-4)], {"mu_s": mu, "mu_k": mu}, cone=cone)
+        out[cone] = np.linalg.norm(res.final.body_pos[0, 0, :2])
+    assert out["elliptic"] == pytest.approx(v0 ** 2 / (2 * mu * G), rel=3e-3)
+    assert out["pyramidal"] == pytest.approx(np.sqrt(2) * v0 ** 2 / (2 * mu * G), rel=3e-3)
