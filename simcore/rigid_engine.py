@@ -166,7 +166,9 @@ class Work(NamedTuple):
     spring force ``fs``, damping ``cd``, normal inverse effective mass
     ``kn``, damping impulse ``pd`` and the resulting normal force ``fn``;
     first-touch approach speed ``vi``, slip speed at the step's start
-    ``slip``; the tangent axes ``t1``, ``t2 (C, 3)``; the
+    ``slip``; the directions ``dirs (C, 3, 3)`` (normal, tangent axes) and
+    per side (i, j) the angular Jacobians ``jac`` and responses ``resp (C,
+    2, 3, 3)`` along them (:func:`_prepare`); the
     tangential inverse effective mass ``kmat (C, 3)`` (entries 11, 12, 22:
     the slip velocity per unit impulse) and its inverse ``kinv (C, 3)``;
     the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
@@ -181,8 +183,9 @@ class Work(NamedTuple):
     fn: np.ndarray
     vi: np.ndarray
     slip: np.ndarray
-    t1: np.ndarray
-    t2: np.ndarray
+    dirs: np.ndarray
+    jac: np.ndarray
+    resp: np.ndarray
     kmat: np.ndarray
     kinv: np.ndarray
     pt: np.ndarray
@@ -221,30 +224,18 @@ def _relative_velocity(b, pts, c):
 
 
 @jit(borrow=True)
-def _apply(b, i, p, sign, f0, f1, f2, into_velocity):
-    """Add ``sign * f`` at ``p`` to body ``i``: as a force and torque
-    (``into_velocity`` False), or as an impulse to its velocities."""
+def _add_force(b, i, p, sign, f0, f1, f2):
+    """Add the force ``sign * f`` at ``p`` to body ``i``'s force and torque."""
     if i < 0 or b.fixed[i]:
         return
     f0, f1, f2 = sign * f0, sign * f1, sign * f2
     r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
-    t0, t1, t2 = r1 * f2 - r2 * f1, r2 * f0 - r0 * f2, r0 * f1 - r1 * f0
-    if into_velocity:
-        im = b.inv_mass[i]
-        b.vel[i, 0] += im * f0
-        b.vel[i, 1] += im * f1
-        b.vel[i, 2] += im * f2
-        dw = inv_inertia_times(b.quat[i], b.inertia[i], t0, t1, t2)
-        b.omega[i, 0] += dw[0]
-        b.omega[i, 1] += dw[1]
-        b.omega[i, 2] += dw[2]
-    else:
-        b.force[i, 0] += f0
-        b.force[i, 1] += f1
-        b.force[i, 2] += f2
-        b.torque[i, 0] += t0
-        b.torque[i, 1] += t1
-        b.torque[i, 2] += t2
+    b.force[i, 0] += f0
+    b.force[i, 1] += f1
+    b.force[i, 2] += f2
+    b.torque[i, 0] += r1 * f2 - r2 * f1
+    b.torque[i, 1] += r2 * f0 - r0 * f2
+    b.torque[i, 2] += r0 * f1 - r1 * f0
 
 
 @jit(borrow=True)
@@ -284,48 +275,95 @@ def detect(b, pl, pts):
 
 
 @jit(borrow=True)
-def _tangent_axes(w, c, n0, n1, n2):
-    """Tangent axes of point ``c`` with normal ``n``: ``t1`` the world x axis
-    (y where ``n`` is near x) made normal to ``n``, ``t2 = n x t1``."""
+def _prepare(b, w, c):
+    """Point ``c``'s directions (``dirs[c]``: the normal ``n``, then the
+    tangent axes ``t1``, the world x axis (y where ``n`` is near x) made
+    normal to ``n``, and ``t2 = n x t1``), each side's angular Jacobian
+    ``r x d`` and response ``I^-1 (r x d)`` along them (``jac``, ``resp``;
+    zero for a plane or a fixed body), the 2x2 tangential matrix ``K`` (slip
+    velocity per unit impulse: ``K_ab = (1/m_i + 1/m_j) t_a . t_b + (r_i x
+    t_a) . I_i^-1 (r_i x t_b) + (same for j)``) and its inverse, each as its
+    entries 11, 12, 22, and ``K_nn``, the same along the normal."""
+    pts = w.pts
+    n0, n1, n2 = pts.normal[c, 0], pts.normal[c, 1], pts.normal[c, 2]
     e0, e1 = (1.0, 0.0) if abs(n0) < 0.9 else (0.0, 1.0)
-    d = e0 * n0 + e1 * n1
-    a0, a1, a2 = e0 - d * n0, e1 - d * n1, -d * n2
-    s = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
-    a0, a1, a2 = a0 / s, a1 / s, a2 / s
-    w.t1[c, 0], w.t1[c, 1], w.t1[c, 2] = a0, a1, a2
-    w.t2[c, 0], w.t2[c, 1], w.t2[c, 2] = n1 * a2 - n2 * a1, n2 * a0 - n0 * a2, n0 * a1 - n1 * a0
-
-
-@jit(borrow=True)
-def _contact_mass(b, w, c):
-    """The 2x2 tangential matrix ``K`` of point ``c`` (slip velocity per unit
-    impulse: ``K_ab = t_a . (1/m_i + 1/m_j) t_b + (r_i x t_a) . I_i^-1 (r_i x
-    t_b) + (same for j)``) and its inverse, each as its entries 11, 12, 22;
-    and ``K_nn``, the same along the normal."""
-    p = w.pts.point[c]
-    nrm = w.pts.normal[c]
-    k11 = k12 = k22 = knn = 0.0
+    dot = e0 * n0 + e1 * n1
+    a0, a1, a2 = e0 - dot * n0, e1 - dot * n1, -dot * n2
+    norm = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    a0, a1, a2 = a0 / norm, a1 / norm, a2 / norm
+    d = w.dirs[c]
+    d[0, 0], d[0, 1], d[0, 2] = n0, n1, n2
+    d[1, 0], d[1, 1], d[1, 2] = a0, a1, a2
+    d[2, 0], d[2, 1], d[2, 2] = n1 * a2 - n2 * a1, n2 * a0 - n0 * a2, n0 * a1 - n1 * a0
+    p = pts.point[c]
+    inv_sum = 0.0
     for side in range(2):
-        i = w.pts.i[c] if side == 0 else w.pts.j[c]
-        if i < 0 or b.fixed[i]:
-            continue
-        r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
-        t1, t2 = w.t1[c], w.t2[c]
-        a0, a1, a2 = r1 * t1[2] - r2 * t1[1], r2 * t1[0] - r0 * t1[2], r0 * t1[1] - r1 * t1[0]
-        c0, c1, c2 = r1 * t2[2] - r2 * t2[1], r2 * t2[0] - r0 * t2[2], r0 * t2[1] - r1 * t2[0]
-        e0, e1, e2 = r1 * nrm[2] - r2 * nrm[1], r2 * nrm[0] - r0 * nrm[2], r0 * nrm[1] - r1 * nrm[0]
-        ia = inv_inertia_times(b.quat[i], b.inertia[i], a0, a1, a2)
-        ic = inv_inertia_times(b.quat[i], b.inertia[i], c0, c1, c2)
-        ie = inv_inertia_times(b.quat[i], b.inertia[i], e0, e1, e2)
-        im = b.inv_mass[i]
-        k11 += im + a0 * ia[0] + a1 * ia[1] + a2 * ia[2]
-        k12 += c0 * ia[0] + c1 * ia[1] + c2 * ia[2]
-        k22 += im + c0 * ic[0] + c1 * ic[1] + c2 * ic[2]
-        knn += im + e0 * ie[0] + e1 * ie[1] + e2 * ie[2]
+        i = pts.i[c] if side == 0 else pts.j[c]
+        moving = i >= 0 and not b.fixed[i]
+        if moving:
+            inv_sum += b.inv_mass[i]
+            r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+        for k in range(3):
+            jac = w.jac[c, side, k]
+            resp = w.resp[c, side, k]
+            if not moving:
+                for a in range(3):
+                    jac[a] = 0.0
+                    resp[a] = 0.0
+                continue
+            jac[0] = r1 * d[k, 2] - r2 * d[k, 1]
+            jac[1] = r2 * d[k, 0] - r0 * d[k, 2]
+            jac[2] = r0 * d[k, 1] - r1 * d[k, 0]
+            rr = inv_inertia_times(b.quat[i], b.inertia[i], jac[0], jac[1], jac[2])
+            resp[0], resp[1], resp[2] = rr[0], rr[1], rr[2]
+    k11, k12, k22, knn = inv_sum, 0.0, inv_sum, inv_sum
+    for side in range(2):
+        jac, resp = w.jac[c, side], w.resp[c, side]
+        knn += jac[0, 0] * resp[0, 0] + jac[0, 1] * resp[0, 1] + jac[0, 2] * resp[0, 2]
+        k11 += jac[1, 0] * resp[1, 0] + jac[1, 1] * resp[1, 1] + jac[1, 2] * resp[1, 2]
+        k12 += jac[1, 0] * resp[2, 0] + jac[1, 1] * resp[2, 1] + jac[1, 2] * resp[2, 2]
+        k22 += jac[2, 0] * resp[2, 0] + jac[2, 1] * resp[2, 1] + jac[2, 2] * resp[2, 2]
     w.kn[c] = knn
     det = k11 * k22 - k12 * k12
     w.kmat[c, 0], w.kmat[c, 1], w.kmat[c, 2] = k11, k12, k22
     w.kinv[c, 0], w.kinv[c, 1], w.kinv[c, 2] = k22 / det, -k12 / det, k11 / det
+
+
+@jit(borrow=True)
+def _along(b, w, c, k):
+    """The velocity of body i's point ``c`` relative to body j's along the
+    point's direction ``k`` (0 the normal, 1 and 2 the tangent axes)."""
+    d = w.dirs[c, k]
+    out = 0.0
+    for side in range(2):
+        i = w.pts.i[c] if side == 0 else w.pts.j[c]
+        if i < 0:
+            continue
+        jac = w.jac[c, side, k]
+        u = (b.vel[i, 0] * d[0] + b.vel[i, 1] * d[1] + b.vel[i, 2] * d[2]
+             + b.omega[i, 0] * jac[0] + b.omega[i, 1] * jac[1] + b.omega[i, 2] * jac[2])
+        out += u if side == 0 else -u
+    return out
+
+
+@jit(borrow=True)
+def _push(b, w, c, k, lam):
+    """The impulse ``lam`` along point ``c``'s direction ``k`` on body i,
+    ``-lam`` on body j, into their velocities."""
+    d = w.dirs[c, k]
+    for side in range(2):
+        i = w.pts.i[c] if side == 0 else w.pts.j[c]
+        if i < 0 or b.fixed[i]:
+            continue
+        s = lam if side == 0 else -lam
+        im = s * b.inv_mass[i]
+        resp = w.resp[c, side, k]
+        b.vel[i, 0] += im * d[0]
+        b.vel[i, 1] += im * d[1]
+        b.vel[i, 2] += im * d[2]
+        b.omega[i, 0] += s * resp[0]
+        b.omega[i, 1] += s * resp[1]
+        b.omega[i, 2] += s * resp[2]
 
 
 @jit(borrow=True)
@@ -360,8 +398,8 @@ def springs(b, pl, coef, w):
         f0 = f * nrm[0] - kv * vt0
         f1 = f * nrm[1] - kv * vt1
         f2 = f * nrm[2] - kv * vt2
-        _apply(b, pts.i[c], pts.point[c], 1.0, f0, f1, f2, False)
-        _apply(b, pts.j[c], pts.point[c], -1.0, f0, f1, f2, False)
+        _add_force(b, pts.i[c], pts.point[c], 1.0, f0, f1, f2)
+        _add_force(b, pts.j[c], pts.point[c], -1.0, f0, f1, f2)
     for c in range(n):
         w.mem_key[c] = pts.key[c]
         w.mem_vi[c] = w.vi[c]
@@ -394,18 +432,14 @@ def impulses(b, pl, coef, w, h):
         w.pr[c] = 0.0
         w.pd[c] = 0.0
         w.fn[c] = w.fs[c]
-        nrm = pts.normal[c]
-        _tangent_axes(w, c, nrm[0], nrm[1], nrm[2])
-        _contact_mass(b, w, c)
+        _prepare(b, w, c)
     for _ in range(FRICTION_SWEEPS):
         for c in range(n):
             _damp(b, w, c, h)
             row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
             cap = stiction(row, w.slip[c]) * max(w.fn[c], 0.0) * h
-            v = _relative_velocity(b, pts, c)
-            t1, t2 = w.t1[c], w.t2[c]
-            u1 = v[0] * t1[0] + v[1] * t1[1] + v[2] * t1[2]
-            u2 = v[0] * t2[0] + v[1] * t2[1] + v[2] * t2[2]
+            u1 = _along(b, w, c, 1)
+            u2 = _along(b, w, c, 2)
             # the point's impulse that stops its slip (stick) ...
             p1 = w.pt[c, 0] - (w.kinv[c, 0] * u1 + w.kinv[c, 1] * u2)
             p2 = w.pt[c, 1] - (w.kinv[c, 1] * u1 + w.kinv[c, 2] * u2)
@@ -417,13 +451,9 @@ def impulses(b, pl, coef, w, h):
                 norm = (abs(f1) + abs(f2) if coef.cone == CONE_PYRAMIDAL
                         else np.sqrt(f1 * f1 + f2 * f2))
                 p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
-            d1, d2 = p1 - w.pt[c, 0], p2 - w.pt[c, 1]
+            _push(b, w, c, 1, p1 - w.pt[c, 0])
+            _push(b, w, c, 2, p2 - w.pt[c, 1])
             w.pt[c, 0], w.pt[c, 1] = p1, p2
-            j0 = d1 * t1[0] + d2 * t2[0]
-            j1 = d1 * t1[1] + d2 * t2[1]
-            j2 = d1 * t1[2] + d2 * t2[2]
-            _apply(b, pts.i[c], pts.point[c], 1.0, j0, j1, j2, True)
-            _apply(b, pts.j[c], pts.point[c], -1.0, j0, j1, j2, True)
             if row[C_MU_ROLL] > 0.0 and w.fn[c] > 0.0:
                 _rolling(b, w, c, row[C_MU_ROLL] * w.fn[c] * h)
 
@@ -432,17 +462,12 @@ def impulses(b, pl, coef, w, h):
 def _damp(b, w, c, h):
     """The damping impulse of point ``c`` at its end-of-step approach rate
     (implicit), the total normal impulse kept >= 0; ``fn[c]`` updated."""
-    pts = w.pts
-    nrm = pts.normal[c]
-    v = _relative_velocity(b, pts, c)
-    rate = -(v[0] * nrm[0] + v[1] * nrm[1] + v[2] * nrm[2]) + w.kn[c] * w.pd[c]
+    rate = -_along(b, w, c, 0) + w.kn[c] * w.pd[c]
     ch = w.cd[c] * h
     p = max(ch * rate / (1.0 + ch * w.kn[c]), -w.fs[c] * h)
-    d = p - w.pd[c]
+    _push(b, w, c, 0, p - w.pd[c])
     w.pd[c] = p
     w.fn[c] = w.fs[c] + p / h
-    _apply(b, pts.i[c], pts.point[c], 1.0, d * nrm[0], d * nrm[1], d * nrm[2], True)
-    _apply(b, pts.j[c], pts.point[c], -1.0, d * nrm[0], d * nrm[1], d * nrm[2], True)
 
 
 @jit(borrow=True)
@@ -631,9 +656,9 @@ def _setup(batch, s, out):
                  np.zeros(cap, np.int64), np.zeros((cap, 3)), np.zeros((cap, 3)),
                  np.zeros(cap))
     w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap),
-             np.zeros(cap), np.zeros(cap), np.zeros((cap, 3)),
-             np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)), np.zeros((cap, 2)),
-             np.zeros(cap),
+             np.zeros(cap), np.zeros(cap), np.zeros((cap, 3, 3)), np.zeros((cap, 2, 3, 3)),
+             np.zeros((cap, 2, 3, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)),
+             np.zeros((cap, 2)), np.zeros(cap),
              np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64))
     return b, pl, coef, w
 
@@ -677,7 +702,7 @@ def report(batch, pos, vel, omega, quat, time, s):
         raise RuntimeError(f"scenario {s}: {STATUS_MESSAGES[STATUS_OVERFLOW]}")
     n = int(w.pts.count[0])
     normal = w.fn[:n, None] * w.pts.normal[:n]
-    fric = (w.pt[:n, :1] * w.t1[:n] + w.pt[:n, 1:] * w.t2[:n]) / h
+    fric = (w.pt[:n, :1] * w.dirs[:n, 1] + w.pt[:n, 1:] * w.dirs[:n, 2]) / h
     return {"body": w.pts.i[:n].copy(), "other": w.pts.j[:n].copy(),
             "plane": w.pts.plane[:n].copy(), "corner": w.pts.corner[:n].copy(),
             "contact": w.fn[:n] > 0.0, "penetration": w.pts.depth[:n].copy(),

@@ -1,0 +1,137 @@
+"""Box-steps per second of the time-stepper, against MuJoCo at the same step.
+
+``python -m benchmarks.rigid [--json] [--tosses N] [--duration S] [--repeat R]``:
+``N`` cube tosses (seeded, shaped like the real ContactNets tosses: a
+0.1048 m cube of 0.37 kg and inertia 0.00081 kg m^2 thrown at about
+1.5 m/s with a few rad/s of spin from 0.1-0.25 m above a table, tumbling,
+sliding and coming to rest), each run for ``S`` seconds:
+
+* ``step`` [s]: the time-stepper's stable step for these tosses under the
+  default Hunt-Crossley contact (:func:`simcore.penalty.stable_step`); both
+  engines run at it;
+* ``box_steps_per_s`` (one core, the serial driver) and
+  ``box_steps_per_s_parallel`` (the ``prange`` driver over every core),
+  each the best of ``--repeat``;
+* ``mujoco_steps_per_s`` and ``mujoco_steps_per_s_parallel``: MuJoCo (the
+  ``bench`` extra, ``pip install -e .[bench]``) rolling out the same tosses
+  at the same step with ``mujoco.rollout`` (its C++ threaded rollout: one
+  thread, then one per core), a free box on a plane with friction 0.3;
+* ``speedup`` and ``speedup_parallel``: ours over MuJoCo's, measured in the
+  same run (this machine is shared and noisy; ratios hold better than rates).
+
+MuJoCo's contact model (soft constraints, its own solver) is not ours: the
+comparison is of rollout rates at an equal step, not of trajectories.
+"""
+
+import argparse
+import os
+from dataclasses import replace
+
+import numpy as np
+
+from benchmarks._emit import best, emit
+
+HALF = 0.0524
+MASS = 0.37
+INERTIA = 0.00081
+
+
+def tosses(n, seed=0):
+    """``n`` cube tosses: initial positions, velocities, angular velocities
+    (world) and orientations."""
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(n, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    pos = np.c_[rng.uniform(-0.2, 0.2, (n, 2)), rng.uniform(0.1, 0.25, n) + np.sqrt(3) * HALF]
+    heading = rng.uniform(0, 2 * np.pi, n)
+    speed = rng.uniform(1.0, 2.0, n)
+    vel = np.c_[speed * np.cos(heading), speed * np.sin(heading), rng.uniform(-1.0, 0.0, n)]
+    omega = rng.normal(scale=3.0, size=(n, 3))
+    return pos, vel, omega, q
+
+
+def _ours(n, duration):
+    from simcore import engine as E
+    from simcore import model as M
+
+    pos, vel, omega, q = tosses(n)
+    scen = [M.Scenario(radius=[np.nan], mass=[MASS], pos=[pos[k]], vel=[vel[k]], omega=[omega[k]],
+                       quat=[q[k]], t_end=duration, dt=None, shape=("box",),
+                       extent=[[HALF] * 3], inertia=[[INERTIA] * 3]) for k in range(n)]
+    model, state = M.build(scen, params={"mu_s": 0.3, "mu_k": 0.3, "e_bg": 0.5})
+    step = float(model.scen_dt.min())
+    model = replace(model, scen_dt=np.full(n, step))  # every scenario at the one step
+
+    def run(parallel):
+        res = E.simulate(model, state, None, parallel=parallel)
+        return int(res.steps.sum())
+
+    run(True), run(False)  # compile
+    return step, run, model, state
+
+
+def _mujoco(pos, vel, omega, q, step, duration, threads):
+    import mujoco
+    from mujoco import rollout
+
+    xml = f"""<mujoco><option timestep="{step}"/>
+      <worldbody><geom type="plane" size="5 5 0.1" friction="0.3"/>
+      <body><freejoint/><geom type="box" size="{HALF} {HALF} {HALF}" friction="0.3"/>
+      <inertial pos="0 0 0" mass="{MASS}" diaginertia="{INERTIA} {INERTIA} {INERTIA}"/></body>
+      </worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    data = mujoco.MjData(model)
+    init = np.empty((pos.shape[0], mujoco.mj_stateSize(model, spec)))
+    for k in range(pos.shape[0]):
+        mujoco.mj_resetData(model, data)
+        data.qpos[:] = np.r_[pos[k], q[k]]
+        # the free joint's angular velocity is in the body frame
+        rot = np.empty(9)
+        mujoco.mju_quat2Mat(rot, q[k])
+        data.qvel[:] = np.r_[vel[k], rot.reshape(3, 3).T @ omega[k]]
+        mujoco.mj_getState(model, data, init[k], spec)
+    nstep = int(round(duration / step))
+    datas = [mujoco.MjData(model) for _ in range(threads)]
+    out = np.empty((pos.shape[0], nstep, init.shape[1]))
+
+    def run():
+        rollout.rollout(model, datas, init, nstep=nstep, state=out)
+        return pos.shape[0] * nstep
+
+    run()
+    return run
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tosses", type=int, default=64)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    step, run, model, state = _ours(args.tosses, args.duration)
+    steps = run(False)
+    out = {"tosses": args.tosses, "duration_s": args.duration, "step": step,
+           "box_steps": steps,
+           "box_steps_per_s": steps / best(lambda: run(False), args.repeat),
+           "box_steps_per_s_parallel": steps / best(lambda: run(True), args.repeat)}
+    try:
+        import mujoco  # noqa: F401
+    except ImportError:
+        out["mujoco"] = "not installed (pip install -e .[bench])"
+    else:
+        pos, vel, omega, q = tosses(args.tosses)
+        cores = os.cpu_count() or 1
+        for key, threads in (("mujoco_steps_per_s", 1), ("mujoco_steps_per_s_parallel", cores)):
+            peer = _mujoco(pos, vel, omega, q, step, args.duration, threads)
+            n = peer()
+            out[key] = n / best(peer, args.repeat)
+        out["speedup"] = out["box_steps_per_s"] / out["mujoco_steps_per_s"]
+        out["speedup_parallel"] = (out["box_steps_per_s_parallel"]
+                                   / out["mujoco_steps_per_s_parallel"])
+    emit(out, args.json, width=28)
+
+
+if __name__ == "__main__":
+    main()
