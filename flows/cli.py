@@ -118,9 +118,12 @@ def cmd_simulate(args):
         ds = replace(ds, laws=contact_laws.resolve(laws, ds.spin))
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
-    tables = replay.simulate_dataset(ds, values, integrator=args.integrator)
+    notes = []
+    tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes)
     if cold:
         _compiled("simulate")
+    for line in notes:
+        print(line)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():

@@ -34,21 +34,31 @@ from .collision import SHAPE_NAMES
 from . import targets
 from .config import jit
 from .model import MAX_BODIES, TOUCH_TOL, Scenario, build
+from .penalty import CONES
+from .rigid import quat_matrix
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 TIME = {"s": 1.0, "ms": 1e-3}
 
-# Contract columns: name -> (kind, required); kinds "str", "int", "float".
+# Contract columns: name -> (kind, required); kinds "str", "int", "float",
+# "bool" (Parquet booleans, or 0/1).  ``radius`` is required for spheres,
+# ``hx, hy, hz`` for boxes (checked per row).
 TABLES = {
     "bodies": {"scenario_id": ("str", True), "body_id": ("int", True), "shape": ("str", True),
-               "radius": ("float", True), "mass": ("float", True), "material": ("str", False),
+               "radius": ("float", False), "mass": ("float", True), "material": ("str", False),
                "x0": ("float", False), "y0": ("float", False), "z0": ("float", False),
                "vx0": ("float", False), "vy0": ("float", False), "vz0": ("float", False),
-               "wx0": ("float", False), "wy0": ("float", False), "wz0": ("float", False)},
+               "wx0": ("float", False), "wy0": ("float", False), "wz0": ("float", False),
+               "hx": ("float", False), "hy": ("float", False), "hz": ("float", False),
+               "ixx": ("float", False), "iyy": ("float", False), "izz": ("float", False),
+               "fixed": ("bool", False), "qw0": ("float", False), "qx0": ("float", False),
+               "qy0": ("float", False), "qz0": ("float", False)},
     "trajectories": {"scenario_id": ("str", True), "body_id": ("int", True), "t": ("float", True),
                      "x": ("float", True), "y": ("float", True), "z": ("float", True),
                      "vx": ("float", False), "vy": ("float", False), "vz": ("float", False),
-                     "wx": ("float", False), "wy": ("float", False), "wz": ("float", False)},
+                     "wx": ("float", False), "wy": ("float", False), "wz": ("float", False),
+                     "qw": ("float", False), "qx": ("float", False), "qy": ("float", False),
+                     "qz": ("float", False)},
     "walls": {"scenario_id": ("str", True), "wall_id": ("int", True), "nx": ("float", True),
               "ny": ("float", True), "nz": ("float", True), "d": ("float", True),
               "material": ("str", False), "height": ("float", False)},
@@ -62,8 +72,18 @@ TABLES = {
                   "dt": ("float", False), "split": ("str", False)},
 }
 REQUIRED_TABLES = ("bodies", "trajectories")
+#: Columns whose cells may be empty, per table: what one shape has and
+#: another has not (a box's radius, a sphere's half extents), and the
+#: optional per-body values (empty: the default).  Empty numbers read as
+#: NaN, an empty ``fixed`` as false.
+NULLABLE = {"bodies": {"radius", "hx", "hy", "hz", "ixx", "iyy", "izz", "fixed", "qw0", "qx0",
+                       "qy0", "qz0"}}
+#: The shape-specific columns of ``bodies`` (a box's half extents).
+BOX_COLS = ("hx", "hy", "hz")
 # Which columns are lengths, times, speeds or forces (for unit conversion).
-_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d", "height"}
+_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d", "height", "hx", "hy", "hz"}
+#: Moments of inertia [kg length^2].
+_INERTIA_COLS = {"ixx", "iyy", "izz"}
 _SPEED_COLS = {"vx0", "vy0", "vz0", "vx", "vy", "vz", "dvx", "dvy", "dvz"}
 #: Angular velocities [rad per time unit].
 _RATE_COLS = {"wx0", "wy0", "wz0", "wx", "wy", "wz"}
@@ -91,8 +111,8 @@ KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unkno
          "non-positive mass or radius", "unknown shape", "duplicate body",
          "duplicate or decreasing t", "body without trajectory", "trajectory without body",
          "control without body", "control window reversed", "zero wall normal",
-         "non-positive duration or dt", "unknown split", "below the ground at the first sample",
-         "spheres overlapping at the first sample")
+         "non-positive duration or dt", "unknown split", "non-unit quaternion",
+         "below the ground at the first sample", "spheres overlapping at the first sample")
 
 
 class Report:
@@ -324,7 +344,8 @@ def _read_table(path, name, report):
 def _csv_options(name):
     """CSV conversion: the contract's string columns stay strings."""
     return pacsv.ConvertOptions(
-        column_types={c: pa.string() for c, (k, _) in TABLES[name].items() if k == "str"})
+        column_types={c: pa.string() for c, (k, _) in TABLES[name].items() if k == "str"},
+        true_values=["true", "True", "TRUE"], false_values=["false", "False", "FALSE"])
 
 
 def _missing_columns(present, path, name, report):
@@ -350,12 +371,25 @@ def _check_columns(table, name, path, report, row0=0):
         # (the table does not hold every column twice at once).
         col = table[c]
         table = table.drop_columns([c])
+        if col.null_count and c in NULLABLE.get(name, ()):
+            col = pc.fill_null(col.cast(pa.bool_() if kind == "bool" else pa.float64())
+                               if pa.types.is_null(col.type) else col,
+                               False if kind == "bool" else np.nan)
         if col.null_count:
             rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
             report.add_rows("missing value", path, name, c, rows + row0, "empty cell", sids)
             continue
         try:
-            if kind == "str":
+            if kind == "bool":
+                if not pa.types.is_boolean(col.type):
+                    vals = col.to_numpy(zero_copy_only=False)
+                    bad = np.flatnonzero(~np.isin(vals, (0, 1)))
+                    if bad.size:
+                        report.add_rows("wrong type", path, name, c, bad + row0,
+                                        "expected true or false (or 1 or 0)", sids)
+                        continue
+                col = col.cast(pa.bool_())
+            elif kind == "str":
                 if pa.types.is_dictionary(col.type):
                     col = col.cast(pa.dictionary(pa.int32(), pa.string()))
                 else:
@@ -381,7 +415,11 @@ def _check_columns(table, name, path, report, row0=0):
             col = pa.chunked_array([col.combine_chunks()])
         if kind == "float":
             vals = col.chunk(0).to_numpy()
-            if _count_nonfinite(vals):
+            if c in NULLABLE.get(name, ()):  # empty (NaN) is allowed, checked per shape
+                if np.isinf(vals).any():
+                    report.add_rows("NaN or inf", path, name, c, np.flatnonzero(np.isinf(vals))
+                                    + row0, "not a finite number", sids)
+            elif _count_nonfinite(vals):
                 report.add_rows("NaN or inf", path, name, c,
                                 np.flatnonzero(~np.isfinite(vals)) + row0, "not a finite number",
                                 sids)
@@ -438,6 +476,8 @@ def _convert_units(table, length, time):
             factor = time
         elif c in _RATE_COLS:
             factor = 1.0 / time
+        elif c in _INERTIA_COLS:
+            factor = length * length
         elif c in ("fx", "fy", "fz"):
             factor = length / time**2  # force unit: kg * length / time^2
         cols[c] = col if factor == 1.0 else pc.multiply(col, factor)
@@ -498,8 +538,9 @@ def safe_yaml(path):
 META_KEYS = ("name", "description", "source", "license", "citation", "units", "gravity",
              "ground_z", "truth", "params", "laws", "model", "noise", "generator",
              "allow_implausible")
-#: The keys of ``dataset.yaml`` ``model``.
-MODEL_KEYS = ("spin",)
+#: The keys of ``dataset.yaml`` ``model``: ``spin`` (true or false) and
+#: ``cone`` (the time-stepper's friction cone, :data:`simcore.penalty.CONES`).
+MODEL_KEYS = ("spin", "cone")
 
 
 def _check_meta(meta, meta_path, report):
@@ -557,6 +598,10 @@ def _check_meta(meta, meta_path, report):
                 report.add("unknown key", meta_path, f"model.{key}" + (
                     f"; did you mean model.{near[0]}?" if near else
                     f"; expected {', '.join(MODEL_KEYS)}"))
+            elif key == "cone":
+                if v not in CONES:
+                    report.add("wrong type", meta_path,
+                               f"model.cone = {v!r}: expected one of {list(CONES)}")
             elif not isinstance(v, bool):
                 report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
     if not isinstance(meta.get("allow_implausible", False), bool):
@@ -585,17 +630,6 @@ def _read(root, report, keep=True, batch_rows=None):
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
     spin = (meta.get("model") or {}).get("spin") is True
-    try:
-        laws = contact_laws.resolve(meta.get("laws"), spin)
-    except ValueError as exc:
-        report.add("unknown contact law", meta_path, str(exc))
-        laws = contact_laws.resolve()
-    for what, values in (("params", fixed), ("truth", truth)):
-        for name in values:
-            try:
-                P.check(name, laws, spin)
-            except ValueError as exc:
-                report.add("unknown parameter", meta_path, f"{what}: {exc}")
     tables = {}
     scale = _units(meta)
     scan = kept = None
@@ -621,6 +655,22 @@ def _read(root, report, keep=True, batch_rows=None):
         table = _read_table(file, name, report)
         if table is not None and scale is not None:
             tables[name] = _convert_units(table, *scale)
+    if "bodies" in tables and "radius" not in tables["bodies"].column_names:
+        tables["bodies"] = tables["bodies"].append_column(  # boxes only
+            "radius", pa.array(np.full(tables["bodies"].num_rows, np.nan)))
+    boxes = "bodies" in tables and "box" in pc.unique(
+        tables["bodies"]["shape"].cast(pa.string())).to_pylist()
+    try:
+        laws = contact_laws.resolve(meta.get("laws"), spin, boxes)
+    except ValueError as exc:
+        report.add("unknown contact law", meta_path, str(exc))
+        laws = contact_laws.resolve()
+    for what, values in (("params", fixed), ("truth", truth)):
+        for name in values:
+            try:
+                P.check(name, laws, spin)
+            except ValueError as exc:
+                report.add("unknown parameter", meta_path, f"{what}: {exc}")
     if report:
         return None
     gravity = float(meta.get("gravity", 9.81))
@@ -695,6 +745,7 @@ def scenarios(ds, integrator=None, coefficients=()):
     has_p0 = all(c in b_np for c in ("x0", "y0", "z0"))
     has_v0 = all(c in b_np for c in ("vx0", "vy0", "vz0"))
     has_w0 = all(c in b_np for c in ("wx0", "wy0", "wz0"))
+    rigid = contact_laws.family(ds.laws) == "penalty"
     fitted = {} if (has_p0 and has_v0) else fitted_initial_states(ds)
     t_sorted = ser["t"]
     out, times, ids = [], [], []
@@ -736,7 +787,7 @@ def scenarios(ds, integrator=None, coefficients=()):
         else:
             ts = np.unique(np.concatenate([t_sorted[a:a + n] for a, n in zip(s_start, s_count)]))
         t_end = ts[-1]
-        dt = DEFAULT_DT
+        dt = None if rigid else DEFAULT_DT  # the time-stepper takes its stable step
         if sid in sgroups:
             r = sgroups[sid][0]
             t_end = t0 + s_np["duration"][r]
@@ -764,17 +815,37 @@ def scenarios(ds, integrator=None, coefficients=()):
             controls = np.stack([cb] + [c_np[c][crow] for c in ("t0", "t1", "fx", "fy", "fz")], axis=1)
         shapes = tuple(str(x) for x in b_np["shape"][rows])
         out.append(Scenario(radius=b_np["radius"][rows], mass=b_np["mass"][rows], pos=pos, vel=vel,
-                            t_end=float(t_end), dt=float(dt), t0=float(t0), walls=walls,
+                            t_end=float(t_end), dt=None if dt is None else float(dt),
+                            t0=float(t0), walls=walls,
                             controls=controls, shape=shapes, name=sid, wall_material=wall_mat,
                             material=list(b_np["material"][rows]) if "material" in b_np else None,
-                            omega=omega, wall_height=wall_height))
+                            omega=omega, wall_height=wall_height, **_rigid_columns(b_np, rows)))
         times.append(ts[(ts >= t0) & (ts <= t_end)])
         ids.append((sid, body_ids))
     layout = ds.layout(coefficients)
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
-                         coefficients=layout.per_material, laws=layout.laws, spin=ds.spin)
+                         coefficients=layout.per_material, laws=layout.laws, spin=ds.spin,
+                         cone=(ds.meta.get("model") or {}).get("cone", "elliptic"))
     return model, state, times, ids
+
+
+def _rigid_columns(b_np, rows):
+    """A scenario's rigid-body fields (:class:`simcore.model.Scenario`) from
+    the ``bodies`` columns that are there: half extents, inertia (empty:
+    uniform), ``fixed``, the initial quaternion (empty: identity)."""
+    out = {}
+    if all(c in b_np for c in BOX_COLS):
+        out["extent"] = np.stack([b_np[c][rows] for c in BOX_COLS], axis=1)
+    if all(c in b_np for c in ("ixx", "iyy", "izz")):
+        out["inertia"] = np.stack([b_np[c][rows] for c in ("ixx", "iyy", "izz")], axis=1)
+    if "fixed" in b_np:
+        out["fixed"] = b_np["fixed"][rows].astype(bool)
+    if all(c in b_np for c in ("qw0", "qx0", "qy0", "qz0")):
+        quat = np.stack([b_np[c][rows] for c in ("qw0", "qx0", "qy0", "qz0")], axis=1)
+        quat[np.isnan(quat).any(axis=1)] = [1.0, 0.0, 0.0, 0.0]
+        out["quat"] = quat
+    return out
 
 
 def body_series(ds):
@@ -1446,12 +1517,8 @@ def _check_rules(ds, scan, report):
     b_sid, b_body = ds.ids_of("bodies"), _col(ds, "bodies", "body_id")
 
     # bodies: positive sizes, known shapes, no duplicates.
-    for c in ("radius", "mass"):
-        bad = np.flatnonzero(_col(ds, "bodies", c) <= 0)
-        if bad.size:
-            report.add_rows("non-positive mass or radius", f["bodies"], "bodies", c, bad,
-                            f"{c} must be > 0", b_sid)
     shapes = _col(ds, "bodies", "shape").astype(str)
+    _check_sizes(ds, f, report, shapes, b_sid)
     bad = np.flatnonzero(~np.isin(shapes, SHAPE_NAMES))
     if bad.size:
         report.add_rows("unknown shape", f["bodies"], "bodies", "shape", bad,
@@ -1506,6 +1573,48 @@ def _check_rules(ds, scan, report):
     # Geometry at the first sample: above the ground, no overlaps.
     if not report:
         _check_first_sample(ds, f, scan, report, b_sid)
+
+
+def _check_sizes(ds, f, report, shapes, b_sid):
+    """Masses > 0; a sphere's radius, a box's half extents > 0 (given);
+    moments of inertia, where given, > 0; initial quaternions of norm 1."""
+    cols = ds.tables["bodies"].column_names
+    sphere, box = shapes == "sphere", shapes == "box"
+    bad = np.flatnonzero(_col(ds, "bodies", "mass") <= 0)
+    if bad.size:
+        report.add_rows("non-positive mass or radius", f["bodies"], "bodies", "mass", bad,
+                        "mass must be > 0", b_sid)
+    bad = np.flatnonzero(sphere & ~(_col(ds, "bodies", "radius") > 0))
+    if bad.size:
+        report.add_rows("non-positive mass or radius", f["bodies"], "bodies", "radius", bad,
+                        "a sphere's radius must be given and > 0", b_sid)
+    for c in BOX_COLS:
+        if box.any() and c not in cols:
+            report.add("missing column", f"{f['bodies']}: table bodies",
+                       f"column {c} is required for boxes (half extents hx, hy, hz)")
+        elif box.any():
+            bad = np.flatnonzero(box & ~(_col(ds, "bodies", c) > 0))
+            if bad.size:
+                report.add_rows("non-positive mass or radius", f["bodies"], "bodies", c, bad,
+                                f"a box's half extent {c} must be given and > 0", b_sid)
+    for c in ("ixx", "iyy", "izz"):
+        if c in cols:
+            v = _col(ds, "bodies", c)
+            bad = np.flatnonzero(~np.isnan(v) & ~(v > 0))
+            if bad.size:
+                report.add_rows("non-positive mass or radius", f["bodies"], "bodies", c, bad,
+                                f"{c} must be > 0 (or empty: a uniform body)", b_sid)
+    quat = [c for c in ("qw0", "qx0", "qy0", "qz0") if c in cols]
+    if quat and len(quat) < 4:
+        report.add("missing column", f"{f['bodies']}: table bodies",
+                   "columns qw0, qx0, qy0, qz0 go together (an initial quaternion)")
+    elif quat:
+        q = np.stack([_col(ds, "bodies", c) for c in quat], axis=1)
+        given = ~np.isnan(q).all(axis=1)
+        bad = np.flatnonzero(given & ~(np.abs(np.linalg.norm(q, axis=1) - 1.0) <= 1e-6))
+        if bad.size:
+            report.add_rows("non-unit quaternion", f["bodies"], "bodies", "qw0", bad,
+                            "(qw0, qx0, qy0, qz0) must have norm 1 (within 1e-6)", b_sid)
 
 
 def _check_references(ds, f, report):
@@ -1745,15 +1854,22 @@ def _check_first_sample(ds, f, scan, report, b_sid):
         p0 = scan.head_p[:, 0]
     # Within TOUCH_TOL a body touches (the engine moves it out: model.TOUCH_TOL).
     tol = TOUCH_TOL
-    below = np.flatnonzero(p0[:, 2] - radius < ds.ground_z - tol)
+    # A sphere reaches down by its radius, a box by its half extents along
+    # its axes' vertical components (its lowest corner); boxes are not
+    # checked for overlaps (fixed boxes carry others).
+    reach = np.where(_col(ds, "bodies", "shape").astype(str) == "box", _box_reach(ds), radius)
+    fixed = (_col(ds, "bodies", "fixed").astype(bool) if "fixed" in bodies
+             else np.zeros(radius.size, bool))
+    below = np.flatnonzero((p0[:, 2] - reach < ds.ground_z - tol) & ~fixed)
     if below.size and given:
         report.add_rows("below the ground at the first sample", f["bodies"], "bodies", "z0",
-                        below, f"z0 - radius below ground_z by more than {tol:g} m", b_sid)
+                        below, f"z0 - radius (a box: its lowest corner) below ground_z by more "
+                        f"than {tol:g} m", b_sid)
     elif below.size:
         report.add_rows("below the ground at the first sample", f["trajectories"],
                         "trajectories", "z", b_index[below],
-                        f"z - radius below ground_z by more than {tol:g} m (beyond the 3 mm "
-                        "snap of the initial fit)",
+                        f"z - radius (a box: its lowest corner) below ground_z by more than "
+                        f"{tol:g} m (beyond the 3 mm snap of the initial fit)",
                         {int(b_index[r]): b_sid[r] for r in below[:Report.SHOW]})
     # Overlaps: every pair of a scenario's bodies, in one pass.
     groups = _groups(ds, "bodies")
@@ -1772,6 +1888,23 @@ def _check_first_sample(ds, f, scan, report, b_sid):
                        f"{f['trajectories']}: table trajectories, row {int(b_index[b])}",
                        f"bodies {int(body_id[a])} and {int(body_id[b])} overlap by "
                        f"{-gap:.3g} m (more than the {tol:g} m taken as touching)", sid)
+
+
+def _box_reach(ds):
+    """How far below its centre each body of ``bodies`` reaches if it is a box
+    (its initial orientation, identity when not given); NaN for the others."""
+    cols = ds.tables["bodies"].column_names
+    n = ds.tables["bodies"].num_rows
+    if not all(c in cols for c in BOX_COLS):
+        return np.full(n, np.nan)
+    ext = np.stack([_col(ds, "bodies", c) for c in BOX_COLS], axis=1)
+    quat = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
+    if "qw0" in cols:
+        given = np.stack([_col(ds, "bodies", c) for c in ("qw0", "qx0", "qy0", "qz0")], axis=1)
+        ok = ~np.isnan(given).any(axis=1)
+        quat[ok] = given[ok]
+    rows = np.array([np.abs(quat_matrix(q)[2]) for q in quat])
+    return np.sum(rows * ext, axis=1)
 
 
 @jit

@@ -26,18 +26,24 @@ from .events import EVENT_KINDS, EventKind
 from .laws import resolve
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
-#: The angular velocities [rad/s] the spinning model's tables add.
+#: The angular velocities [rad/s] the spinning model's and rigid bodies'
+#: tables add.
 SPIN_COLUMNS = ("wx", "wy", "wz")
+#: The orientations (unit quaternions, scalar first) rigid bodies' tables add.
+QUAT_COLUMNS = ("qw", "qx", "qy", "qz")
 
 
-def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None):
+def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, notes=None):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
     fixed values, then the defaults) under the contact ``laws`` (``{kind:
     name}``; None: the dataset's own) and motion model (``spin``; None: the
     dataset's own).  Returns ``{"trajectories", "events",
     "final"}`` tables; a spinning model's trajectories and final states carry
-    the angular velocities ``wx, wy, wz`` too."""
+    the angular velocities ``wx, wy, wz`` too, rigid bodies' (the
+    time-stepper's) also their orientations ``qw, qx, qy, qz``.  ``notes``:
+    a list the model's notes are appended to (:attr:`simcore.model.Model.notes`:
+    sub-stepping)."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
     if spin is not None:
@@ -45,7 +51,11 @@ def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None):
     if laws is not None:
         ds = replace(ds, laws=resolve(laws, ds.spin))
     values = dict(ds.fixed_params, **(params or {}))
+    # built with the values (the time-stepper's stable step depends on them)
+    ds = replace(ds, fixed_params=values)
     model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values))
+    if notes is not None:
+        notes.extend(model.notes)
     res = simulate(model.with_params(values), state, times)
     return {"trajectories": _trajectories(ds, res, ids), "events": _events(res, ids),
             "final": _final(res, ids)}
@@ -57,11 +67,14 @@ def _trajectories(ds, res, ids):
     t_t = traj["t"].to_numpy()
     rows_of = D._groups(ds, "trajectories")
     spun = res.samp_omega is not None
-    cols = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())}
+    turned = res.samp_quat is not None
+    cols = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())
+            + (QUAT_COLUMNS if turned else ())}
     counts = []
     for s, (sid, body_ids) in enumerate(ids):
         ts, pos, vel = res.samples(s)
         omega = res.samp_omega[res.samp_ptr[s]:res.samp_ptr[s + 1]] if spun else None
+        quat = res.samp_quat[res.samp_ptr[s]:res.samp_ptr[s + 1]] if turned else None
         rows = np.sort(rows_of[sid])
         k = np.searchsorted(ts, t_t[rows])
         slot = np.searchsorted(body_ids, t_bid[rows])
@@ -73,6 +86,8 @@ def _trajectories(ds, res, ids):
             cols["v" + c].append(vel[k, slot, d])
             if spun:
                 cols["w" + c].append(omega[k, slot, d])
+        for d, c in enumerate(QUAT_COLUMNS if turned else ()):
+            cols[c].append(quat[k, slot, d])
     out = _stack({k: v for k, v in cols.items() if k != "scenario_id"})
     # One string object per scenario, repeated in C (never a per-row Python loop).
     sids = np.empty(len(ids), dtype=object)
@@ -104,7 +119,9 @@ def _events(res, ids):
 
 def _final(res, ids):
     spun = res.samp_omega is not None
-    fin = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())}
+    turned = res.samp_quat is not None
+    fin = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())
+           + (QUAT_COLUMNS if turned else ())}
     for s, (sid, body_ids) in enumerate(ids):
         nb = len(body_ids)
         fin["scenario_id"] += [sid] * nb
@@ -115,6 +132,8 @@ def _final(res, ids):
             fin["v" + c].append(res.final.body_vel[s, :nb, d])
             if spun:
                 fin["w" + c].append(res.final.body_omega[s, :nb, d])
+        for d, c in enumerate(QUAT_COLUMNS if turned else ()):
+            fin[c].append(res.final.body_quat[s, :nb, d])
     return _stack(fin)
 
 

@@ -421,3 +421,99 @@ def test_pyramidal_cone_brakes_a_diagonal_slide_by_mu_over_root_two():
         out[cone] = np.linalg.norm(res.final.body_pos[0, 0, :2])
     assert out["elliptic"] == pytest.approx(v0 ** 2 / (2 * mu * G), rel=3e-3)
     assert out["pyramidal"] == pytest.approx(np.sqrt(2) * v0 ** 2 / (2 * mu * G), rel=3e-3)
+
+
+# --- the dataset contract -----------------------------------------------------
+
+def _write_box_dataset(root, bodies, replayed=True):
+    """A dataset of boxes: ``bodies`` rows (dicts), 0.3 s of trajectories at
+    100 Hz, the engine's own (``replayed``) or standing still."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from simcore import replay
+
+    root.mkdir(parents=True, exist_ok=True)
+    meta = "name: boxes\nunits: {length: m, time: s}\n"
+    (root / "dataset.yaml").write_text(meta + "allow_implausible: true\n")
+    pq.write_table(pa.Table.from_pylist(bodies), root / "bodies.parquet")
+    times = np.round(np.arange(0.0, 0.3001, 0.01), 10)
+    rows = [dict(scenario_id=b["scenario_id"], body_id=b["body_id"], t=float(t), x=b["x0"],
+                 y=b["y0"], z=b["z0"]) for b in bodies for t in times]
+    pq.write_table(pa.Table.from_pylist(rows), root / "trajectories.parquet")
+    if replayed:
+        traj = replay.simulate_dataset(root)["trajectories"]
+        pq.write_table(pa.Table.from_pydict({c: traj[c] for c in ("scenario_id", "body_id", "t",
+                                                                  "x", "y", "z")}),
+                       root / "trajectories.parquet")
+        (root / "dataset.yaml").write_text(meta)
+
+
+def _box_rows():
+    q = quat_about((1, 1, 0), 0.4)
+    return [dict(scenario_id="toss", body_id=0, shape="box", radius=None, mass=MASS, hx=H, hy=H,
+                 hz=0.03, ixx=None, iyy=None, izz=None, fixed=0, qw0=q[0], qx0=q[1], qy0=q[2],
+                 qz0=q[3], x0=0.0, y0=0.0, z0=0.2, vx0=1.0, vy0=0.0, vz0=0.0, wx0=0.0, wy0=5.0,
+                 wz0=0.0),
+            dict(scenario_id="table", body_id=0, shape="box", radius=None, mass=10.0, hx=0.3,
+                 hy=0.3, hz=0.05, ixx=None, iyy=None, izz=None, fixed=1, qw0=1.0, qx0=0.0,
+                 qy0=0.0, qz0=0.0, x0=0.0, y0=0.0, z0=0.45, vx0=0.0, vy0=0.0, vz0=0.0, wx0=0.0,
+                 wy0=0.0, wz0=0.0),
+            dict(scenario_id="table", body_id=1, shape="sphere", radius=0.03, mass=0.1, hx=None,
+                 hy=None, hz=None, ixx=None, iyy=None, izz=None, fixed=0, qw0=None, qx0=None,
+                 qy0=None, qz0=None, x0=0.1, y0=0.0, z0=0.6, vx0=0.0, vy0=0.0, vz0=0.0,
+                 wx0=0.0, wy0=0.0, wz0=0.0)]
+
+
+def test_a_box_dataset_reads_simulates_and_replays_with_orientations(tmp_path):
+    from simcore import dataset as D
+    from simcore import replay
+
+    _write_box_dataset(tmp_path / "ds", _box_rows())
+    ds = D.read(tmp_path / "ds")
+    assert ds.laws == dict.fromkeys(ds.laws, "hunt_crossley")
+    model, state, times, ids = D.scenarios(ds)
+    table, toss = [sid for sid, _ in ids].index("table"), [sid for sid, _ in ids].index("toss")
+    assert model.integrator == 2 and model.body_fixed[table].tolist() == [True, False]
+    assert model.body_ext[toss, 0] == pytest.approx([H, H, 0.03])
+    assert model.body_inertia[toss, 0] == pytest.approx(
+        MASS / 3 * np.array([H ** 2 + 0.03 ** 2, H ** 2 + 0.03 ** 2, 2 * H ** 2]))
+    assert state.body_quat[toss, 0] == pytest.approx(quat_about((1, 1, 0), 0.4))
+    tables = replay.simulate_dataset(ds)
+    traj = tables["trajectories"]
+    assert {"qw", "qx", "qy", "qz", "wx", "wy", "wz"} <= set(traj)
+    assert np.allclose(np.linalg.norm(np.stack([traj[c] for c in ("qw", "qx", "qy", "qz")]),
+                                      axis=0), 1.0)
+    # the ball falls onto the fixed table top (z = 0.5) and bounces on it (e_bb 0.95)
+    ball = (np.asarray(traj["scenario_id"]) == "table") & (traj["body_id"] == 1)
+    z = traj["z"][ball]
+    assert z.min() == pytest.approx(0.53, abs=1e-3) and z[-1] > 0.53
+    table_z = traj["z"][(np.asarray(traj["scenario_id"]) == "table") & (traj["body_id"] == 0)]
+    assert np.all(table_z == 0.45)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"qw0": 0.9}, "(?s)non-unit quaternion.*table bodies, column qw0"),
+    ({"hy": -0.1}, "(?s)column hy.*half extent hy must be given and > 0"),
+    ({"z0": 0.0}, "(?s)below the ground at the first sample.*lowest corner"),
+    ({"fixed": 3}, "(?s)column fixed.*expected true or false"),
+])
+def test_bad_box_rows_are_named(tmp_path, change, message):
+    from simcore import dataset as D
+
+    rows = _box_rows()[:1]
+    rows[0].update(change)
+    _write_box_dataset(tmp_path / "ds", rows, replayed=False)
+    with pytest.raises(D.DatasetError, match=message) as err:
+        D.read(tmp_path / "ds")
+    assert "row 0" in str(err.value)
+
+
+def test_a_sphere_without_a_radius_is_named(tmp_path):
+    from simcore import dataset as D
+
+    rows = _box_rows()[1:]
+    rows[1]["radius"] = None
+    _write_box_dataset(tmp_path / "ds", rows, replayed=False)
+    with pytest.raises(D.DatasetError, match="(?s)column radius, row 1.*a sphere's radius"):
+        D.read(tmp_path / "ds")
