@@ -119,7 +119,8 @@ def cmd_simulate(args):
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
     notes = []
-    tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes)
+    tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes,
+                                     strict=args.strict)
     if cold:
         _compiled("simulate")
     for line in notes:
@@ -413,6 +414,9 @@ def build_parser():
     sim.add_argument("--out", required=True, help="output directory")
     sim.add_argument("--integrator", choices=list(INTEGRATORS),
                      help="default: the first registered integrator that runs the dataset")
+    sim.add_argument("--strict", action="store_true",
+                     help="time-stepper (boxes, penalty laws): refuse a dt over the contacts' "
+                          "stable step instead of sub-stepping")
     sim.set_defaults(func=cmd_simulate)
     val = sub.add_parser("validate", help="check a dataset against the contract")
     val.add_argument("dataset")

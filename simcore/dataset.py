@@ -713,7 +713,7 @@ def _groups(ds, table):
     return ds.groups[table]
 
 
-def scenarios(ds, integrator=None, coefficients=()):
+def scenarios(ds, integrator=None, coefficients=(), strict=False):
     """Engine scenarios of a dataset: ``(Model, State, sample_times, ids)``.
 
     Initial states come from the bodies' x0..vz0 when given, otherwise from a
@@ -723,7 +723,10 @@ def scenarios(ds, integrator=None, coefficients=()):
     (or for ``scenarios.duration``).  Sample times are the union of its
     bodies' trajectory times.  The model's coefficients are the dataset's
     ``params`` on :meth:`Dataset.layout` (``coefficients``: per-material
-    entries to have besides those ``params`` and ``truth`` name).
+    entries to have besides those ``params`` and ``truth`` name).  Rigid
+    bodies without a ``scenarios.dt`` take the time-stepper's stable step;
+    with one over it they sub-step, or with ``strict`` are refused
+    (:func:`simcore.model.build`).
     """
     bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
@@ -826,7 +829,8 @@ def scenarios(ds, integrator=None, coefficients=()):
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
                          coefficients=layout.per_material, laws=layout.laws, spin=ds.spin,
-                         cone=(ds.meta.get("model") or {}).get("cone", "elliptic"))
+                         cone=(ds.meta.get("model") or {}).get("cone", "elliptic"),
+                         strict=strict)
     return model, state, times, ids
 
 

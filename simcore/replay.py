@@ -33,7 +33,8 @@ SPIN_COLUMNS = ("wx", "wy", "wz")
 QUAT_COLUMNS = ("qw", "qx", "qy", "qz")
 
 
-def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, notes=None):
+def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, notes=None,
+                     strict=False):
     """Simulate ``ds`` (a :class:`~simcore.dataset.Dataset` or a path) with the
     coefficients ``params`` (a mapping; missing names take the dataset's
     fixed values, then the defaults) under the contact ``laws`` (``{kind:
@@ -43,7 +44,7 @@ def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, not
     the angular velocities ``wx, wy, wz`` too, rigid bodies' (the
     time-stepper's) also their orientations ``qw, qx, qy, qz``.  ``notes``:
     a list the model's notes are appended to (:attr:`simcore.model.Model.notes`:
-    sub-stepping)."""
+    sub-stepping; with ``strict`` a dt over the stable step is an error)."""
     if not isinstance(ds, D.Dataset):
         ds = D.read(ds)
     if spin is not None:
@@ -53,7 +54,8 @@ def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, not
     values = dict(ds.fixed_params, **(params or {}))
     # built with the values (the time-stepper's stable step depends on them)
     ds = replace(ds, fixed_params=values)
-    model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values))
+    model, state, times, ids = D.scenarios(ds, integrator=integrator, coefficients=list(values),
+                                           strict=strict)
     if notes is not None:
         notes.extend(model.notes)
     res = simulate(model.with_params(values), state, times)

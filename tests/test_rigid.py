@@ -517,3 +517,23 @@ def test_a_sphere_without_a_radius_is_named(tmp_path):
     _write_box_dataset(tmp_path / "ds", rows, replayed=False)
     with pytest.raises(D.DatasetError, match="(?s)column radius, row 1.*a sphere's radius"):
         D.read(tmp_path / "ds")
+
+
+def test_cli_simulates_a_box_dataset_says_it_sub_steps_and_strict_refuses(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from flows.cli import main
+
+    ds = tmp_path / "ds"
+    _write_box_dataset(ds, _box_rows()[:1])
+    assert main(["simulate", str(ds), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "sub-stepped to their contacts' stable step" in out
+    traj = pq.read_table(tmp_path / "o" / "trajectories.parquet")
+    assert {"qw", "qx", "qy", "qz"} <= set(traj.column_names)
+    pq.write_table(pa.table({"scenario_id": ["toss"], "duration": [0.3], "dt": [1e-2]}),
+                   ds / "scenarios.parquet")
+    assert main(["simulate", str(ds), "--out", str(tmp_path / "o"), "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert "have a dt over their contacts' stable step" in err and "Traceback" not in err
