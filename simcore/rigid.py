@@ -39,10 +39,9 @@ def sphere_inertia(mass, radius):
 
 
 @jit(borrow=True)
-def quat_rotate(q, v0, v1, v2):
-    """``R(q) v``: the body-frame vector ``v`` in the world frame (a tuple)."""
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    # t = 2 (q_vec x v); v' = v + w t + q_vec x t
+def _sandwich(w, x, y, z, v0, v1, v2):
+    """``q v q*`` for the quaternion ``(w, x, y, z)``: with ``t = 2 (q_vec x
+    v)``, ``v' = v + w t + q_vec x t``."""
     t0 = 2.0 * (y * v2 - z * v1)
     t1 = 2.0 * (z * v0 - x * v2)
     t2 = 2.0 * (x * v1 - y * v0)
@@ -52,15 +51,15 @@ def quat_rotate(q, v0, v1, v2):
 
 
 @jit(borrow=True)
+def quat_rotate(q, v0, v1, v2):
+    """``R(q) v``: the body-frame vector ``v`` in the world frame (a tuple)."""
+    return _sandwich(q[0], q[1], q[2], q[3], v0, v1, v2)
+
+
+@jit(borrow=True)
 def quat_unrotate(q, v0, v1, v2):
     """``R(q)^T v``: the world-frame vector ``v`` in the body frame."""
-    w, x, y, z = q[0], -q[1], -q[2], -q[3]
-    t0 = 2.0 * (y * v2 - z * v1)
-    t1 = 2.0 * (z * v0 - x * v2)
-    t2 = 2.0 * (x * v1 - y * v0)
-    return (v0 + w * t0 + (y * t2 - z * t1),
-            v1 + w * t1 + (z * t0 - x * t2),
-            v2 + w * t2 + (x * t1 - y * t0))
+    return _sandwich(q[0], -q[1], -q[2], -q[3], v0, v1, v2)
 
 
 @jit(borrow=True)
