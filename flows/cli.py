@@ -201,6 +201,15 @@ def cmd_params(args):
         ds = dataset.read(args.dataset)
         console.print(f"{ds.name}: laws " + ", ".join(f"{k} {v}" for k, v in ds.laws.items())
                       + (", spinning model" if ds.spin else ""))
+        layout = ds.layout()
+        values = layout.as_dict(layout.vector(ds.fixed_params))
+        mine = Table(title=f"{ds.name}: its coefficients (dataset.yaml params, else defaults)",
+                     title_justify="left")
+        for col in ("name", "value", "unit"):
+            mine.add_column(col)
+        for name, value in values.items():
+            mine.add_row(name, f"{value:g}", P.unit(name, values))
+        console.print(mine)
         mats = ds.materials
         if not mats:
             console.print(f"{ds.name}: no materials (every contact takes the plain names)")

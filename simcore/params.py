@@ -99,6 +99,22 @@ _WALL = ("mu_w", "e_bw", "omega_ratio_w")
 _BODY = ("mu_bb", "e_bb", "mu_bb_b", "mu_bb_c")
 
 
+def unit(name, values=None):
+    """The SI unit of coefficient ``name``, with a stiffness's exponent
+    resolved from ``values`` (``{name: value}``; the exponent's entry at the
+    same address, then its plain one, then its default): ``k_hc`` with
+    ``n_hc = 1.5`` is in ``N/m^1.5``."""
+    root = base(name)
+    text = BY_NAME[root].unit
+    head, caret, exponent = text.partition("^")
+    if not caret or exponent not in BY_NAME:
+        return text
+    values = values or {}
+    address = name[len(root):]
+    n = values.get(exponent + address, values.get(exponent, BY_NAME[exponent].default))
+    return f"{head}^{float(n):g}"
+
+
 def base(name):
     """The registry name of ``name`` (``mu_bb@a+b`` -> ``mu_bb``)."""
     return name.split("@", 1)[0]

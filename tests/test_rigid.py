@@ -537,3 +537,17 @@ def test_cli_simulates_a_box_dataset_says_it_sub_steps_and_strict_refuses(tmp_pa
     assert main(["simulate", str(ds), "--out", str(tmp_path / "o"), "--strict"]) == 1
     err = capsys.readouterr().err
     assert "have a dt over their contacts' stable step" in err and "Traceback" not in err
+
+
+def test_a_stiffness_is_reported_in_its_exponents_unit(tmp_path, capsys):
+    from flows.cli import main
+    from simcore import params as P
+
+    assert P.unit("k_hc", {"n_hc": 1.5}) == "N/m^1.5"
+    assert P.unit("k_hc@felt", {"n_hc": 1.5, "n_hc@felt": 2.0}) == "N/m^2"
+    assert P.unit("k_imp") == "N/m^2.2" and P.unit("mu_s") == "1"
+    ds = tmp_path / "ds"
+    _write_box_dataset(ds, _box_rows()[:1], replayed=False)
+    assert main(["params", str(ds)]) == 0
+    out = capsys.readouterr().out
+    assert "N/m^1.5" in out and "hunt_crossley" in out
