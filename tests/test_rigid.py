@@ -551,3 +551,88 @@ def test_a_stiffness_is_reported_in_its_exponents_unit(tmp_path, capsys):
     assert main(["params", str(ds)]) == 0
     out = capsys.readouterr().out
     assert "N/m^1.5" in out and "hunt_crossley" in out
+
+
+# --- more laws and pairs in motion ---------------------------------------------
+
+def _ball(pos, vel=(0, 0, 0), omega=(0, 0, 0), r=0.03, t_end=1.0, dt=1e-4):
+    return M.Scenario(radius=[r], mass=[0.1], pos=[pos], vel=[vel], omega=[omega], t_end=t_end,
+                      dt=dt)
+
+
+def test_rolling_resistance_stops_a_rolling_ball_at_its_closed_form():
+    """A torque of mu_roll N against the rolling: the ball rolls to rest with
+    deceleration (5/7) mu_roll g / R."""
+    r, v0, arm = 0.03, 0.5, 2e-3
+    _, _, res = simulate([_ball((0, 0, r), vel=(v0, 0, 0), omega=(0, v0 / r, 0), r=r, t_end=1.5)],
+                         {"mu_roll": arm, "mu_s": 0.5, "mu_k": 0.5},
+                         laws={"body_ground": "hunt_crossley"})
+    decel = 5 / 7 * arm * G / r
+    assert res.final.body_pos[0, 0, 0] == pytest.approx(v0 ** 2 / (2 * decel), rel=1e-2)
+    assert np.abs(res.final.body_vel[0, 0]).max() < 1e-6
+
+
+def test_viscous_friction_slows_a_box_exponentially():
+    """k_v at each of the 4 corners, no Coulomb friction: v = v0 exp(-4 k_v t / m)."""
+    kv, v0 = 0.2, 0.4
+    times = np.array([0.2, 0.5])
+    _, _, res = simulate([cube((0, 0, H), vel=(v0, 0, 0), t_end=0.5)],
+                         {"mu_s": 0.0, "mu_k": 0.0, "k_v": kv}, [times])
+    assert res.samp_vel[:, 0, 0] == pytest.approx(v0 * np.exp(-4 * kv * times / MASS), rel=1e-3)
+
+
+def _drop_1d(force, m, v, h=1e-7):
+    """The rebound speed of a mass m meeting a contact force(x, xd) >= 0 at
+    speed v (no gravity), by semi-implicit Euler at a fine step."""
+    x, xd = 0.0, v
+    while True:
+        xd -= h * max(force(x, xd), 0.0) / m
+        x += h * xd
+        if x <= 0.0:
+            return -xd
+
+
+@pytest.mark.parametrize("law, params, force", [
+    ("spring_damper", {"k_sd": 2e5, "c_sd": 0.0}, lambda x, xd: 2e5 * x),
+    ("spring_damper", {"k_sd": 2e5, "c_sd": 30.0}, lambda x, xd: 2e5 * x + 30.0 * xd),
+    ("impact", {"k_imp": 1e9, "n1_imp": 2.2, "d_max": 50.0, "p_max": 1e-3},
+     lambda x, xd: 1e9 * x ** 2.2 + 50.0 * min(x / 1e-3, 1) ** 2 * (3 - 2 * min(x / 1e-3, 1)) * xd),
+])
+def test_a_flat_drop_rebounds_as_its_law_does(law, params, force):
+    """A flat box dropped from 5 cm on four corners under each law: its
+    rebound speed against the law's own 1-D impact (four corners, the mass)."""
+    drop, v = 0.05, np.sqrt(2 * G * 0.05)
+    times = np.arange(0.05, 0.195, 1e-4)
+    _, _, res = simulate([cube((0, 0, H + drop), t_end=0.2, dt=1e-5)], params, [times],
+                         laws={"body_ground": law})
+    vz = res.samp_vel[:, 0, 2]
+    up = np.flatnonzero((vz > 0) & (res.samp_pos[:, 0, 2] - H > 2e-3))[0]
+    v_out = np.sqrt(vz[up] ** 2 + 2 * G * (res.samp_pos[up, 0, 2] - H))  # back at the ground
+    expected = _drop_1d(lambda x, xd: 4 * force(x, xd), MASS, v)
+    assert v_out == pytest.approx(expected, rel=1e-2)
+    if params.get("c_sd") == 0.0:
+        assert v_out == pytest.approx(v, rel=1e-2)  # an undamped spring gives all back
+
+
+def test_a_box_meets_a_wall_with_the_walls_restitution():
+    """A box sliding frictionless into a wall x = 0.3 leaves it at e_bw of its speed."""
+    v0 = 0.5
+    sc = cube((0, 0, H), vel=(v0, 0, 0), t_end=1.0, dt=1e-4, walls=[[-1.0, 0, 0, -0.3]])
+    _, _, res = simulate([sc], {"mu_s": 0.0, "mu_k": 0.0, "mu_w": 0.0, "e_bw": 0.6})
+    assert res.final.body_vel[0, 0, 0] == pytest.approx(-0.6 * v0, rel=1e-2)
+    assert res.final.body_pos[0, 0, 0] < 0.3 - H
+
+
+def test_a_ball_rests_on_a_fixed_box_and_bounces_off_its_side():
+    """Sphere-box: a ball settles on a platform's top (its centre r above it);
+    thrown at the platform's side it comes back with e_bb."""
+    r, top = 0.03, 0.5
+    sc = bodies([_platform(top=top), dict(shape="sphere", ext=(r, r, r), pos=(0.1, 0, top + r),
+                                          mass=0.1)], t_end=0.5, dt=1e-4)
+    _, _, res = simulate([sc])
+    assert res.final.body_pos[0, 1, 2] == pytest.approx(top + r, abs=1e-4)
+    side = bodies([_platform(top=top), dict(shape="sphere", ext=(r, r, r), mass=0.1,
+                                            pos=(0.4, 0, top - 0.05), vel=(-1.0, 0, 0))],
+                  t_end=0.08, dt=1e-5)
+    _, _, res = simulate([side], {"e_bb": 0.7}, gravity=0.0)
+    assert res.final.body_vel[0, 1] == pytest.approx([0.7, 0, 0], abs=1e-2)
