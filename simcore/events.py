@@ -36,11 +36,12 @@ class EventKind(enum.IntEnum):
     ROLL_REST = 6
     ROLL_SPIN = 7
     SPIN_REST = 8
+    ROLL_SLIDE = 9  # a push makes a rolling ball slip
 
 
 #: The label of each kind, by value (what tables and reports show).
 EVENT_KINDS = ("body-body", "body-wall", "body-ground", "stop", "start", "slide_roll",
-               "roll_rest", "roll_spin", "spin_rest")
+               "roll_rest", "roll_spin", "spin_rest", "roll_slide")
 #: The kinds that are impacts (an impulse between a body and a surface).
 IMPACT_KINDS = (EventKind.BODY_BODY, EventKind.BODY_WALL, EventKind.BODY_GROUND)
 #: The fields of an event as :meth:`simcore.engine.SimResult.events` returns them.

@@ -362,7 +362,7 @@ def _check_geometry(label, radius, pos, walls, ground_z):
                              f"{TOUCH_TOL:g} m tolerance in a way no move out of each resolves")
 
 
-def _check_spin(label, sc, radius, pos, vel, walls, controls, ground_z, spin):
+def _check_spin(label, sc, radius, mass, pos, vel, walls, controls, ground_z, gravity, spin):
     """The spinning model's inputs of one scenario: ``(omega (nb, 3),
     wall_height (nw,))``.  It runs spheres on the ground (pooltool's table:
     centres at ``ground_z + radius``, no vertical velocity) between vertical
@@ -401,9 +401,12 @@ def _check_spin(label, sc, radius, pos, vel, walls, controls, ground_z, spin):
             raise ValueError(f"{label} body {i}: vz = {vel[i, 2]}: the spinning model runs "
                              "spheres on the ground (expected vz = 0)")
         vel[i, 2] = 0.0
-    if controls.shape[0]:
-        raise ValueError(f"{label}: {controls.shape[0]} control window(s): the spinning model "
-                         "takes no controls yet")
+    for q in range(controls.shape[0]):
+        b = int(controls[q, 0])
+        if controls[q, 5] >= mass[b] * gravity:
+            raise ValueError(f"{label} control {q}: fz = {controls[q, 5]} N lifts body {b} "
+                             f"(weight {mass[b] * gravity:.4g} N): the spinning model keeps "
+                             "balls on the cloth")
     return omega, height
 
 
@@ -573,8 +576,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
                 raise ValueError(f"{_label(sc, s)}: dt = None: expected a step > 0 (only the "
                                  "time-stepper of boxes and penalty laws chooses its own)")
             _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
-            spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[2], arrays[3], arrays[4],
-                               arrays[5], ground_z, spin)
+            spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[1], arrays[2], arrays[3],
+                               arrays[4], arrays[5], ground_z, gravity, spin)
         checked.append(arrays + spun)
     if not checked:
         raise ValueError("no scenarios")

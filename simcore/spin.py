@@ -30,6 +30,21 @@ the centre ``r``, the velocity ``v`` (``v_z = 0``) and the angular velocity
 ``STATIONARY``
     Nothing moves.
 
+Pushes (control forces ``F`` at the centre, :func:`pushed_segment`): the
+cloth carries ``N = m g - F_z`` (``g_n = N / m`` replaces ``g`` in every
+friction above).  A sliding ball's slip then obeys ``du/dt = F_h/m - 7/2
+mu g_n u_hat``: ``u_hat`` turns unless the push is along the slip, so the
+slide is taken in steps of at most the scenario's ``dt`` with the direction
+at the step's end (backward Euler: ``u_hat`` along ``u + F_h/m s``), each
+ending early, exactly, where the slip reaches 0 (or crosses ``v_th``)
+along it; a push along the slip keeps every step exact.  A rolling ball stays
+rolling while static friction can supply the force the rolling constraint
+needs, ``|F_h| / 3.5 <= mu_s N`` (``m du/dt = F_h + 7/2 f = 0``); it then
+accelerates at ``5/7 F_h/m`` less rolling resistance (steps as above when
+they cross).  A stronger push makes it slip (``roll_slide``); a push moves a
+ball at rest (``start``: rolling within the same bound, else sliding)
+unless static friction and rolling resistance hold it.
+
 In every state the vertical spin decays towards 0 at ``5 mu_sp g / (2R)``
 rad/s^2 (pooltool's ``u_sp`` as pooltool writes the rate,
 ``_evolve_perpendicular_spin_component``; pooltool sets ``u_sp = 0.444 R``,
@@ -65,6 +80,10 @@ END_VTH = 1
 END_SLIDE = 2
 END_ROLL = 3
 END_SPIN = 4
+#: A push's step ends: the direction is taken again (no event).
+END_STEP = 5
+#: A push sets a ball at rest in motion, or makes a rolling ball slip.
+END_SET_OFF = 6
 
 #: Moment of inertia of a solid sphere over ``m R^2``.
 INERTIA = 0.4
@@ -160,6 +179,102 @@ def segment(state, above, v, w, radius, gravity, mu_k, mu_s, v_th, mu_r, mu_sp, 
             return np.inf, END_NONE
         return abs(w[2]) / rate, END_SPIN
     return np.inf, END_NONE
+
+
+@jit(borrow=True)
+def _first_crossing(ax, ay, cx, cy, sigma, k, rising):
+    """The first ``s > 0`` at which ``|a + c s| - k s`` falls to ``sigma``
+    (``rising``: rises to it); ``inf`` when it never does.  The roots of
+    ``(c.c - k^2) s^2 + 2 (a.c - sigma k) s + a.a - sigma^2``."""
+    qa = cx * cx + cy * cy - k * k
+    qb = 2.0 * (ax * cx + ay * cy - sigma * k)
+    qc = ax * ax + ay * ay - sigma * sigma
+    best = np.inf
+    if qa == 0.0:
+        if qb != 0.0 and -qc / qb > 0.0:
+            best = -qc / qb
+    else:
+        disc = qb * qb - 4.0 * qa * qc
+        if disc >= 0.0:
+            root = np.sqrt(disc)
+            q = -0.5 * (qb + (root if qb >= 0.0 else -root))
+            for s in (q / qa, qc / q if q != 0.0 else np.inf):
+                if 0.0 < s < best:
+                    # the sign of the quadratic's slope says which way it crosses
+                    if (2.0 * qa * s + qb > 0.0) == rising:
+                        best = s
+    return best
+
+
+@jit(borrow=True)
+def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, mu_r, mu_sp,
+                   step, acc, alpha):
+    """:func:`segment` under a push (``push (3,)`` = F/m [m/s^2], see the
+    module; ``g_n = gravity - push_z > 0``): at most ``step`` [s] where the
+    direction turns, ``END_STEP``; ``END_SET_OFF`` (duration 0) where the
+    push moves a ball at rest or makes a rolling one slip."""
+    for d in range(3):
+        acc[d] = 0.0
+        alpha[d] = 0.0
+    gn = gravity - push[2]
+    rate = spin_rate(mu_sp, gn, radius)
+    if w[2] > 0.0:
+        alpha[2] = -rate
+    elif w[2] < 0.0:
+        alpha[2] = rate
+    cx, cy = push[0], push[1]
+    held = np.sqrt(cx * cx + cy * cy) <= 3.5 * mu_s * gn
+    if state == SLIDING:
+        ux, uy = slip(v, w, radius)
+        mu = mu_k if above else mu_s
+        k = 3.5 * mu * gn
+        down = _first_crossing(ux, uy, cx, cy, v_th if above else 0.0, k, False)
+        up = np.inf if above else _first_crossing(ux, uy, cx, cy, v_th, k, True)
+        s = min(down, up, step)
+        ex, ey = ux + cx * s, uy + cy * s
+        norm = np.sqrt(ex * ex + ey * ey)
+        if norm == 0.0:
+            return 0.0, END_SLIDE
+        hx, hy = ex / norm, ey / norm
+        acc[0] = cx - mu * gn * hx
+        acc[1] = cy - mu * gn * hy
+        kw = 2.5 * mu * gn / radius
+        alpha[0] = -kw * hy
+        alpha[1] = kw * hx
+        if s == down:
+            return s, END_VTH if above else END_SLIDE
+        return s, END_VTH if s == up else END_STEP
+    if state == ROLLING and not held:
+        return 0.0, END_SET_OFF
+    # rolling (or at rest) under the static friction the constraint needs
+    ax, ay = cx / 3.5 * 2.5, cy / 3.5 * 2.5
+    k = mu_r * gn
+    if state != ROLLING:
+        if held and np.sqrt(ax * ax + ay * ay) <= k:
+            if state == SPINNING and rate > 0.0:
+                return abs(w[2]) / rate, END_SPIN
+            return np.inf, END_NONE
+        return 0.0, END_SET_OFF
+    stop = _first_crossing(v[0], v[1], ax, ay, 0.0, k, False)
+    s = min(stop, step)
+    ex, ey = v[0] + ax * s, v[1] + ay * s
+    norm = np.sqrt(ex * ex + ey * ey)
+    if norm == 0.0:
+        return 0.0, END_ROLL
+    acc[0] = ax - k * ex / norm
+    acc[1] = ay - k * ey / norm
+    return s, END_ROLL if s == stop else END_STEP
+
+
+@jit(borrow=True)
+def set_off(state, push, gravity, mu_s):
+    """The state a push puts a ball at rest, or rolling, into: rolling while
+    static friction holds the rolling constraint (``|F_h| <= 3.5 mu_s N``),
+    else sliding."""
+    gn = gravity - push[2]
+    if np.sqrt(push[0] * push[0] + push[1] * push[1]) <= 3.5 * mu_s * gn:
+        return ROLLING
+    return SLIDING
 
 
 @jit(borrow=True)

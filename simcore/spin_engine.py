@@ -16,6 +16,15 @@ event, every ball's motion between them in closed form
 4. resolve: the transition, or the impact (:mod:`simcore.spin_impact`,
    under the batch's laws), logged.
 
+Pushes (the controls): each pass sums the forces of the windows active on
+each ball (``[t0 + time_offset, t1 + time_offset)``) and segments a pushed
+ball with ``spin.pushed_segment`` (steps of at most the scenario's ``dt``
+where a direction turns); a window's edge ends a pass (``EDGE``, not
+logged).  A push that sets a ball in motion logs ``start``, one that makes
+a rolling ball slip ``roll_slide``.  Their sensitivities are not exact yet:
+a scenario with a push is flagged ``tangent.ND_PUSH`` (its gradient comes
+from finite differences).
+
 Sensitivities.  Asked for them, the loop carries the tangents of
 :mod:`simcore.spin_tangent` stage by stage beside the state (the segments,
 the events' times, the transitions, the impacts by a complex step), the
@@ -39,6 +48,7 @@ from .collision import toi_sphere_plane, toi_sphere_sphere
 from .config import JIT_PARALLEL, MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
 from .laws import PairLaw
+from .parameter import TIME_OFFSET
 from .stages import EventLog, Sums, log, log_tangent
 
 EV_BODY_BODY = int(EventKind.BODY_BODY)
@@ -47,12 +57,15 @@ EV_SLIDE_ROLL = int(EventKind.SLIDE_ROLL)
 EV_ROLL_REST = int(EventKind.ROLL_REST)
 EV_ROLL_SPIN = int(EventKind.ROLL_SPIN)
 EV_SPIN_REST = int(EventKind.SPIN_REST)
+EV_START = int(EventKind.START)
+EV_ROLL_SLIDE = int(EventKind.ROLL_SLIDE)
 
 # What ends a step of the loop.
 NONE = 0
 TRANSITION = 1
 BALL_BALL = 2
 BALL_WALL = 3
+EDGE = 4  # a control window opens or closes
 
 STATUS_OK = 0
 STATUS_MAX_ITER = 1
@@ -132,13 +145,41 @@ class Motion(NamedTuple):
 
 
 @jit(borrow=True)
-def _segments(motion, vel, w, radius, gravity, cloth):
-    """Every ball's segment from its current state (``spin.segment``)."""
+def _segments(motion, vel, w, radius, gravity, cloth, push, step):
+    """Every ball's segment from its current state (``spin.segment``; a
+    pushed ball's, ``push[i]`` = F/m, ``spin.pushed_segment`` with steps of
+    at most ``step``)."""
     for i in range(vel.shape[0]):
+        if push[i, 0] != 0.0 or push[i, 1] != 0.0 or push[i, 2] != 0.0:
+            motion.dur[i], motion.end[i] = spin.pushed_segment(
+                motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, push[i],
+                cloth.mu_k[i], cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i],
+                step, motion.acc[i], motion.alpha[i])
+            continue
         motion.dur[i], motion.end[i] = spin.segment(
             motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
             cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
             motion.alpha[i])
+
+
+@jit(borrow=True)
+def _pushes(ctrl, t, lag, mass, push):
+    """``push[i]`` = the summed force [N] over mass of the control windows
+    active on ball i at ``t`` (``ctrl``: a scenario's rows ``(body, t0, t1,
+    fx, fy, fz)``, windows shifted by ``lag``); returns the next window edge
+    after ``t`` (inf: none)."""
+    push[:] = 0.0
+    edge = np.inf
+    for q in range(ctrl.shape[0]):
+        i = int(ctrl[q, 0])
+        t0, t1 = ctrl[q, 1] + lag, ctrl[q, 2] + lag
+        if t0 <= t < t1:
+            for d in range(3):
+                push[i, d] += ctrl[q, 3 + d] / mass[i]
+        for te in (t0, t1):
+            if t < te < edge:
+                edge = te
+    return edge
 
 
 @jit(borrow=True)
@@ -238,12 +279,19 @@ def _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums):
 
 
 @jit(borrow=True)
-def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3):
+def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gravity, mu_s):
     """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
     end = motion.end[i]
     if end == spin.END_VTH:
-        motion.above[i] = False  # the slide goes on under mu_s (not logged)
+        motion.above[i] = not motion.above[i]  # the slide goes on under the other mu (not logged)
         return n_ev
+    if end == spin.END_STEP:
+        return n_ev  # a pushed ball's direction, taken again
+    if end == spin.END_SET_OFF:
+        kind = EV_ROLL_SLIDE if motion.state[i] == spin.ROLLING else EV_START
+        motion.state[i] = spin.set_off(motion.state[i], push[i], gravity, mu_s[i])
+        motion.above[i] = False  # no slip yet
+        return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
     if end == spin.END_SLIDE:
         motion.state[i] = spin.ROLLING
         w[i, 0] = -vel[i, 1] / radius[i]
@@ -376,7 +424,7 @@ def _tangent_segments(motion, balls, gravity, cloth, cdir, tg):
 def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
     """``ds``, the tangent of the step to the event ``code`` (of ball ``a``,
     and ball or wall ``k``); returns nondiff flags (a grazing impact)."""
-    if code == NONE:
+    if code == NONE or code == EDGE:
         for p in range(ds.shape[0]):
             ds[p] = -tg.ttau[p]
     elif code == TRANSITION:
@@ -390,24 +438,28 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
 
 
 @jit
-def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
+def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used,
+             push):
     """Resolve the event ``code`` (of ball ``a``, and ball or wall ``k``) at
     ``t``, its tangents first (they read the state before it); returns the
     event count.  ``tables``: the batch's ``(bg_idx, bb_idx, bw_idx, laws,
-    ground_z)`` (not the batch record: a call per event would count the
-    references of all its arrays)."""
-    bg_idx, bb_idx, bw_idx, codes, ground = tables
+    ground_z, gravity)`` (not the batch record: a call per event would count
+    the references of all its arrays); ``push`` the balls' pushes."""
+    bg_idx, bb_idx, bw_idx, codes, ground, gravity = tables
     mat, radius = balls.mat, balls.radius
     nt = tg.ttau.shape[0]
     count = n_ev
     tg.tdva[:] = 0.0
     tg.tdvb[:] = 0.0
+    if code == EDGE:
+        return n_ev
     if code == TRANSITION:
         end = motion.end[a]
         if end == spin.END_VTH:
             used[bg_idx[mat[a], _V_TH]] += 1
-        n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5])
-        if nt:
+        n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5],
+                           push, gravity, cloth.mu_s)
+        if nt and end < spin.END_STEP:
             spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
     elif code == BALL_BALL:
         moving = _translating(motion.state[a]) or _translating(motion.state[k])
@@ -466,7 +518,16 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             cdir[c, i] = _pdir(tg, b.bg_idx[mat[i], col])
     v3 = np.zeros((6, 3))
     ds = np.zeros(nt)
-    tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z)
+    tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z, b.gravity)
+    ctrl = np.empty((b.ctrl_ptr[s + 1] - b.ctrl_ptr[s], 6))
+    for q in range(ctrl.shape[0]):
+        r = b.ctrl_ptr[s] + q
+        ctrl[q, 0], ctrl[q, 1], ctrl[q, 2] = b.ctrl_body[r], b.ctrl_t0[r], b.ctrl_t1[r]
+        for d in range(3):
+            ctrl[q, 3 + d] = b.ctrl_force[r, d]
+    lag = b.params[s if b.params.shape[0] > 1 else 0][TIME_OFFSET]
+    push = np.zeros((nb, 3))
+    step_max = b.scen_dt[s]
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
         if nt:
@@ -480,11 +541,16 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
-        _segments(motion, vel, w, radius, gravity, cloth)
+        edge = _pushes(ctrl, t, lag, balls.mass, push)
+        if nt and np.any(push != 0.0):
+            nd |= tangent.ND_PUSH
+        _segments(motion, vel, w, radius, gravity, cloth, push, step_max)
         if nt:
             _tangent_segments(motion, balls, gravity, cloth, cdir, tg)
-        code, ev_a, ev_b, step = _next_event(t_end - t, motion, pos, vel, radius, wall_n,
-                                             wall_d)
+        code, ev_a, ev_b, step = _next_event(min(t_end, edge) - t, motion, pos, vel, radius,
+                                             wall_n, wall_d)
+        if code == NONE and edge < t_end:
+            code = EDGE
         t_new = t_end if code == NONE else t + step
         _count_segments(motion, w, t_new - t, mat, bg_idx, used)
         ks = _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums)
@@ -501,12 +567,13 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         t = t_new
         if code != NONE:
             n_ev = _resolve(code, ev_a, ev_b, n_ev, t, tables, motion, balls, walls, cloth, pc,
-                            wc, ev, tg, v3, used)
+                            wc, ev, tg, v3, used, push)
     else:
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
     # tangents at the fixed end time.
-    _segments(motion, vel, w, radius, b.gravity, cloth)
+    _pushes(ctrl, t, lag, balls.mass, push)
+    _segments(motion, vel, w, radius, b.gravity, cloth, push, step_max)
     if nt:
         _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
     _sample(t, np.inf, ks, motion, balls, samp_t, out, meas, tg, sums)

@@ -49,11 +49,13 @@ ND_GENERAL = 1      # sustained wall or body contact (general solve)
 ND_STICK = 4        # body-body stick event
 ND_SYMPLECTIC = 8   # symplectic integrator
 ND_GRAZING = 16     # impact with zero normal speed (event time not differentiable)
+ND_PUSH = 32        # a push on a spinning ball (simcore.spin.pushed_segment)
 NONDIFF_REASONS = (
     (ND_GENERAL, "sustained wall or body-body contact"),
     (ND_STICK, "body-body stick event"),
     (ND_SYMPLECTIC, "symplectic integrator"),
     (ND_GRAZING, "grazing impact"),
+    (ND_PUSH, "push on a spinning ball"),
 )
 
 

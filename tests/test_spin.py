@@ -326,7 +326,7 @@ def test_motion_state_codes_are_pooltools():
     (dict(pos=[[0.5, 0.5, 0.2]]), "spinning model runs spheres on the ground"),
     (dict(vel=[[0.5, 0.0, 0.3]]), "expected vz = 0"),
     (dict(walls=[[0, 0.6, 0.8, 0.1]]), "is not horizontal"),
-    (dict(controls=[[0, 0, 1, 1, 0, 0]]), "takes no controls yet"),
+    (dict(controls=[[0, 0, 1, 0, 0, 100.0]]), "fz = 100.0 N lifts body 0"),
     (dict(walls=TABLE, wall_height=[0.03, -1, 0.03, 0.03]), "wall 1: height = -1.0"),
 ])
 def test_spin_scenarios_outside_the_model_are_refused(change, message):
@@ -488,3 +488,82 @@ def test_a_fit_recovers_the_cue_balls_spin_as_a_nuisance_unknown():
     w_fit = res.nuisance[:, 2 * nb:].reshape(pr.nscen, nb, 3)
     np.testing.assert_allclose(w_fit[:, 0, :2], w_true[:, 0, :2], atol=1e-6)
     assert np.all(res.nuisance_held.reshape(pr.nscen, -1)[:, 2 * nb + 2])  # the cue's w_z
+
+
+# -- pushes (controls) on spinning balls -------------------------------------------
+
+def _pushed(vel=(0.0, 0, 0), omega=(0, 0, 0), force=(0.0, 0, 0), window=(0.0, 0.5), t_end=1.0,
+            dt=1e-3, params=None):
+    sc = M.Scenario(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[vel], omega=[omega],
+                    t_end=t_end, dt=dt, controls=[[0, *window, *force]])
+    model, state = M.build([sc], spin=True, params=params)
+    times = np.linspace(0.05, t_end, 20)
+    return engine.simulate(model, state, [times])
+
+
+def _kinds(res):
+    return [EVENT_KINDS[k] for k in res.events(0)["kind"]]
+
+
+def test_a_gentle_push_rolls_a_ball_at_rest_at_five_sevenths():
+    """Within static friction (|F| <= 3.5 mu_s m g) a push rolls the ball:
+    a = 5/7 F/m less rolling resistance; then it rolls to rest."""
+    f, mu_r = 0.2, 0.01
+    res = _pushed(force=(f, 0, 0), window=(0.0, 0.3), params={"mu_r": mu_r, "mu_s": 0.3},
+                  t_end=3.0)
+    a = 5 / 7 * f / MASS - mu_r * G
+    t, pos, vel = res.samples(0)
+    inside = t <= 0.3
+    assert vel[inside, 0, 0] == pytest.approx(a * t[inside], rel=1e-9)
+    w = res.samp_omega[:, 0]
+    assert w[inside, 1] == pytest.approx(vel[inside, 0, 0] / R, rel=1e-9)  # rolling throughout
+    v_end = a * 0.3
+    stop = 0.3 + v_end / (mu_r * G)
+    assert _kinds(res) == ["start", "roll_rest"]
+    assert res.events(0)["t"][1] == pytest.approx(stop, rel=1e-9)
+
+
+def test_a_hard_push_slides_a_ball_at_rest():
+    """Beyond static friction it slides: v' = F/m - mu_k g, w' = 5 mu_k g / (2R)."""
+    f, mu_k = 3.0, 0.2
+    res = _pushed(force=(f, 0, 0), window=(0.0, 0.1), params={"mu_k": mu_k, "mu_s": 0.2,
+                                                             "v_th": 1e-9})
+    t, pos, vel = res.samples(0)
+    assert vel[0, 0, 0] == pytest.approx((f / MASS - mu_k * G) * 0.05, rel=1e-6)
+    assert res.samp_omega[0, 0, 1] == pytest.approx(2.5 * mu_k * G / R * 0.05, rel=1e-6)
+    assert _kinds(res)[:2] == ["start", "slide_roll"]
+
+
+def test_a_push_makes_a_rolling_ball_slip():
+    v0 = 1.0
+    res = _pushed(vel=(v0, 0, 0), omega=(0, v0 / R, 0), force=(-3.0, 0, 0), window=(0.1, 0.2),
+                  params={"mu_s": 0.2, "mu_k": 0.2, "v_th": 1e-9})
+    kinds = _kinds(res)
+    assert kinds[0] == "roll_slide" and res.events(0)["t"][0] == pytest.approx(0.1)
+
+
+def test_a_push_across_the_slip_converges_with_dt():
+    """The slip's direction turns under a push across it: first order in dt."""
+    finals = []
+    for dt in (4e-3, 1e-3, 2.5e-4, 6.25e-5):
+        res = _pushed(vel=(1.0, 0, 0), force=(0, 0.6, 0), window=(0.0, 0.4), t_end=0.4, dt=dt,
+                      params={"mu_k": 0.2, "mu_s": 0.2, "v_th": 1e-9})
+        finals.append(res.final.body_pos[0, 0, :2].copy())
+    gaps = [np.linalg.norm(finals[k] - finals[-1]) for k in range(3)]
+    assert gaps[0] > 3 * gaps[1] > 9 * gaps[2] and gaps[2] < 1e-4
+
+
+def test_a_push_below_static_friction_and_rolling_resistance_moves_nothing():
+    res = _pushed(force=(0.001, 0, 0), window=(0.0, 0.5), params={"mu_r": 0.01})
+    assert np.all(res.samp_pos[:, 0, :2] == [0.5, 0.5]) and _kinds(res) == []
+
+
+def test_pushed_scenarios_are_flagged_for_finite_differences():
+    from simcore.tangent import ND_PUSH
+
+    sc = M.Scenario(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[[0, 0, 0]],
+                    t_end=0.5, controls=[[0, 0.0, 0.2, 0.2, 0, 0]])
+    model, state = M.build([sc], spin=True)
+    res = engine.simulate(model, state, [np.array([0.5])],
+                          directions=engine.Directions.build(params=[1], names=model.layout.names))
+    assert res.sens.nondiff[0] & ND_PUSH
