@@ -64,7 +64,8 @@ TABLES = {
               "material": ("str", False), "height": ("float", False)},
     "controls": {"scenario_id": ("str", True), "body_id": ("int", True), "t0": ("float", True),
                  "t1": ("float", True), "fx": ("float", True), "fy": ("float", True),
-                 "fz": ("float", True)},
+                 "fz": ("float", True), "tx": ("float", False), "ty": ("float", False),
+                 "tz": ("float", False)},
     "events": {"scenario_id": ("str", True), "t": ("float", True), "body_id": ("int", True),
                "other": ("str", True), "dvx": ("float", True), "dvy": ("float", True),
                "dvz": ("float", True)},
@@ -480,6 +481,8 @@ def _convert_units(table, length, time):
             factor = length * length
         elif c in ("fx", "fy", "fz"):
             factor = length / time**2  # force unit: kg * length / time^2
+        elif c in ("tx", "ty", "tz"):
+            factor = length * length / time**2  # torque unit: kg * length^2 / time^2
         cols[c] = col if factor == 1.0 else pc.multiply(col, factor)
     return pa.table(cols)
 
@@ -815,7 +818,9 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
             if (cb < 0).any():
                 raise DatasetError(f"controls: scenario {sid!r}: body {int(c_np['body_id'][crow][cb < 0][0])} "
                                    "is not in bodies")
-            controls = np.stack([cb] + [c_np[c][crow] for c in ("t0", "t1", "fx", "fy", "fz")], axis=1)
+            cols = ("t0", "t1", "fx", "fy", "fz") + (
+                ("tx", "ty", "tz") if all(c in c_np for c in ("tx", "ty", "tz")) else ())
+            controls = np.stack([cb] + [c_np[c][crow] for c in cols], axis=1)
         shapes = tuple(str(x) for x in b_np["shape"][rows])
         out.append(Scenario(radius=b_np["radius"][rows], mass=b_np["mass"][rows], pos=pos, vel=vel,
                             t_end=float(t_end), dt=None if dt is None else float(dt),

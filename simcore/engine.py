@@ -174,6 +174,7 @@ class Batch(NamedTuple):
     ground_z: float
     integrator: int
     wall_height: np.ndarray
+    ctrl_torque: np.ndarray
 
 
 class Outputs(NamedTuple):
@@ -621,7 +622,7 @@ def _batch(model, scen, samp_ptr, samp_t):
                  m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
                  m.params[scen] if m.params.ndim == 2 else m.params[None, :],
                  m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes, float(m.gravity),
-                 float(m.ground_z), int(m.integrator), height)
+                 float(m.ground_z), int(m.integrator), height, m.ctrl_torque[ctrl_rows])
 
 
 def _run(batch, pos, vel, time, cap, parallel, tan, keep=True):
@@ -659,7 +660,8 @@ def _rigid_batch(model, samp_ptr, samp_t):
     return rigid_engine.Batch(
         m.body_count, m.body_shape, m.body_ext, m.body_mass, m.body_inertia, m.body_fixed,
         m.body_material, m.wall_count, m.wall_normal, m.wall_offset, m.wall_material,
-        m.ctrl_ptr, m.ctrl_body, m.ctrl_t0, m.ctrl_t1, m.ctrl_force, m.scen_t_end, m.scen_dt,
+        m.ctrl_ptr, m.ctrl_body, m.ctrl_t0, m.ctrl_t1, m.ctrl_force, m.ctrl_torque,
+        m.scen_t_end, m.scen_dt,
         samp_ptr, samp_t, m.params if m.params.ndim == 2 else m.params[None, :], rows_g,
         rows_b, rows_w, m.layout.law_codes, int(m.cone), float(m.gravity), float(m.ground_z))
 

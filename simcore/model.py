@@ -35,8 +35,10 @@ class Scenario:
 
     ``radius``, ``mass`` (nbody,); ``pos``, ``vel`` (nbody, 3) at ``t0``;
     ``walls`` (nwall, 4) rows ``nx, ny, nz, d``; ``controls`` (nctrl, 6)
-    rows ``body, t0, t1, fx, fy, fz``; ``t_end`` absolute end time; ``dt``
-    the step.  ``shape`` is a name per body (only "sphere" so far);
+    rows ``body, t0, t1, fx, fy, fz``, or (nctrl, 9) with the torques ``tx,
+    ty, tz`` [N m] (world frame; spinning balls and rigid bodies only);
+    ``t_end`` absolute end time; ``dt`` the step.  ``shape`` is a name per
+    body ("sphere", "box");
     ``material`` and ``wall_material`` (one per body, per wall) are material
     names, or ids into :func:`build`'s ``materials`` (1 for the first name;
     0, None or "" for no material, the default).  With the spinning model
@@ -82,7 +84,8 @@ class Model:
     (nscen,)``; ``wall_normal (nscen, nwall, 3)``; ``wall_offset``,
     ``wall_material (nscen, nwall)``; controls in CSR form: scenario ``s``
     owns rows ``ctrl_ptr[s]:ctrl_ptr[s+1]`` of ``ctrl_body``, ``ctrl_t0``,
-    ``ctrl_t1 (nctrl,)`` and ``ctrl_force (nctrl, 3)``; ``scen_t_end``,
+    ``ctrl_t1 (nctrl,)``, ``ctrl_force`` and ``ctrl_torque (nctrl, 3)``
+    (torques: spinning balls and rigid bodies only); ``scen_t_end``,
     ``scen_dt (nscen,)``; ``params (P,)``, the coefficient vector of
     ``layout`` (:class:`simcore.params.Layout`: its names, and the tables
     through which each contact reads it), or ``(nscen, P)``: a row of
@@ -128,6 +131,11 @@ class Model:
     body_fixed: np.ndarray | None = None
     cone: int = 0
     notes: tuple = ()
+    ctrl_torque: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.ctrl_torque is None:
+            object.__setattr__(self, "ctrl_torque", np.zeros_like(self.ctrl_force))
 
     @property
     def nscen(self):
@@ -173,7 +181,7 @@ class Model:
                     "scen_t_end", "scen_dt") + tuple(
             f for f in ("wall_height", "body_ext", "body_inertia", "body_fixed")
             if getattr(self, f) is not None)
-        per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force")
+        per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force", "ctrl_torque")
         return replace(self, ctrl_ptr=ptr,
                        params=self.params[scen] if self.params.ndim == 2 else self.params,
                        names=tuple(self.names[s] for s in scen) if self.names else (),
@@ -268,7 +276,13 @@ def _check_scenario(sc, s):
     pos = np.array(sc.pos, dtype=np.float64).reshape(nb, 3)  # a copy: build may move it out
     vel = np.array(sc.vel, dtype=np.float64).reshape(nb, 3)
     walls = np.asarray(sc.walls, dtype=np.float64).reshape(-1, 4)
-    controls = np.asarray(sc.controls, dtype=np.float64).reshape(-1, 6)
+    controls = np.asarray(sc.controls, dtype=np.float64)
+    width = controls.shape[-1] if controls.ndim == 2 else 6
+    if width not in (6, 9):
+        raise ValueError(f"{label}: controls have {width} columns: expected 6 (body, t0, t1, "
+                         "fx, fy, fz) or 9 (and tx, ty, tz)")
+    controls = np.hstack([controls.reshape(-1, width), np.zeros((controls.size // width,
+                                                                 9 - width))])
     shapes = sc.shape if sc.shape is not None else ("sphere",) * nb
     if len(shapes) != nb:
         raise ValueError(f"{label}: {len(shapes)} shapes for {nb} bodies")
@@ -578,6 +592,10 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
             _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
             spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[1], arrays[2], arrays[3],
                                arrays[4], arrays[5], ground_z, gravity, spin)
+            if not spin and np.any(arrays[5][:, 6:9] != 0.0):
+                raise ValueError(f"{_label(sc, s)}: controls give torques (tx, ty, tz), which "
+                                 "turn spinning balls (model: {spin: true}) and rigid bodies "
+                                 "only: the sliding model's spheres do not rotate")
         checked.append(arrays + spun)
     if not checked:
         raise ValueError("no scenarios")
@@ -602,6 +620,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     ctrl_t0 = np.zeros(nctrl)
     ctrl_t1 = np.zeros(nctrl)
     ctrl_force = np.zeros((nctrl, 3))
+    ctrl_torque = np.zeros((nctrl, 3))
     scen_t_end = np.zeros(nscen)
     scen_dt = np.zeros(nscen)
     pos = np.zeros((nscen, nbmax, 3))
@@ -631,6 +650,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         ctrl_t0[q:q + nc] = controls[:, 1]
         ctrl_t1[q:q + nc] = controls[:, 2]
         ctrl_force[q:q + nc] = controls[:, 3:6]
+        ctrl_torque[q:q + nc] = controls[:, 6:9]
         q += nc
         ctrl_ptr[s + 1] = q
         scen_t_end[s] = sc.t_end
@@ -647,7 +667,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
                   wall_count, wall_normal, wall_offset, wall_material,
                   ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
                   scen_t_end, scen_dt, vec, layout, float(gravity), float(ground_z),
-                  chosen.code, names, wall_height)
+                  chosen.code, names, wall_height, ctrl_torque=ctrl_torque)
     state = State(pos, vel, omega, time)
     if rigid_model:
         model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict)

@@ -86,6 +86,7 @@ class Batch(NamedTuple):
     ctrl_t0: np.ndarray
     ctrl_t1: np.ndarray
     ctrl_force: np.ndarray
+    ctrl_torque: np.ndarray
     scen_t_end: np.ndarray
     scen_h: np.ndarray
     samp_ptr: np.ndarray
@@ -529,13 +530,17 @@ def drift(b, h):
 
 @jit(borrow=True)
 def _controls(b, batch, s, t, lag, h):
-    """The control forces active at ``t`` (windows shifted by ``lag``) as
-    velocity changes over ``h``."""
+    """The control forces and torques active at ``t`` (windows shifted by
+    ``lag``) as velocity changes over ``h``."""
     for q in range(batch.ctrl_ptr[s], batch.ctrl_ptr[s + 1]):
         i = batch.ctrl_body[q]
         if batch.ctrl_t0[q] + lag <= t < batch.ctrl_t1[q] + lag and not b.fixed[i]:
             for a in range(3):
                 b.vel[i, a] += h * b.inv_mass[i] * batch.ctrl_force[q, a]
+            tq = batch.ctrl_torque[q]
+            dw = inv_inertia_times(b.quat[i], b.inertia[i], h * tq[0], h * tq[1], h * tq[2])
+            for a in range(3):
+                b.omega[i, a] += dw[a]
 
 
 @jit(borrow=True)

@@ -207,74 +207,101 @@ def _first_crossing(ax, ay, cx, cy, sigma, k, rising):
 
 
 @jit(borrow=True)
+def _spin_torque(wz, taz, rate):
+    """The vertical spin's rate under the torque ``taz`` (over I) and the
+    spinning friction ``rate``: ``(alpha_z, s)``, ``s`` the time to a zero
+    crossing the torque drives (inf: none)."""
+    if wz != 0.0:
+        net = taz - (rate if wz > 0.0 else -rate)
+        if taz != 0.0 and net * wz < 0.0:
+            return net, abs(wz) / abs(net)
+        return net, np.inf
+    if abs(taz) > rate:
+        return taz - (rate if taz > 0.0 else -rate), np.inf
+    return 0.0, np.inf
+
+
+@jit(borrow=True)
+def _pushes_of(push, radius, gravity):
+    """A push's terms: the normal force over mass ``g_n``, the slip's
+    acceleration ``c = F_h/m + (tau/I) x (-R z)`` and the rolling
+    acceleration ``a_p = F_h/m - c / 3.5`` (tuples)."""
+    gn = gravity - push[2]
+    cx = push[0] - radius * push[4]
+    cy = push[1] + radius * push[3]
+    return gn, (cx, cy), (push[0] - cx / 3.5, push[1] - cy / 3.5)
+
+
+@jit(borrow=True)
 def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, mu_r, mu_sp,
                    step, acc, alpha):
-    """:func:`segment` under a push (``push (3,)`` = F/m [m/s^2], see the
-    module; ``g_n = gravity - push_z > 0``): at most ``step`` [s] where the
-    direction turns, ``END_STEP``; ``END_SET_OFF`` (duration 0) where the
-    push moves a ball at rest or makes a rolling one slip."""
+    """:func:`segment` under a push (``push (6,)`` = F/m [m/s^2] and tau/I
+    [rad/s^2], see the module; ``g_n = gravity - push_z > 0``): at most
+    ``step`` [s] where a direction turns, ``END_STEP``; ``END_SET_OFF``
+    (duration 0) where the push moves a ball at rest or makes a rolling one
+    slip."""
     for d in range(3):
         acc[d] = 0.0
         alpha[d] = 0.0
-    gn = gravity - push[2]
+    gn, c, ap = _pushes_of(push, radius, gravity)
     rate = spin_rate(mu_sp, gn, radius)
-    if w[2] > 0.0:
-        alpha[2] = -rate
-    elif w[2] < 0.0:
-        alpha[2] = rate
-    cx, cy = push[0], push[1]
-    held = np.sqrt(cx * cx + cy * cy) <= 3.5 * mu_s * gn
+    alpha[2], spin_end = _spin_torque(w[2], push[5], rate)
+    held = np.sqrt(c[0] * c[0] + c[1] * c[1]) <= 3.5 * mu_s * gn
     if state == SLIDING:
         ux, uy = slip(v, w, radius)
         mu = mu_k if above else mu_s
         k = 3.5 * mu * gn
-        down = _first_crossing(ux, uy, cx, cy, v_th if above else 0.0, k, False)
-        up = np.inf if above else _first_crossing(ux, uy, cx, cy, v_th, k, True)
-        s = min(down, up, step)
-        ex, ey = ux + cx * s, uy + cy * s
+        down = _first_crossing(ux, uy, c[0], c[1], v_th if above else 0.0, k, False)
+        up = np.inf if above else _first_crossing(ux, uy, c[0], c[1], v_th, k, True)
+        s = min(down, up, step, spin_end)
+        ex, ey = ux + c[0] * s, uy + c[1] * s
         norm = np.sqrt(ex * ex + ey * ey)
         if norm == 0.0:
             return 0.0, END_SLIDE
         hx, hy = ex / norm, ey / norm
-        acc[0] = cx - mu * gn * hx
-        acc[1] = cy - mu * gn * hy
+        acc[0] = push[0] - mu * gn * hx
+        acc[1] = push[1] - mu * gn * hy
         kw = 2.5 * mu * gn / radius
-        alpha[0] = -kw * hy
-        alpha[1] = kw * hx
+        alpha[0] = push[3] - kw * hy
+        alpha[1] = push[4] + kw * hx
         if s == down:
             return s, END_VTH if above else END_SLIDE
         return s, END_VTH if s == up else END_STEP
     if state == ROLLING and not held:
         return 0.0, END_SET_OFF
     # rolling (or at rest) under the static friction the constraint needs
-    ax, ay = cx / 3.5 * 2.5, cy / 3.5 * 2.5
     k = mu_r * gn
     if state != ROLLING:
-        if held and np.sqrt(ax * ax + ay * ay) <= k:
-            if state == SPINNING and rate > 0.0:
-                return abs(w[2]) / rate, END_SPIN
-            return np.inf, END_NONE
+        if held and np.sqrt(ap[0] * ap[0] + ap[1] * ap[1]) <= k:
+            if state == STATIONARY and alpha[2] != 0.0:
+                return 0.0, END_SET_OFF  # the torque sets it spinning
+            if state == SPINNING and alpha[2] * w[2] < 0.0:
+                return abs(w[2]) / abs(alpha[2]), END_SPIN
+            return spin_end, END_STEP if spin_end < np.inf else END_NONE
         return 0.0, END_SET_OFF
-    stop = _first_crossing(v[0], v[1], ax, ay, 0.0, k, False)
-    s = min(stop, step)
-    ex, ey = v[0] + ax * s, v[1] + ay * s
+    stop = _first_crossing(v[0], v[1], ap[0], ap[1], 0.0, k, False)
+    s = min(stop, step, spin_end)
+    ex, ey = v[0] + ap[0] * s, v[1] + ap[1] * s
     norm = np.sqrt(ex * ex + ey * ey)
     if norm == 0.0:
         return 0.0, END_ROLL
-    acc[0] = ax - k * ex / norm
-    acc[1] = ay - k * ey / norm
+    acc[0] = ap[0] - k * ex / norm
+    acc[1] = ap[1] - k * ey / norm
     return s, END_ROLL if s == stop else END_STEP
 
 
 @jit(borrow=True)
-def set_off(state, push, gravity, mu_s):
+def set_off(state, push, radius, gravity, mu_s, mu_r, mu_sp):
     """The state a push puts a ball at rest, or rolling, into: rolling while
-    static friction holds the rolling constraint (``|F_h| <= 3.5 mu_s N``),
-    else sliding."""
-    gn = gravity - push[2]
-    if np.sqrt(push[0] * push[0] + push[1] * push[1]) <= 3.5 * mu_s * gn:
+    static friction holds the rolling constraint (``|c| <= 3.5 mu_s g_n``)
+    and the push beats rolling resistance, else sliding; spinning in place
+    when only the torque about z beats the spinning friction."""
+    gn, c, ap = _pushes_of(push, radius, gravity)
+    if np.sqrt(c[0] * c[0] + c[1] * c[1]) > 3.5 * mu_s * gn:
+        return SLIDING
+    if state == ROLLING or np.sqrt(ap[0] * ap[0] + ap[1] * ap[1]) > mu_r * gn:
         return ROLLING
-    return SLIDING
+    return SPINNING
 
 
 @jit(borrow=True)
@@ -295,7 +322,10 @@ def advance(state, pos, vel, w, acc, alpha, radius, s, out_pos, out_vel, out_w):
     p1 = pos[1] + vel[1] * s + 0.5 * acc[1] * s * s
     v0 = vel[0] + acc[0] * s
     v1 = vel[1] + acc[1] * s
-    wz = spin_z(w[2], abs(alpha[2]), s)
+    if alpha[2] != 0.0 and (w[2] == 0.0 or (alpha[2] > 0.0) == (w[2] > 0.0)):
+        wz = w[2] + alpha[2] * s  # a torque spins it up
+    else:
+        wz = spin_z(w[2], abs(alpha[2]), s)
     if state == ROLLING:
         wx = -v1 / radius
         wy = v0 / radius

@@ -147,10 +147,13 @@ class Motion(NamedTuple):
 @jit(borrow=True)
 def _segments(motion, vel, w, radius, gravity, cloth, push, step):
     """Every ball's segment from its current state (``spin.segment``; a
-    pushed ball's, ``push[i]`` = F/m, ``spin.pushed_segment`` with steps of
-    at most ``step``)."""
+    pushed ball's, ``push[i]`` = (F/m, tau/I), ``spin.pushed_segment`` with
+    steps of at most ``step``)."""
     for i in range(vel.shape[0]):
-        if push[i, 0] != 0.0 or push[i, 1] != 0.0 or push[i, 2] != 0.0:
+        pushed = False
+        for d in range(6):
+            pushed = pushed or push[i, d] != 0.0
+        if pushed:
             motion.dur[i], motion.end[i] = spin.pushed_segment(
                 motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, push[i],
                 cloth.mu_k[i], cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i],
@@ -163,19 +166,22 @@ def _segments(motion, vel, w, radius, gravity, cloth, push, step):
 
 
 @jit(borrow=True)
-def _pushes(ctrl, t, lag, mass, push):
-    """``push[i]`` = the summed force [N] over mass of the control windows
-    active on ball i at ``t`` (``ctrl``: a scenario's rows ``(body, t0, t1,
-    fx, fy, fz)``, windows shifted by ``lag``); returns the next window edge
-    after ``t`` (inf: none)."""
+def _pushes(ctrl, t, lag, mass, radius, push):
+    """``push[i]`` = the summed force over mass and torque over the moment
+    of inertia (``0.4 m R^2``) of the control windows active on ball i at
+    ``t`` (``ctrl``: a scenario's rows ``(body, t0, t1, fx, fy, fz, tx, ty,
+    tz)``, windows shifted by ``lag``); returns the next window edge after
+    ``t`` (inf: none)."""
     push[:] = 0.0
     edge = np.inf
     for q in range(ctrl.shape[0]):
         i = int(ctrl[q, 0])
         t0, t1 = ctrl[q, 1] + lag, ctrl[q, 2] + lag
         if t0 <= t < t1:
+            inertia = spin.INERTIA * mass[i] * radius[i] * radius[i]
             for d in range(3):
                 push[i, d] += ctrl[q, 3 + d] / mass[i]
+                push[i, 3 + d] += ctrl[q, 6 + d] / inertia
         for te in (t0, t1):
             if t < te < edge:
                 edge = te
@@ -279,7 +285,7 @@ def _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums):
 
 
 @jit(borrow=True)
-def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gravity, mu_s):
+def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gravity, cloth):
     """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
     end = motion.end[i]
     if end == spin.END_VTH:
@@ -289,7 +295,8 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gra
         return n_ev  # a pushed ball's direction, taken again
     if end == spin.END_SET_OFF:
         kind = EV_ROLL_SLIDE if motion.state[i] == spin.ROLLING else EV_START
-        motion.state[i] = spin.set_off(motion.state[i], push[i], gravity, mu_s[i])
+        motion.state[i] = spin.set_off(motion.state[i], push[i], radius[i], gravity,
+                                       cloth.mu_s[i], cloth.mu_r[i], cloth.mu_sp[i])
         motion.above[i] = False  # no slip yet
         return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
     if end == spin.END_SLIDE:
@@ -458,7 +465,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
         if end == spin.END_VTH:
             used[bg_idx[mat[a], _V_TH]] += 1
         n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5],
-                           push, gravity, cloth.mu_s)
+                           push, gravity, cloth)
         if nt and end < spin.END_STEP:
             spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
     elif code == BALL_BALL:
@@ -519,14 +526,15 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
     v3 = np.zeros((6, 3))
     ds = np.zeros(nt)
     tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z, b.gravity)
-    ctrl = np.empty((b.ctrl_ptr[s + 1] - b.ctrl_ptr[s], 6))
+    ctrl = np.empty((b.ctrl_ptr[s + 1] - b.ctrl_ptr[s], 9))
     for q in range(ctrl.shape[0]):
         r = b.ctrl_ptr[s] + q
         ctrl[q, 0], ctrl[q, 1], ctrl[q, 2] = b.ctrl_body[r], b.ctrl_t0[r], b.ctrl_t1[r]
         for d in range(3):
             ctrl[q, 3 + d] = b.ctrl_force[r, d]
+            ctrl[q, 6 + d] = b.ctrl_torque[r, d]
     lag = b.params[s if b.params.shape[0] > 1 else 0][TIME_OFFSET]
-    push = np.zeros((nb, 3))
+    push = np.zeros((nb, 6))
     step_max = b.scen_dt[s]
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
@@ -541,7 +549,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
-        edge = _pushes(ctrl, t, lag, balls.mass, push)
+        edge = _pushes(ctrl, t, lag, balls.mass, radius, push)
         if nt and np.any(push != 0.0):
             nd |= tangent.ND_PUSH
         _segments(motion, vel, w, radius, gravity, cloth, push, step_max)
@@ -572,7 +580,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
     # tangents at the fixed end time.
-    _pushes(ctrl, t, lag, balls.mass, push)
+    _pushes(ctrl, t, lag, balls.mass, radius, push)
     _segments(motion, vel, w, radius, b.gravity, cloth, push, step_max)
     if nt:
         _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)

@@ -567,3 +567,43 @@ def test_pushed_scenarios_are_flagged_for_finite_differences():
     res = engine.simulate(model, state, [np.array([0.5])],
                           directions=engine.Directions.build(params=[1], names=model.layout.names))
     assert res.sens.nondiff[0] & ND_PUSH
+
+
+def _twisted(torque, omega=(0, 0, 0), vel=(0, 0, 0), window=(0.0, 0.2), t_end=0.5,
+             params=None):
+    sc = M.Scenario(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[vel], omega=[omega],
+                    t_end=t_end, controls=[[0, *window, 0, 0, 0, *torque]])
+    model, state = M.build([sc], spin=True, params=params)
+    return engine.simulate(model, state, [np.linspace(0.05, t_end, 10)])
+
+
+def test_a_torque_about_z_spins_a_ball_up_against_spinning_friction():
+    tau = 2e-3
+    inertia = 0.4 * MASS * R ** 2
+    assert tau / inertia > ALPHA_SP  # beats the spinning friction
+    res = _twisted((0, 0, tau), params={"mu_sp": MU_SP})
+    t = res.samp_t
+    inside = t <= 0.2
+    assert res.samp_omega[inside, 0, 2] == pytest.approx((tau / inertia - ALPHA_SP) * t[inside],
+                                                         rel=1e-9)
+    assert np.all(res.samp_pos[:, 0, :2] == [0.5, 0.5]) and "start" in _kinds(res)
+
+
+def test_a_torque_about_y_rolls_a_ball_within_static_friction():
+    """tau_y gives the slip c_x = -R tau_y / I; rolling needs friction -m c/3.5,
+    so the ball rolls at a_x = -c_x/3.5 = 5 tau_y / (7 m R) (tau_y < 0: along -x,
+    w_y = v_x / R < 0)."""
+    tau = -2e-4
+    res = _twisted((0, tau, 0), params={"mu_s": 0.3, "mu_r": 0.0})
+    t = res.samp_t
+    inside = t <= 0.2
+    a = -(-R * tau / (0.4 * MASS * R ** 2)) / 3.5
+    assert a == pytest.approx(5 * tau / (7 * MASS * R))
+    assert res.samp_vel[inside, 0, 0] == pytest.approx(a * t[inside], rel=1e-9)
+
+
+def test_torques_without_spin_are_refused():
+    sc = M.Scenario(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[[0, 0, 0]], t_end=1.0,
+                    controls=[[0, 0, 1, 0, 0, 0, 0, 0, 1e-3]])
+    with pytest.raises(ValueError, match="torques .* turn spinning balls"):
+        M.build([sc])
