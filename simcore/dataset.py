@@ -1645,6 +1645,7 @@ def _check_references(ds, f, report):
     for table, key in keys.items():
         if table not in ds.tables:
             continue
+        key = tuple(c for c in key if c in ds.tables[table].column_names)
         codes = ds.codes[table]
         sid = ds.ids_of(table)
         known = np.isin(codes, b_codes) | (np.isin(codes, star) if table == "walls" else False)
