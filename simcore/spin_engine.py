@@ -134,7 +134,8 @@ class Cloth(NamedTuple):
 class Motion(NamedTuple):
     """Each ball's segment: motion ``state`` and ``above`` (a slide in the
     ``mu_k`` regime) (nb,), accelerations ``acc``, ``alpha (nb, 3)``, how long
-    it can last ``dur`` and what ends it ``end`` (nb,)."""
+    it can last ``dur`` and what ends it ``end`` (nb,), and the push on it
+    ``push (nb, 6)`` (force over mass, torque over inertia)."""
 
     state: np.ndarray
     above: np.ndarray
@@ -142,13 +143,15 @@ class Motion(NamedTuple):
     alpha: np.ndarray
     dur: np.ndarray
     end: np.ndarray
+    push: np.ndarray
 
 
 @jit(borrow=True)
-def _segments(motion, vel, w, radius, gravity, cloth, push, step):
+def _segments(motion, vel, w, radius, gravity, cloth, step):
     """Every ball's segment from its current state (``spin.segment``; a
-    pushed ball's, ``push[i]`` = (F/m, tau/I), ``spin.pushed_segment`` with
-    steps of at most ``step``)."""
+    pushed ball's, ``motion.push[i]`` = (F/m, tau/I), ``spin.pushed_segment``
+    with steps of at most ``step``)."""
+    push = motion.push
     for i in range(vel.shape[0]):
         pushed = False
         for d in range(6):
@@ -285,7 +288,7 @@ def _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums):
 
 
 @jit(borrow=True)
-def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gravity, cloth):
+def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, gravity, cloth):
     """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
     end = motion.end[i]
     if end == spin.END_VTH:
@@ -295,7 +298,7 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, push, gra
         return n_ev  # a pushed ball's direction, taken again
     if end == spin.END_SET_OFF:
         kind = EV_ROLL_SLIDE if motion.state[i] == spin.ROLLING else EV_START
-        motion.state[i] = spin.set_off(motion.state[i], push[i], radius[i], gravity,
+        motion.state[i] = spin.set_off(motion.state[i], motion.push[i], radius[i], gravity,
                                        cloth.mu_s[i], cloth.mu_r[i], cloth.mu_sp[i])
         motion.above[i] = False  # no slip yet
         return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
@@ -408,7 +411,7 @@ def _set_up(b, s, pos, vel, w):
     pc, wc = _tables(params, b.bb_idx, b.bw_idx, mat, wall_mat)
     mbuf = np.zeros((2, nb, 3))
     motion = Motion(np.zeros(nb, np.int64), np.zeros(nb, np.bool_), mbuf[0], mbuf[1],
-                    np.zeros(nb), np.zeros(nb, np.int64))
+                    np.zeros(nb), np.zeros(nb, np.int64), np.zeros((nb, 6)))
     balls = Balls(pos, vel, w, b.body_radius[s, :nb], b.body_mass[s, :nb], mat)
     # Walls: the planes n . p = d (n into the table).
     walls = Walls(b.wall_normal[s, :nw], b.wall_offset[s, :nw], b.wall_height[s, :nw], wall_mat)
@@ -445,13 +448,12 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
 
 
 @jit
-def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used,
-             push):
+def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
     """Resolve the event ``code`` (of ball ``a``, and ball or wall ``k``) at
     ``t``, its tangents first (they read the state before it); returns the
     event count.  ``tables``: the batch's ``(bg_idx, bb_idx, bw_idx, laws,
     ground_z, gravity)`` (not the batch record: a call per event would count
-    the references of all its arrays); ``push`` the balls' pushes."""
+    the references of all its arrays)."""
     bg_idx, bb_idx, bw_idx, codes, ground, gravity = tables
     mat, radius = balls.mat, balls.radius
     nt = tg.ttau.shape[0]
@@ -465,7 +467,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
         if end == spin.END_VTH:
             used[bg_idx[mat[a], _V_TH]] += 1
         n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5],
-                           push, gravity, cloth)
+                           gravity, cloth)
         if nt and end < spin.END_STEP:
             spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
     elif code == BALL_BALL:
@@ -534,7 +536,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             ctrl[q, 3 + d] = b.ctrl_force[r, d]
             ctrl[q, 6 + d] = b.ctrl_torque[r, d]
     lag = b.params[s if b.params.shape[0] > 1 else 0][TIME_OFFSET]
-    push = np.zeros((nb, 6))
+    push = motion.push
     step_max = b.scen_dt[s]
     for i in range(nb):
         _enter(i, motion, vel, w, radius, cloth.v_th)
@@ -552,7 +554,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         edge = _pushes(ctrl, t, lag, balls.mass, radius, push)
         if nt and np.any(push != 0.0):
             nd |= tangent.ND_PUSH
-        _segments(motion, vel, w, radius, gravity, cloth, push, step_max)
+        _segments(motion, vel, w, radius, gravity, cloth, step_max)
         if nt:
             _tangent_segments(motion, balls, gravity, cloth, cdir, tg)
         code, ev_a, ev_b, step = _next_event(min(t_end, edge) - t, motion, pos, vel, radius,
@@ -575,13 +577,13 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         t = t_new
         if code != NONE:
             n_ev = _resolve(code, ev_a, ev_b, n_ev, t, tables, motion, balls, walls, cloth, pc,
-                            wc, ev, tg, v3, used, push)
+                            wc, ev, tg, v3, used)
     else:
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
     # tangents at the fixed end time.
     _pushes(ctrl, t, lag, balls.mass, radius, push)
-    _segments(motion, vel, w, radius, b.gravity, cloth, push, step_max)
+    _segments(motion, vel, w, radius, b.gravity, cloth, step_max)
     if nt:
         _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
     _sample(t, np.inf, ks, motion, balls, samp_t, out, meas, tg, sums)
