@@ -147,10 +147,21 @@ class Motion(NamedTuple):
 
 
 @jit(borrow=True)
-def _segments(motion, vel, w, radius, gravity, cloth, step):
-    """Every ball's segment from its current state (``spin.segment``; a
-    pushed ball's, ``motion.push[i]`` = (F/m, tau/I), ``spin.pushed_segment``
-    with steps of at most ``step``)."""
+def _segments(motion, vel, w, radius, gravity, cloth):
+    """Every ball's segment from its current state (``spin.segment``)."""
+    for i in range(vel.shape[0]):
+        motion.dur[i], motion.end[i] = spin.segment(
+            motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
+            cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
+            motion.alpha[i])
+
+
+@jit(borrow=True)
+def _pushed_segments(motion, vel, w, radius, gravity, cloth, step):
+    """The segments of a scenario with controls: a pushed ball's,
+    ``motion.push[i]`` = (F/m, tau/I), by ``spin.pushed_segment`` with steps
+    of at most ``step``, the others' by ``spin.segment``."""
+    _segments(motion, vel, w, radius, gravity, cloth)
     push = motion.push
     for i in range(vel.shape[0]):
         pushed = False
@@ -161,11 +172,6 @@ def _segments(motion, vel, w, radius, gravity, cloth, step):
                 motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, push[i],
                 cloth.mu_k[i], cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i],
                 step, motion.acc[i], motion.alpha[i])
-            continue
-        motion.dur[i], motion.end[i] = spin.segment(
-            motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
-            cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
-            motion.alpha[i])
 
 
 @jit(borrow=True)
@@ -551,10 +557,14 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
-        edge = _pushes(ctrl, t, lag, balls.mass, radius, push)
-        if nt and np.any(push != 0.0):
+        # (a scenario without controls never pays for them)
+        edge = _pushes(ctrl, t, lag, balls.mass, radius, push) if ctrl.shape[0] else np.inf
+        if nt and ctrl.shape[0] and np.any(push != 0.0):
             nd |= tangent.ND_PUSH
-        _segments(motion, vel, w, radius, gravity, cloth, step_max)
+        if ctrl.shape[0]:
+            _pushed_segments(motion, vel, w, radius, gravity, cloth, step_max)
+        else:
+            _segments(motion, vel, w, radius, gravity, cloth)
         if nt:
             _tangent_segments(motion, balls, gravity, cloth, cdir, tg)
         code, ev_a, ev_b, step = _next_event(min(t_end, edge) - t, motion, pos, vel, radius,
@@ -582,8 +592,11 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
     # tangents at the fixed end time.
-    _pushes(ctrl, t, lag, balls.mass, radius, push)
-    _segments(motion, vel, w, radius, b.gravity, cloth, step_max)
+    if ctrl.shape[0]:
+        _pushes(ctrl, t, lag, balls.mass, radius, push)
+        _pushed_segments(motion, vel, w, radius, b.gravity, cloth, step_max)
+    else:
+        _segments(motion, vel, w, radius, b.gravity, cloth)
     if nt:
         _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
     _sample(t, np.inf, ks, motion, balls, samp_t, out, meas, tg, sums)
