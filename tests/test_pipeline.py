@@ -267,9 +267,10 @@ def test_the_scheduled_deployment_is_defined_and_a_triggered_run_completes(store
     assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "1"
 
 
-@pytest.fixture
-def mlflow_server(tmp_path, monkeypatch):
-    """A real ``mlflow server`` on 127.0.0.1 (one worker, no job runners)."""
+def _start_mlflow_server(tmp_path):
+    """A real ``mlflow server`` on a free port of 127.0.0.1 (one worker, no
+    job runners, its own process group), up and answering: ``(process, url,
+    env)``, ``env`` the environment it was started with."""
     import os
     import socket
     import subprocess
@@ -286,19 +287,25 @@ def mlflow_server(tmp_path, monkeypatch):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
          "--artifacts-destination", str(tmp_path / "server-artifacts")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1)
+            return proc, url, env
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("mlflow server exited") from None
+            time.sleep(0.25)
+    proc.kill()
+    raise RuntimeError("mlflow server did not start in 60 s")
+
+
+@pytest.fixture
+def mlflow_server(tmp_path, monkeypatch):
+    """A real ``mlflow server`` (:func:`_start_mlflow_server`) as the tracking URI."""
+    proc, url, _ = _start_mlflow_server(tmp_path)
     try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError("mlflow server exited") from None
-                time.sleep(0.25)
-        else:
-            raise RuntimeError("mlflow server did not start in 60 s")
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
@@ -672,29 +679,12 @@ def test_losing_the_tracking_server_mid_run_fails_quickly_and_registers_nothing(
     within a minute (not MLflow's minutes of retries per request), in one
     line, without a traceback, and the store holds no registered version."""
     import os
-    import socket
     import subprocess
     import sys
     import time
-    import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    env.pop("MLFLOW_TRACKING_URI", None)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
-         "--artifacts-destination", str(tmp_path / "arts")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    server, url, env = _start_mlflow_server(tmp_path)
     try:
-        for _ in range(240):
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            time.sleep(0.25)
         cli = subprocess.Popen(
             [sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--out", str(tmp_path / "o"),
              "--method", "gd"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
