@@ -73,9 +73,10 @@ class Points(NamedTuple):
     depth: np.ndarray
 
 
+@jit
 def points(capacity):
     """An empty :class:`Points` of ``capacity`` contacts."""
-    c = max(1, int(capacity))
+    c = max(1, capacity)
     return Points(np.zeros(1, np.int64), np.zeros(c, np.int64), np.zeros(c, np.int64),
                   np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c, np.int64),
                   np.zeros(c, np.int64), np.zeros((c, 3)), np.zeros((c, 3)), np.zeros(c))

@@ -45,7 +45,10 @@ from numba import njit, prange
 
 from .collision import SHAPE_SPHERE
 from .config import JIT_PARALLEL, jit
-from .faces import KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box, sphere_box, sphere_sphere
+from .faces import (
+    KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box, points, sphere_box,
+    sphere_sphere,
+)
 from .parameter import GROUND_OFFSET, TIME_OFFSET
 from .penalty import (
     C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
@@ -656,10 +659,7 @@ def _setup(batch, s, out):
     coef = Coef(_coefficients(params, batch.rows_g, batch.rows_b, batch.rows_w), batch.laws,
                 batch.cone)
     cap = capacity(nb, nw + 1)
-    pts = Points(np.zeros(1, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-                 np.zeros(cap, np.int64), np.zeros((cap, 3)), np.zeros((cap, 3)),
-                 np.zeros(cap))
+    pts = points(cap)
     w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap),
              np.zeros(cap), np.zeros(cap), np.zeros((cap, 3, 3)), np.zeros((cap, 2, 3, 3)),
              np.zeros((cap, 2, 3, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)),
