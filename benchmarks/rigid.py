@@ -67,7 +67,7 @@ def _ours(n, duration):
         return int(res.steps.sum())
 
     run(True), run(False)  # compile
-    return step, run, model, state
+    return step, run
 
 
 def _mujoco(pos, vel, omega, q, step, duration, threads):
@@ -110,7 +110,7 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    step, run, model, state = _ours(args.tosses, args.duration)
+    step, run = _ours(args.tosses, args.duration)
     steps = run(False)
     out = {"tosses": args.tosses, "duration_s": args.duration, "step": step,
            "box_steps": steps,

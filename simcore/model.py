@@ -504,7 +504,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     return ext, inertia, fixed, quat, omega
 
 
-def _stable_step(layout, vec, laws, mass, ext, inertia, fixed, shapes, material, wall_mat,
+def _stable_step(rows, codes, vec, mass, ext, inertia, fixed, shapes, material, wall_mat,
                  pos, vel, omega, controls, gravity, ground_z):
     """The largest step [s] the stiffest contact of a scenario allows
     (:func:`simcore.penalty.stable_step`): each moving body against the
@@ -513,7 +513,7 @@ def _stable_step(layout, vec, laws, mass, ext, inertia, fixed, shapes, material,
     the fastest speed its energy allows (kinetic, potential above the
     ground, and the controls' impulses) and pressed by the weight of every
     moving body."""
-    ground, body, wall = layout.penalty_rows()
+    ground, body, wall = rows  # the layout's penalty_rows, per kind
     moving = ~fixed
     weight = float(np.sum(mass[moving])) * gravity
     reach = np.where(shapes == SHAPE_SPHERE, 0.0, np.linalg.norm(ext, axis=1))
@@ -526,7 +526,6 @@ def _stable_step(layout, vec, laws, mass, ext, inertia, fixed, shapes, material,
                      + 2.0 * gravity * height) + kick)
     v = float(np.max(speed[moving], initial=0.0))
     h = np.inf
-    codes = contact_laws.codes(laws)
     for i in np.flatnonzero(moving):
         me = float(m_eff[i])
         cases = [(codes[0], ground[material[i]], me)]
@@ -686,13 +685,14 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
     dt = model.scen_dt.copy()
     vec = model.params if model.params.ndim == 1 else model.params[0]
     over = []
+    rows, codes = model.layout.penalty_rows(), model.layout.law_codes
     for s, (arrays, (e, inert, fx, quat, _)) in enumerate(zip(checked, rigids)):
         nb = e.shape[0]
         ext[s, :nb], inertia[s, :nb], fixed[s, :nb] = e, inert, fx
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
                                              np.linalg.norm(e, axis=1))
-        h = _stable_step(model.layout, vec, model.layout.laws, arrays[1], e, inert, fx,
+        h = _stable_step(rows, codes, vec, arrays[1], e, inert, fx,
                          arrays[6], model.body_material[s, :nb],
                          model.wall_material[s, :model.wall_count[s]], state.body_pos[s, :nb],
                          state.body_vel[s, :nb], state.body_omega[s, :nb], arrays[5],
