@@ -17,7 +17,10 @@ sliding and coming to rest), each run for ``S`` seconds:
   at the same step with ``mujoco.rollout`` (its C++ threaded rollout: one
   thread, then one per core), a free box on a plane with friction 0.3;
 * ``speedup`` and ``speedup_parallel``: ours over MuJoCo's, measured in the
-  same run (this machine is shared and noisy; ratios hold better than rates).
+  same run (this machine is shared and noisy; ratios hold better than rates);
+* ``gradient_cost_ratio``: the same rollouts with the exact sensitivities of
+  their final states to four coefficients (``mu_s``, ``mu_k``, ``e_bg``,
+  ``k_hc``; :mod:`simcore.rigid_tangent`) over the forward run alone, one core.
 
 MuJoCo's contact model (soft constraints, its own solver) is not ours: the
 comparison is of rollout rates at an equal step, not of trajectories.
@@ -62,12 +65,18 @@ def _ours(n, duration):
     step = float(model.scen_dt.min())
     model = replace(model, scen_dt=np.full(n, step))  # every scenario at the one step
 
-    def run(parallel):
-        res = E.simulate(model, state, None, parallel=parallel)
+    grads = E.Directions.build(params=[model.layout.index(n) for n in GRADIENT_COEFFICIENTS])
+
+    def run(parallel, directions=None):
+        res = E.simulate(model, state, None, parallel=parallel, directions=directions)
         return int(res.steps.sum())
 
-    run(True), run(False)  # compile
-    return step, run
+    run(True), run(False), run(False, grads)  # compile
+    return step, run, grads
+
+
+#: The coefficients of the gradient row.
+GRADIENT_COEFFICIENTS = ("mu_s", "mu_k", "e_bg", "k_hc")
 
 
 def _mujoco(pos, vel, omega, q, step, duration, threads):
@@ -110,12 +119,14 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    step, run = _ours(args.tosses, args.duration)
+    step, run, grads = _ours(args.tosses, args.duration)
     steps = run(False)
+    forward = best(lambda: run(False), args.repeat)
     out = {"tosses": args.tosses, "duration_s": args.duration, "step": step,
            "box_steps": steps,
-           "box_steps_per_s": steps / best(lambda: run(False), args.repeat),
-           "box_steps_per_s_parallel": steps / best(lambda: run(True), args.repeat)}
+           "box_steps_per_s": steps / forward,
+           "box_steps_per_s_parallel": steps / best(lambda: run(True), args.repeat),
+           "gradient_cost_ratio": best(lambda: run(False, grads), args.repeat) / forward}
     try:
         import mujoco  # noqa: F401
     except ImportError:

@@ -680,13 +680,20 @@ def contacts(model, state, s):
                                int(s))
 
 
-def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep):
-    """:func:`simulate` on the time-stepper (:mod:`simcore.rigid_engine`)."""
+def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, measured,
+                    gauss_newton):
+    """:func:`simulate` on the time-stepper (:mod:`simcore.rigid_engine`),
+    with the sensitivities of :mod:`simcore.rigid_tangent` when asked."""
     m = model
     batch = _rigid_batch(model, samp_ptr, samp_t)
     final = state.copy()
+    want = directions is not None or measured is not None
+    tan = None
+    if want:
+        directions = NO_DIRECTIONS if directions is None else directions
+        tan = _tangent_buffers(model, np.arange(m.nscen), directions, measured, gauss_newton, 0)
     out = rigid_engine.run(batch, final.body_pos, final.body_vel, final.body_omega,
-                           final.body_quat, final.time, parallel, keep)
+                           final.body_quat, final.time, parallel, keep, tan)
     bad = np.flatnonzero(out.status != rigid_engine.STATUS_OK)
     if bad.size:
         s = int(bad[0])
@@ -696,9 +703,18 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep):
     events = {f: np.zeros((0, 3) if f in ("normal", "dva", "dvb") else 0,
                           np.int64 if f in ("kind", "a", "b", "slip") else np.float64)
               for f in EVENT_FIELDS}
+    sens = None
+    if want:
+        nt = directions.count
+        gn = tan.tr_gn
+        if gn.shape[1]:
+            gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
+        sens = Sensitivities(directions, tan.fin_tpos, tan.fin_tvel, np.zeros((0, nt)),
+                             np.zeros((0, 3, nt)), np.zeros((0, 3, nt)), tan.tr_sse,
+                             tan.tr_grad, gn, tan.signal, tan.nondiff)
     return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final,
                      np.zeros(m.nscen + 1, np.int64),
-                     **{"event_" + f: v for f, v in events.items()},
+                     **{"event_" + f: v for f, v in events.items()}, sens=sens,
                      samp_omega=out.out_omega, samp_quat=out.out_quat, steps=out.steps)
 
 
@@ -738,23 +754,21 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     """
     model.layout.validate_rows(model.params, model.nscen)
     samp_ptr, samp_t = _sample_csr(model, state, sample_times)
-    if model.integrator == INTEGRATOR_PENALTY:
-        if directions is not None or measured is not None:
-            raise ValueError("sensitivities through the time-stepper (boxes, penalty laws) "
-                             "are not available: simulate without directions or measured")
-        return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples)
-    nscen = model.nscen
-    cap = max(1, int(event_capacity))
-    final = state.copy()
-    every = np.arange(nscen)
-    want = directions is not None or measured is not None
-    directions = NO_DIRECTIONS if directions is None else directions
     if measured is not None:
         measured = np.ascontiguousarray(measured, dtype=np.float64)
         if measured.shape != (samp_t.shape[0], model.body_radius.shape[1], 3):
             raise ValueError(f"measured has shape {measured.shape}; expected "
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
+    if model.integrator == INTEGRATOR_PENALTY:
+        return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples,
+                               directions, measured, gauss_newton)
+    nscen = model.nscen
+    cap = max(1, int(event_capacity))
+    final = state.copy()
+    every = np.arange(nscen)
+    want = directions is not None or measured is not None
+    directions = NO_DIRECTIONS if directions is None else directions
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
     out = _dispatch(model, every, final, samp_ptr, samp_t, cap, parallel, tan, keep_samples)
     status, ev_count = out.status, out.ev_count

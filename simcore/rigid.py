@@ -99,43 +99,59 @@ def angular_kick(q, omega, inertia, tau, h):
     on the implicit gyroscopic equation ``f(w) = I (w - w1) + h w x I w = 0``
     from ``w1``: ``J = I + h ([w1]x I - [I w1]x)``, ``w' = w1 - J^-1 f(w1)``.
     """
-    tb = quat_unrotate(q, tau[0], tau[1], tau[2])
-    wb = quat_unrotate(q, omega[0], omega[1], omega[2])
-    i0, i1, i2 = inertia[0], inertia[1], inertia[2]
-    w0 = wb[0] + h * tb[0] / i0
-    w1 = wb[1] + h * tb[1] / i1
-    w2 = wb[2] + h * tb[2] / i2
-    l0, l1, l2 = i0 * w0, i1 * w1, i2 * w2
-    # f = h w x (I w)
-    f0 = h * (w1 * l2 - w2 * l1)
-    f1 = h * (w2 * l0 - w0 * l2)
-    f2 = h * (w0 * l1 - w1 * l0)
+    w0, w1, w2 = free_spin(q, omega, inertia, tau, h)
+    f0, f1, f2 = gyroscopic(inertia, w0, w1, w2, h)
     if f0 != 0.0 or f1 != 0.0 or f2 != 0.0:
-        # J = I + h (skew(w) I - skew(I w)); skew(a) b = a x b
-        j00 = i0
-        j01 = h * (-w2 * i1 + l2)
-        j02 = h * (w1 * i2 - l1)
-        j10 = h * (w2 * i0 - l2)
-        j11 = i1
-        j12 = h * (-w0 * i2 + l0)
-        j20 = h * (-w1 * i0 + l1)
-        j21 = h * (w0 * i1 - l0)
-        j22 = i2
-        c00 = j11 * j22 - j12 * j21
-        c01 = j02 * j21 - j01 * j22
-        c02 = j01 * j12 - j02 * j11
-        det = j00 * c00 + j10 * c01 + j20 * c02
-        c10 = j12 * j20 - j10 * j22
-        c11 = j00 * j22 - j02 * j20
-        c12 = j02 * j10 - j00 * j12
-        c20 = j10 * j21 - j11 * j20
-        c21 = j01 * j20 - j00 * j21
-        c22 = j00 * j11 - j01 * j10
-        w0 -= (c00 * f0 + c01 * f1 + c02 * f2) / det
-        w1 -= (c10 * f0 + c11 * f1 + c12 * f2) / det
-        w2 -= (c20 * f0 + c21 * f1 + c22 * f2) / det
+        y = gyro_solve(inertia, w0, w1, w2, h, f0, f1, f2)
+        w0, w1, w2 = w0 - y[0], w1 - y[1], w2 - y[2]
     ww = quat_rotate(q, w0, w1, w2)
     omega[0], omega[1], omega[2] = ww[0], ww[1], ww[2]
+
+
+@jit(borrow=True)
+def free_spin(q, omega, inertia, tau, h):
+    """``w1 = R^T omega + h I^-1 R^T tau``: the body-frame angular velocity
+    after ``h`` under the torque ``tau`` alone (a tuple)."""
+    tb = quat_unrotate(q, tau[0], tau[1], tau[2])
+    wb = quat_unrotate(q, omega[0], omega[1], omega[2])
+    return (wb[0] + h * tb[0] / inertia[0], wb[1] + h * tb[1] / inertia[1],
+            wb[2] + h * tb[2] / inertia[2])
+
+
+@jit(borrow=True)
+def gyroscopic(inertia, w0, w1, w2, h):
+    """``h w x (I w)`` (body frame, a tuple)."""
+    l0, l1, l2 = inertia[0] * w0, inertia[1] * w1, inertia[2] * w2
+    return h * (w1 * l2 - w2 * l1), h * (w2 * l0 - w0 * l2), h * (w0 * l1 - w1 * l0)
+
+
+@jit(borrow=True)
+def gyro_solve(inertia, w0, w1, w2, h, r0, r1, r2):
+    """``J^-1 r`` with ``J = I + h ([w]x I - [I w]x)``, the Jacobian of the
+    implicit gyroscopic equation at ``w`` (body frame; by cofactors)."""
+    i0, i1, i2 = inertia[0], inertia[1], inertia[2]
+    l0, l1, l2 = i0 * w0, i1 * w1, i2 * w2
+    j00 = i0
+    j01 = h * (-w2 * i1 + l2)
+    j02 = h * (w1 * i2 - l1)
+    j10 = h * (w2 * i0 - l2)
+    j11 = i1
+    j12 = h * (-w0 * i2 + l0)
+    j20 = h * (-w1 * i0 + l1)
+    j21 = h * (w0 * i1 - l0)
+    j22 = i2
+    c00 = j11 * j22 - j12 * j21
+    c01 = j02 * j21 - j01 * j22
+    c02 = j01 * j12 - j02 * j11
+    det = j00 * c00 + j10 * c01 + j20 * c02
+    c10 = j12 * j20 - j10 * j22
+    c11 = j00 * j22 - j02 * j20
+    c12 = j02 * j10 - j00 * j12
+    c20 = j10 * j21 - j11 * j20
+    c21 = j01 * j20 - j00 * j21
+    c22 = j00 * j11 - j01 * j10
+    return ((c00 * r0 + c01 * r1 + c02 * r2) / det, (c10 * r0 + c11 * r1 + c12 * r2) / det,
+            (c20 * r0 + c21 * r1 + c22 * r2) / det)
 
 
 @jit(borrow=True)

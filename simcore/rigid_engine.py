@@ -53,7 +53,9 @@ from .parameter import GROUND_OFFSET, TIME_OFFSET
 from .penalty import (
     C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
 )
+from . import rigid_tangent
 from .rigid import angular_kick, integrate_orientation, inv_inertia_times
+from .tangent import accumulate
 
 #: Gauss-Seidel sweeps of the friction impulses per step.
 FRICTION_SWEEPS = 8
@@ -177,7 +179,8 @@ class Work(NamedTuple):
     the slip velocity per unit impulse) and its inverse ``kinv (C, 3)``;
     the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
     accumulated over the sweeps; the memory of the previous step's points
-    ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``."""
+    ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``, and where each point's
+    first-touch speed came from ``src (C,)`` (its memory slot; -1: now)."""
 
     pts: Points
     fs: np.ndarray
@@ -197,14 +200,15 @@ class Work(NamedTuple):
     mem_key: np.ndarray
     mem_vi: np.ndarray
     mem_n: np.ndarray
+    src: np.ndarray
 
 
 @jit(borrow=True)
-def _other_material(b, pl, pts, c):
-    """The material of what body i touches at point ``c`` (0: the ground)."""
-    if pts.j[c] >= 0:
-        return b.mat[pts.j[c]]
-    return pl.mat[pts.plane[c]]
+def _row(b, pl, pts, c):
+    """Point ``c``'s coefficient row index: its kind, body i's material and
+    that of what it touches (the other body's, the plane's; 0: the ground)."""
+    other = b.mat[pts.j[c]] if pts.j[c] >= 0 else pl.mat[pts.plane[c]]
+    return pts.kind[c], b.mat[pts.i[c]], other
 
 
 @jit(borrow=True)
@@ -371,7 +375,7 @@ def _push(b, w, c, k, lam):
 
 
 @jit(borrow=True)
-def springs(b, pl, coef, w):
+def springs(b, pl, coef, w, tg):
     """Stage 2: each point's first-touch speed (from the memory, or its
     approach speed now), spring force and damping under its kind's law, slip
     speed and viscous friction; the springs and the viscous friction summed
@@ -388,12 +392,15 @@ def springs(b, pl, coef, w):
         v = _relative_velocity(b, pts, c)
         vn = v[0] * nrm[0] + v[1] * nrm[1] + v[2] * nrm[2]
         vi = max(-vn, 0.0)
+        w.src[c] = -1
         for k in range(w.mem_n[0]):
             if w.mem_key[k] == pts.key[c]:
                 vi = w.mem_vi[k]
+                w.src[c] = k
                 break
         w.vi[c] = vi
-        row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
+        kind, ma, mb = _row(b, pl, pts, c)
+        row = coef.table[kind, ma, mb]
         f, w.cd[c] = spring_damper_of(coef.laws[pts.kind[c]], row, pts.depth[c], vi)
         w.fs[c] = f
         vt0, vt1, vt2 = v[0] - vn * nrm[0], v[1] - vn * nrm[1], v[2] - vn * nrm[2]
@@ -404,6 +411,8 @@ def springs(b, pl, coef, w):
         f2 = f * nrm[2] - kv * vt2
         _add_force(b, pts.i[c], pts.point[c], 1.0, f0, f1, f2)
         _add_force(b, pts.j[c], pts.point[c], -1.0, f0, f1, f2)
+    if tg.nt:
+        rigid_tangent.springs(b, pl, coef, w, tg)
     for c in range(n):
         w.mem_key[c] = pts.key[c]
         w.mem_vi[c] = w.vi[c]
@@ -411,8 +420,10 @@ def springs(b, pl, coef, w):
 
 
 @jit(borrow=True)
-def kick(b, gravity, h):
+def kick(b, tg, gravity, h):
     """Stage 3: velocities after ``h`` under the step's forces and gravity."""
+    if tg.nt:
+        rigid_tangent.kick(b, tg, h)
     for i in range(b.count):
         if b.fixed[i]:
             continue
@@ -424,7 +435,7 @@ def kick(b, gravity, h):
 
 
 @jit(borrow=True)
-def impulses(b, pl, coef, w, h):
+def impulses(b, pl, coef, w, tg, h):
     """Stage 4: the damping and friction impulses (see the module),
     Gauss-Seidel over the points in their order, :data:`FRICTION_SWEEPS`
     sweeps; ``fn`` holds each point's normal force after them."""
@@ -437,17 +448,21 @@ def impulses(b, pl, coef, w, h):
         w.pd[c] = 0.0
         w.fn[c] = w.fs[c]
         _prepare(b, w, c)
+        if tg.nt:
+            rigid_tangent.prepare(b, w, tg, c)
     for _ in range(FRICTION_SWEEPS):
         for c in range(n):
-            _damp(b, w, c, h)
-            row = coef.table[pts.kind[c], b.mat[pts.i[c]], _other_material(b, pl, pts, c)]
+            _damp(b, w, tg, c, h)
+            kind, ma, mb = _row(b, pl, pts, c)
+            row = coef.table[kind, ma, mb]
             cap = stiction(row, w.slip[c]) * max(w.fn[c], 0.0) * h
             u1 = _along(b, w, c, 1)
             u2 = _along(b, w, c, 2)
             # the point's impulse that stops its slip (stick) ...
             p1 = w.pt[c, 0] - (w.kinv[c, 0] * u1 + w.kinv[c, 1] * u2)
             p2 = w.pt[c, 1] - (w.kinv[c, 1] * u1 + w.kinv[c, 2] * u2)
-            if not _in_cone(p1, p2, cap, coef.cone):
+            stick = _in_cone(p1, p2, cap, coef.cone)
+            if not stick:
                 # ... or, outside the cone, the cone's impulse against the
                 # slip the point would have without its own friction
                 f1 = u1 - (w.kmat[c, 0] * w.pt[c, 0] + w.kmat[c, 1] * w.pt[c, 1])
@@ -455,20 +470,26 @@ def impulses(b, pl, coef, w, h):
                 norm = (abs(f1) + abs(f2) if coef.cone == CONE_PYRAMIDAL
                         else np.sqrt(f1 * f1 + f2 * f2))
                 p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
+            if tg.nt:
+                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, u1, u2, p1,
+                                       p2, stick, coef.cone == CONE_PYRAMIDAL)
             _push(b, w, c, 1, p1 - w.pt[c, 0])
             _push(b, w, c, 2, p2 - w.pt[c, 1])
             w.pt[c, 0], w.pt[c, 1] = p1, p2
             if row[C_MU_ROLL] > 0.0 and w.fn[c] > 0.0:
-                _rolling(b, w, c, row[C_MU_ROLL] * w.fn[c] * h)
+                _rolling(b, w, tg, c, row, tg.coef[kind, ma, mb], h)
 
 
 @jit(borrow=True)
-def _damp(b, w, c, h):
+def _damp(b, w, tg, c, h):
     """The damping impulse of point ``c`` at its end-of-step approach rate
     (implicit), the total normal impulse kept >= 0; ``fn[c]`` updated."""
     rate = -_along(b, w, c, 0) + w.kn[c] * w.pd[c]
     ch = w.cd[c] * h
-    p = max(ch * rate / (1.0 + ch * w.kn[c]), -w.fs[c] * h)
+    g = ch * rate / (1.0 + ch * w.kn[c])
+    p = max(g, -w.fs[c] * h)
+    if tg.nt:
+        rigid_tangent.damp(b, w, tg, c, h, rate, g, g >= -w.fs[c] * h, p)
     _push(b, w, c, 0, p - w.pd[c])
     w.pd[c] = p
     w.fn[c] = w.fs[c] + p / h
@@ -484,9 +505,12 @@ def _in_cone(p1, p2, cap, cone):
 
 
 @jit(borrow=True)
-def _rolling(b, w, c, cap):
+def _rolling(b, w, tg, c, row, trow, h):
     """The rolling resistance of point ``c``: an angular impulse against the
-    relative angular velocity's tangential part, accumulated up to ``cap``."""
+    relative angular velocity's tangential part, accumulated up to
+    ``mu_roll F h`` (``row``: the point's coefficients, ``trow`` their
+    tangents)."""
+    cap = row[C_MU_ROLL] * w.fn[c] * h
     pts = w.pts
     i, j = pts.i[c], pts.j[c]
     nrm = pts.normal[c]
@@ -509,6 +533,9 @@ def _rolling(b, w, c, cap):
         return
     total = min(w.pr[c] + mag / k, cap)
     d = total - w.pr[c]
+    if tg.nt:
+        rigid_tangent.rolling(b, w, tg, c, row, trow, h, e0, e1, e2, mag, k,
+                              w.pr[c] + mag / k < cap, d)
     w.pr[c] = total
     for side in range(2):
         q = i if side == 0 else j
@@ -521,8 +548,10 @@ def _rolling(b, w, c, cap):
 
 
 @jit(borrow=True)
-def drift(b, h):
+def drift(b, tg, h):
     """Stage 5: positions and orientations after ``h`` at the new velocities."""
+    if tg.nt:
+        rigid_tangent.drift(b, tg, h)
     for i in range(b.count):
         if b.fixed[i]:
             continue
@@ -532,12 +561,14 @@ def drift(b, h):
 
 
 @jit(borrow=True)
-def _controls(b, batch, s, t, lag, h):
+def _controls(b, tg, batch, t_ctrl, s, t, lag, h):
     """The control forces and torques active at ``t`` (windows shifted by
     ``lag``) as velocity changes over ``h``."""
     for q in range(batch.ctrl_ptr[s], batch.ctrl_ptr[s + 1]):
         i = batch.ctrl_body[q]
         if batch.ctrl_t0[q] + lag <= t < batch.ctrl_t1[q] + lag and not b.fixed[i]:
+            if tg.nt:
+                rigid_tangent.controls(b, tg, i, q, t_ctrl, h, batch.ctrl_torque[q])
             for a in range(3):
                 b.vel[i, a] += h * b.inv_mass[i] * batch.ctrl_force[q, a]
             tq = batch.ctrl_torque[q]
@@ -547,14 +578,18 @@ def _controls(b, batch, s, t, lag, h):
 
 
 @jit(borrow=True)
-def step(b, pl, coef, w, gravity, h):
-    """One step of the time-stepper: the five stages.  False on overflow."""
+def step(b, pl, coef, w, tg, gravity, h):
+    """One step of the time-stepper: the five stages, with the tangents of
+    ``tg`` (:class:`simcore.rigid_tangent.Tangents`; none when ``tg.nt`` is
+    0).  False on overflow."""
     if not detect(b, pl, w.pts):
         return False
-    springs(b, pl, coef, w)
-    kick(b, gravity, h)
-    impulses(b, pl, coef, w, h)
-    drift(b, h)
+    if tg.nt:
+        rigid_tangent.detect(b, pl, w.pts, tg)
+    springs(b, pl, coef, w, tg)
+    kick(b, tg, gravity, h)
+    impulses(b, pl, coef, w, tg, h)
+    drift(b, tg, h)
     return True
 
 
@@ -570,9 +605,12 @@ def _sample(b, out, k):
 
 
 @jit(borrow=True)
-def _scenario(batch, s, b, pl, coef, w, out, keep):
+def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
-    sample times.  Returns the status."""
+    sample times (and adding each sample's position residuals to ``tan``'s
+    sums when it has measurements, :func:`simcore.tangent.accumulate`).
+    Returns the status."""
+    meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
     params = batch.params[min(s, batch.params.shape[0] - 1)]
     lag = params[TIME_OFFSET]
     t = out.time[s]
@@ -587,8 +625,8 @@ def _scenario(batch, s, b, pl, coef, w, out, keep):
             nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
             h = span / nstep
             for q in range(nstep):
-                _controls(b, batch, s, t + q * h, lag, h)
-                if not step(b, pl, coef, w, batch.gravity, h):
+                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+                if not step(b, pl, coef, w, tg, batch.gravity, h):
                     out.steps[s] = steps
                     return STATUS_OVERFLOW
                 steps += 1
@@ -597,6 +635,9 @@ def _scenario(batch, s, b, pl, coef, w, out, keep):
             break
         if keep:
             _sample(b, out, k)
+        if meas:
+            accumulate(b.count, b.pos, tan.meas[k], tg.pos, tan.tr_sse[s:s + 1], tan.tr_grad[s],
+                       tan.tr_gn[s])
         k += 1
     out.time[s] = t
     out.steps[s] = steps
@@ -631,8 +672,9 @@ def capacity(nb, nplane):
 
 
 @jit
-def _setup(batch, s, out):
-    """The records and work arrays of scenario ``s`` (its state: ``out``'s)."""
+def _setup(batch, s, out, tan):
+    """The records and work arrays of scenario ``s`` (its state: ``out``'s)
+    and its tangent record (the directions of ``tan``)."""
     nb = batch.body_count[s]
     nw = batch.wall_count[s]
     params = batch.params[min(s, batch.params.shape[0] - 1)]
@@ -656,36 +698,47 @@ def _setup(batch, s, out):
         offset[k + 1] = batch.wall_offset[s, k]
         mat[k + 1] = batch.wall_material[s, k]
     pl = Planes(nw + 1, normal, offset, mat)
-    coef = Coef(_coefficients(params, batch.rows_g, batch.rows_b, batch.rows_w), batch.laws,
-                batch.cone)
+    table = _coefficients(params, batch.rows_g, batch.rows_b, batch.rows_w)
+    coef = Coef(table, batch.laws, batch.cone)
     cap = capacity(nb, nw + 1)
     pts = points(cap)
     w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap),
              np.zeros(cap), np.zeros(cap), np.zeros((cap, 3, 3)), np.zeros((cap, 2, 3, 3)),
              np.zeros((cap, 2, 3, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)),
              np.zeros((cap, 2)), np.zeros(cap),
-             np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64))
-    return b, pl, coef, w
+             np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64),
+             np.zeros(cap, np.int64))
+    tg = rigid_tangent.record(nb, nw + 1, cap, table.shape[1], tan.t_param, tan.t_vel,
+                              tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
+    rigid_tangent.lag_check(tg, batch.ctrl_ptr[s + 1] - batch.ctrl_ptr[s])
+    return b, pl, coef, w, tg
 
 
 @jit
-def _run_one(batch, s, out, keep):
-    """Set up scenario ``s`` and run it."""
-    b, pl, coef, w = _setup(batch, s, out)
-    out.status[s] = _scenario(batch, s, b, pl, coef, w, out, keep)
+def _run_one(batch, s, out, tan, keep):
+    """Set up scenario ``s`` and run it; its sensitivities into ``tan``."""
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
+    out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    if tg.nt:
+        nb = b.count
+        tan.fin_tpos[s, :nb] = tg.pos
+        tan.fin_tvel[s, :nb] = tg.vel
+        tan.nondiff[s] = tg.nondiff[0]
+        for p in range(tg.nt):
+            tan.signal[s, p] = tg.used[p] if tg.pdir[p] >= 0 else 1
 
 
 @jit
-def _report(batch, s, out, h):
+def _report(batch, s, out, tan, h):
     """One step's contact forces of scenario ``s`` at its state (the state
     is left as it was): the work record after the friction stage."""
-    b, pl, coef, w = _setup(batch, s, out)
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
     pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
     ok = detect(b, pl, w.pts)
     if ok:
-        springs(b, pl, coef, w)
-        kick(b, batch.gravity, h)
-        impulses(b, pl, coef, w, h)
+        springs(b, pl, coef, w, tg)
+        kick(b, tg, batch.gravity, h)
+        impulses(b, pl, coef, w, tg, h)
     b.pos[:], b.quat[:], b.vel[:], b.omega[:] = pos, quat, vel, omega
     return ok, w
 
@@ -702,7 +755,7 @@ def report(batch, pos, vel, omega, quat, time, s):
                   np.zeros((0, nb, 3)), np.zeros((0, nb, 4)), np.zeros(nscen, np.int64),
                   np.zeros(nscen, np.int64))
     h = float(batch.scen_h[s])
-    ok, w = _report(batch, s, out, h)
+    ok, w = _report(batch, s, out, no_tangents(nb), h)
     if not ok:
         raise RuntimeError(f"scenario {s}: {STATUS_MESSAGES[STATUS_OVERFLOW]}")
     n = int(w.pts.count[0])
@@ -716,25 +769,39 @@ def report(batch, pos, vel, omega, quat, time, s):
 
 
 @njit(**JIT_PARALLEL)
-def _run_parallel(batch, out, keep):
+def _run_parallel(batch, out, tan, keep):
     for s in prange(batch.body_count.shape[0]):
-        _run_one(batch, np.int64(s), out, keep)  # (prange indices are unsigned)
+        _run_one(batch, np.int64(s), out, tan, keep)  # (prange indices are unsigned)
 
 
 @jit
-def _run_serial(batch, out, keep):
+def _run_serial(batch, out, tan, keep):
     for s in range(batch.body_count.shape[0]):
-        _run_one(batch, np.int64(s), out, keep)  # (prange indices are unsigned)
+        _run_one(batch, np.int64(s), out, tan, keep)  # (prange indices are unsigned)
 
 
-def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True):
+def no_tangents(nb, nscen=1):
+    """Tangent buffers (:class:`simcore.engine.TangentIO`) of no direction."""
+    from .engine import TangentIO
+    z = np.zeros(0, np.int64)
+    return TangentIO(z, z, z, np.zeros((0, nb, 3)), np.zeros(nscen), np.zeros((nscen, 0)),
+                     np.zeros((nscen, 0, 0)), np.zeros((nscen, nb, 3, 0)),
+                     np.zeros((nscen, nb, 3, 0)), np.zeros((nscen, 0, 0)),
+                     np.zeros((nscen, 0, 3, 0)), np.zeros((nscen, 0, 3, 0)),
+                     np.zeros((nscen, 0), np.int64), np.zeros(nscen, np.int64), z)
+
+
+def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None):
     """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
-    ``vel``, ``omega``, ``quat``, ``time`` (advanced in place).  Returns the
-    :class:`Outputs`."""
+    ``vel``, ``omega``, ``quat``, ``time`` (advanced in place); with ``tan``
+    (:class:`simcore.engine.TangentIO`) its sensitivities along the
+    directions it holds.  Returns the :class:`Outputs`."""
     nscen, nb = batch.body_mass.shape
     rows = batch.samp_t.shape[0] if keep else 0
     out = Outputs(pos, vel, omega, quat, time, np.zeros((rows, nb, 3)), np.zeros((rows, nb, 3)),
                   np.zeros((rows, nb, 3)), np.zeros((rows, nb, 4)), np.zeros(nscen, np.int64),
                   np.zeros(nscen, np.int64))
-    (_run_parallel if parallel else _run_serial)(batch, out, keep)
+    if tan is None:
+        tan = no_tangents(nb, nscen)
+    (_run_parallel if parallel else _run_serial)(batch, out, tan, keep)
     return out
