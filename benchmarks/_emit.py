@@ -14,6 +14,19 @@ def best(fn, repeat):
     return min(out)
 
 
+def best_alternated(fns, repeat):
+    """The shortest wall time [s] of each of ``fns`` over ``repeat`` rounds,
+    each round calling them in turn: a change of the machine's load
+    touches them alike, so their ratios hold."""
+    out = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            out[k].append(time.perf_counter() - t)
+    return [min(x) for x in out]
+
+
 def emit(out, as_json, width=22):
     """Print the figures ``out``: one JSON object, or one ``name value`` line each."""
     if as_json:

@@ -13,9 +13,11 @@
     Prints a summary of a valid dataset, or the grouped report of every
     violation (table, column, row, scenario); exit code 0 or 1.
 
-``contactfit generate OUT [--scenarios N] [--seed S] [--noise-mm X] ...``
+``contactfit generate OUT [--shape sphere|box] [--scenarios N] [--seed S] [--noise-mm X] ...``
     Writes a synthetic dataset with known coefficients (``--materials``,
-    ``--wall-material`` and ``--truth`` for per-material ones).
+    ``--wall-material`` and ``--truth`` for per-material ones); ``--shape
+    box``: cube tosses on a table (1.2 s at 148 Hz unless given, with
+    ``--noise-deg`` on the orientations).
 
 ``contactfit params [DATASET]``
     Prints every coefficient (default, bounds, unit, meaning, what carries
@@ -236,13 +238,20 @@ def _laws(items):
 def cmd_generate(args):
     from simcore import synth
 
+    box = args.shape == "box"
+    if box and (args.materials or args.wall_material):
+        raise ValueError("--materials and --wall-material are for the sphere scenes "
+                         "(the box tosses have one cube on a table)")
     cfg = synth.GeneratorSettings(scenarios=args.scenarios, seed=args.seed,
-                                  duration=args.duration, rate=args.rate,
+                                  duration=args.duration or (1.2 if box else 2.0),
+                                  rate=args.rate or (148.0 if box else 100.0),
                                   noise_mm=args.noise_mm, fmt=args.format,
                                   materials=[m for m in (args.materials or "").split(",") if m],
                                   wall_material=args.wall_material or "",
-                                  laws=_laws(args.law))
-    truth = _params(args.truth, synth.TRUTH) if args.truth else None
+                                  laws=_laws(args.law), shape=args.shape,
+                                  noise_deg=args.noise_deg)
+    truth = (_params(args.truth, synth.TRUTH_BOX if box else synth.TRUTH) if args.truth
+             else None)
     out = synth.generate(args.out, cfg, truth, name=args.name or Path(args.out).name)
     print(f"wrote {cfg.scenarios} scenarios to {out}/")
     return 0
@@ -439,9 +448,14 @@ def build_parser():
     gen.add_argument("out")
     gen.add_argument("--scenarios", type=int, default=40)
     gen.add_argument("--seed", type=int, default=7)
-    gen.add_argument("--duration", type=float, default=2.0)
-    gen.add_argument("--rate", type=float, default=100.0, help="sample rate [Hz]")
+    gen.add_argument("--shape", choices=["sphere", "box"], default="sphere",
+                     help="sphere: table scenes with pushes and walls; box: cube tosses")
+    gen.add_argument("--duration", type=float,
+                     help="seconds per scenario (default 2.0; boxes 1.2)")
+    gen.add_argument("--rate", type=float, help="sample rate [Hz] (default 100; boxes 148)")
     gen.add_argument("--noise-mm", type=float, default=1.0)
+    gen.add_argument("--noise-deg", type=float, default=0.5,
+                     help="orientation noise of the box tosses [degrees per axis]")
     gen.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     gen.add_argument("--name", help="the dataset's name (default: the output directory's)")
     gen.add_argument("--materials", help="comma-separated body materials, drawn per body")

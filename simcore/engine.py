@@ -706,6 +706,7 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
     sens = None
     if want:
         nt = directions.count
+        _mark_blown(m, directions, tan)
         gn = tan.tr_gn
         if gn.shape[1]:
             gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
@@ -716,6 +717,32 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
                      np.zeros(m.nscen + 1, np.int64),
                      **{"event_" + f: v for f, v in events.items()}, sens=sens,
                      samp_omega=out.out_omega, samp_quat=out.out_quat, steps=out.steps)
+
+
+#: A time-stepped scenario whose final-state tangents exceed this, in metres
+#: (or m/s) per relative change of a coefficient (per m/s of an initial
+#: state, per metre of the ground offset), is marked ``ND_STIFF``.
+TANGENT_BLOWUP = 1e6
+
+
+def _mark_blown(model, directions, tan):
+    """Mark the time-stepped scenarios whose tangents blew up (non-finite,
+    or above :data:`TANGENT_BLOWUP`): a body coming to rest on corners
+    that chatter in and out of contact makes the step's derivative
+    expanding, exact and useless there, while finite perturbations stay
+    small; the fitter takes their gradient by finite differences."""
+    if not directions.count:
+        return
+    params = model.params if model.params.ndim == 2 else model.params[None, :]
+    q = directions.param
+    scale = np.where(q >= 0, np.abs(params[:, np.maximum(q, 0)]), 1.0)
+    scale = np.where(scale > 0, scale, 1.0)  # (an offset at 0: per metre)
+    size = np.maximum(np.abs(tan.fin_tpos).max(axis=(1, 2), initial=0.0),
+                      np.abs(tan.fin_tvel).max(axis=(1, 2), initial=0.0)) * scale
+    bad = ~np.isfinite(size).all(axis=1) | (np.nan_to_num(size, nan=np.inf).max(axis=1)
+                                            > TANGENT_BLOWUP)
+    bad |= ~np.isfinite(tan.tr_grad).all(axis=1)
+    tan.nondiff[bad] |= tangent.ND_STIFF
 
 
 def _events(out, tan):

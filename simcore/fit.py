@@ -127,6 +127,10 @@ ROBUST = 10.0
 #: stuck in a local minimum of its own, and the extra starts it gets.
 RESCUE = 1.25
 RESCUE_STARTS = 8
+#: The nuisance kinds rescued: a stuck push or a guessed velocity or spin can
+#: start far from its value; a segment's state (``state``) starts from the
+#: measurements.
+RESCUED = ("velocity", "push", "spin")
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
 #: Largest relative change of a coefficient in one step.
@@ -222,8 +226,13 @@ def _schur(H, g, nf, k, scen_hold, lam=0.0):
     Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + dead
     gn[dead] = 0.0
     Hgn = np.where(dead[:, None, :], 0.0, H[:, :nf, nf:])
-    X = np.linalg.solve(Hnn, np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]],
-                                            axis=2))
+    rhs = np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]], axis=2)
+    try:
+        X = np.linalg.solve(Hnn, rhs)
+    except np.linalg.LinAlgError:
+        # A combination of nuisance values the data leave free (a body's
+        # spin about a line its samples cannot see): the minimum-norm step.
+        X = np.linalg.pinv(Hnn, rcond=1e-12, hermitian=True) @ rhs
     A = A - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
     b = b - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
     return A, b, X
@@ -315,7 +324,7 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     coefficients not in ``free``); ``free``: names to fit (None: the contact
     coefficients of the model's layout, ``Layout.coefficients``; the global
     offsets ``ground_offset`` and ``time_offset`` are fitted only when named);
-    ``nuisance``: "none", "velocity", "push" or "spin" (see :mod:`simcore.problem`;
+    ``nuisance``: "none", "velocity", "push", "spin" or "state" (see :mod:`simcore.problem`;
     the start is :meth:`~simcore.problem.Problem.nuisance_start` at
     ``params0``, where a push stuck on the static plateau restarts from its
     window's measured motion);
@@ -463,6 +472,8 @@ def _rescue(problem, theta, nuis, nuisance, **kw):
     loss share is over ``RESCUE`` times the median (see the module
     docstring).  Returns ``(nuisance with the improved scenarios, or None if
     none improved, evaluations spent)``."""
+    if nuisance not in RESCUED:
+        return None, 0
     per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
     bad = np.flatnonzero(per > RESCUE * np.median(per))
     if not bad.size:

@@ -60,7 +60,11 @@ class Targets:
     order, NaN where a body has no sample); ``final_pos``, ``final_vel
     (nscen, nbmax, 3)`` (NaN: no target); ``events``: measured events as
     arrays ``scen``, ``body``, ``other`` (partner body, -1 for a plane, -2
-    unknown), ``t``, ``dv (E, 3)``.
+    unknown), ``t``, ``dv (E, 3)``; ``states``: other measured quantities at
+    the sample rows, when the data have them: ``quat (M, nbmax, 4)``
+    (orientations), ``vel``, ``omega (M, nbmax, 3)`` (world frame; NaN:
+    not measured), read where a segment starts
+    (:meth:`simcore.problem.Problem.segmented`).
     """
 
     sample_times: list
@@ -69,6 +73,7 @@ class Targets:
     final_vel: np.ndarray
     events: dict = field(default_factory=dict)
     measured_velocity: bool = False
+    states: dict = None
     _sample_count: np.ndarray = field(default=None, init=False, repr=False, compare=False)
 
     def sample_count(self):

@@ -12,7 +12,12 @@ unknowns of every scenario:
 * ``nuisance="spin"`` (the spinning model): each body's initial horizontal
   velocity and angular velocity, ``(vx0, vy0)`` of every body then
   ``(wx0, wy0, wz0)`` of every body (``nuis (nscen, 5 nbmax)``): a real
-  shot never knows the cue ball's spin exactly.
+  shot never knows the cue ball's spin exactly;
+* ``nuisance="state"`` (the time-stepper: free-flying boxes and spheres):
+  each body's initial velocity and angular velocity in 3D, ``(vx0, vy0,
+  vz0)`` of every body then ``(wx0, wy0, wz0)`` of every body (``nuis
+  (nscen, 6 nbmax)``): where a toss's or a segment's start is estimated
+  from measured samples (:meth:`Problem.segmented`).
 
 :meth:`Problem.evaluate` runs the engine with forward-mode sensitivities
 along all unknowns and returns the loss, its per-scenario gradient and
@@ -43,9 +48,27 @@ from . import buffers
 from . import dataset as D
 from . import losses as L
 from . import params as P
+from .collision import SHAPE_SPHERE
 from .engine import NO_DIRECTIONS, Directions, simulate
+from .integrate import INTEGRATOR_PENALTY
+from .rigid import lowest, quat_rate
 
-NUISANCE = ("none", "velocity", "push", "spin")
+NUISANCE = ("none", "velocity", "push", "spin", "state")
+#: Rest (:meth:`Problem.rest_time`): the largest move [m] and turn [rad]
+#: over the window [s] of a body at rest.
+REST_MOVE = 5e-3
+REST_TURN = np.radians(3.0)
+REST_WINDOW = 0.2
+#: A segment's start velocity: the slope of the least-squares quadratic
+#: through up to this many samples on either side (its angular velocity:
+#: the rotation between the outermost two).
+SLOPE_HALF = 3
+#: A segment starts only where that quadratic's residual is within this
+#: factor of its ``SMOOTH_QUANTILE`` percentile over all samples (the
+#: smoothest windows: flight and rest, at the noise): smooth motion, no
+#: impact in the window to bend the start's velocity.
+SMOOTH_FACTOR = 3.0
+SMOOTH_QUANTILE = 20.0
 #: A body whose fitted speed somewhere in a push window exceeds this [m/s]
 #: moves (:meth:`Problem.push_from_data`); over 10 or more samples the fit's
 #: speed error from 1 mm noise is a few mm/s.
@@ -107,6 +130,11 @@ class Problem:
                 raise ValueError("nuisance 'spin' (initial velocities and spins): the model "
                                  "does not spin; add model: {spin: true} to dataset.yaml")
             return 5 * self.model.body_radius.shape[1]
+        if kind == "state":
+            if self.model.integrator != INTEGRATOR_PENALTY:
+                raise ValueError("nuisance 'state' (initial 3D velocities and angular "
+                                 "velocities) needs the time-stepper: boxes or a penalty law")
+            return 6 * self.model.body_radius.shape[1]
         return 0
 
     def nuisance_columns(self, kind):
@@ -114,6 +142,10 @@ class Problem:
         window it belongs to, and what it is (``x``, ``y`` for a velocity or
         force; ``vx``, ``vy``, ``wx``, ``wy``, ``wz`` for ``spin``)."""
         k = self.nuisance_size(kind)
+        if kind == "state":
+            nb = k // 6
+            slot = np.r_[np.arange(3 * nb) // 3, np.arange(3 * nb) // 3]
+            return slot, np.array(["vx", "vy", "vz"] * nb + ["wx", "wy", "wz"] * nb, object)
         if kind != "spin":
             return np.arange(k) // 2, np.array(["x", "y"] * (k // 2), object)
         nb = k // 5
@@ -125,7 +157,7 @@ class Problem:
         """``(nscen, k)``: True for the real nuisance values (not the padding of
         scenarios with fewer bodies or control windows than the widest)."""
         slots = self.nuisance_columns(kind)[0]
-        if kind in ("velocity", "spin"):
+        if kind in ("velocity", "spin", "state"):
             n = self.model.body_count
         elif kind == "push":
             n = np.diff(self.model.ctrl_ptr)
@@ -169,6 +201,10 @@ class Problem:
             nb = k // 5
             out[:, :2 * nb] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
             out[:, 2 * nb:] = self.state.body_omega.reshape(self.nscen, -1)
+        elif kind == "state":
+            nb = k // 6
+            out[:, :3 * nb] = self.state.body_vel.reshape(self.nscen, -1)
+            out[:, 3 * nb:] = self.state.body_omega.reshape(self.nscen, -1)
         elif kind == "push":
             m = self.model
             force = m.ctrl_force[:, :2].copy()
@@ -283,6 +319,11 @@ class Problem:
             nb = state.body_vel.shape[1]
             state.body_vel[:, :, :2] = nuis[:, :2 * nb].reshape(self.nscen, -1, 2)
             state.body_omega[:] = nuis[:, 2 * nb:].reshape(self.nscen, -1, 3)
+        elif kind == "state":
+            state = state.copy()
+            nb = state.body_vel.shape[1]
+            state.body_vel[:] = nuis[:, :3 * nb].reshape(self.nscen, -1, 3)
+            state.body_omega[:] = nuis[:, 3 * nb:].reshape(self.nscen, -1, 3)
         elif kind == "push" and model.ctrl_body.shape[0]:
             force = model.ctrl_force.copy()
             owner = np.repeat(np.arange(self.nscen), np.diff(model.ctrl_ptr))
@@ -296,9 +337,11 @@ class Problem:
         nbmax = self.model.body_radius.shape[1]
         ncmax = self.nuisance_size("push") // 2
         vel = ([(i, d) for i in range(nbmax) for d in (0, 1)] if kind in ("velocity", "spin")
+               else [(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind == "state"
                else [])
         ctrl = [(q, d) for q in range(ncmax) for d in (0, 1)] if kind == "push" else []
-        spins = [(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind == "spin" else []
+        spins = ([(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind in ("spin", "state")
+                 else [])
         return Directions.build(params=free, velocities=vel, controls=ctrl, spins=spins,
                                names=self.model.layout.names)
 
@@ -500,11 +543,13 @@ class Problem:
             ev = {k: v[take[keep]] for k, v in ev.items()}
             ev["scen"] = pos[keep]
         nbmax = model.body_radius.shape[1]
+        st = self.targets.states
         tg = L.Targets([self.targets.sample_times[s] for s in scen],
                        self.targets.measured[rows][:, :nbmax],
                        self.targets.final_pos[scen][:, :nbmax],
                        self.targets.final_vel[scen][:, :nbmax], ev,
-                       self.targets.measured_velocity)
+                       self.targets.measured_velocity,
+                       {k: v[rows][:, :nbmax] for k, v in st.items()} if st else None)
         return Problem(model, state, tg, self.weights,
                        ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name,
                        body_ids=[self.body_ids[s] for s in scen] if self.body_ids else None)
@@ -533,9 +578,217 @@ class Problem:
             sel = ev["t"] <= end[ev["scen"]]
             ev = {k: v[sel] for k, v in ev.items()}
         none = np.full_like(tg.final_pos, np.nan)
-        tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity)
+        st = tg.states
+        tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity,
+                       {k: v[rows] for k, v in st.items()} if st else None)
         return replace(self, model=replace(self.model, scen_t_end=end), targets=tg,
                        horizon=fraction)
+
+    def segmented(self, length, rest=True, theta=None):
+        """The problem cut into segments of about ``length`` seconds, each a
+        scenario of its own (named ``NAME#k``).
+
+        A long rollout of a tumbling body is chaotic: which corner lands
+        first flips under a small change of a coefficient, so the loss of a
+        whole toss is rugged, with a local minimum at each flip (exact
+        gradients see every one of them).  A segment is short enough that
+        its loss is smooth in the coefficients, and each contact still lies
+        in some segment.  Segment 0 starts from the scenario's initial state;
+        segment ``k`` from the measured state at its first sample: the
+        measured position and orientation (``targets.states["quat"]``; a box
+        needs it), the measured velocities when the data have them, else
+        the slope of the least-squares quadratic through the
+        :data:`SLOPE_HALF` samples on either side and the rotation between
+        the outermost two (the ``state`` nuisance then refines both).  A
+        segment ends at the next one's first sample, whose residual it
+        keeps; a segment starts only where every body of its scenario is
+        measured throughout that window and moves smoothly there
+        (:data:`SMOOTH_FACTOR`: a bounce inside the window would bend the
+        quadratic's slope by up to half the speed).  A measured pose below
+        the ground (the ground offset of ``theta``; a body's lowest corner)
+        is raised onto it: a tracker's noise puts a resting box up to a
+        millimetre into the table, and a contact that deep met at rest is
+        held by the damping of its slowest touch (it creeps out at
+        micrometres a step, its tangents growing without bound) instead of
+        its spring.  Final-state targets (of the whole span) are dropped;
+        measured events go to the segment that holds them.
+
+        ``rest``: each scenario ends where its bodies have come to rest
+        (:meth:`rest_time`); the samples after it carry no contact
+        coefficient.
+        """
+        if not length > 0.0:
+            raise ValueError(f"segment length {length}: expected > 0 seconds")
+        tg = self.targets
+        m = self.model
+        states = tg.states or {}
+        ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
+        boxes = m.body_shape != SHAPE_SPHERE
+        owner, start_row, t_start, t_stop = [], [], [], []
+        stop = self.rest_time() if rest else m.scen_t_end
+        theta = m.layout.vector() if theta is None else np.asarray(theta, np.float64)
+        ground = m.ground_z + theta[P.GROUND_OFFSET]
+        ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
+        w = SLOPE_HALF
+        rough = self._roughness(w)
+        smooth = (SMOOTH_FACTOR * np.nanpercentile(np.concatenate(rough), SMOOTH_QUANTILE)
+                  if rough else 0.0)
+        for s in range(self.nscen):
+            ts = np.asarray(tg.sample_times[s])
+            nb = int(m.body_count[s])
+            rows = np.arange(ptr[s], ptr[s + 1])
+            end = float(min(stop[s], m.scen_t_end[s]))
+            seen = np.isfinite(tg.measured[rows, :nb, 0]).all(axis=1)
+            if boxes[s, :nb].any():
+                if "quat" not in states:
+                    raise ValueError(
+                        f"scenario {self._name(s)!r}: segments need measured orientations "
+                        "(trajectories qw, qx, qy, qz) to start a box's segment")
+                seen &= np.isfinite(states["quat"][rows, :nb, 0]).all(axis=1)
+            ok = np.zeros(ts.size, bool)
+            if ts.size > 2 * w:
+                whole = np.convolve(seen, np.ones(2 * w + 1), "valid") == 2 * w + 1
+                ok[w:ts.size - w] = whole & (rough[s][w:ts.size - w] <= smooth)
+            begin, first = float(self.state.time[s]), -1
+            nxt = begin + length
+            for j in range(ts.size):
+                if ts[j] >= nxt - 1e-12 and ok[j] and ts[j] < end - length / 2:
+                    owner.append(s)
+                    start_row.append(first)
+                    t_start.append(begin)
+                    t_stop.append(ts[j])
+                    begin, first, nxt = float(ts[j]), int(rows[j]), ts[j] + length
+            owner.append(s)
+            start_row.append(first)
+            t_start.append(begin)
+            t_stop.append(end)
+        owner = np.array(owner, np.int64)
+        t_start, t_stop = np.array(t_start), np.array(t_stop)
+        part = np.r_[0, np.cumsum(np.bincount(owner, minlength=self.nscen))]
+        piece = np.arange(owner.size) - part[owner]
+        sub = self.subset(owner)
+        model = replace(sub.model, scen_t_end=t_stop,
+                        names=tuple(f"{n}#{k}" for n, k in zip(sub.model.names, piece))
+                        if sub.model.names else ())
+        state = sub.state
+        state.time[:] = t_start
+        for k in np.flatnonzero(np.array(start_row) >= 0):
+            s, j = int(owner[k]), int(start_row[k])
+            nb = int(m.body_count[s])
+            state.body_pos[k, :nb] = tg.measured[j, :nb]
+            t_prev, t_next = self._sample_time(ptr, s, j - w), self._sample_time(ptr, s, j + w)
+            vel = states.get("vel")
+            if vel is not None and np.isfinite(vel[j, :nb]).all():
+                state.body_vel[k, :nb] = vel[j, :nb]
+            else:
+                tt = np.array([self._sample_time(ptr, s, r) for r in range(j - w, j + w + 1)])
+                tt -= tt[w]
+                vand = np.stack([np.ones_like(tt), tt, tt * tt], axis=1)
+                coef = np.linalg.lstsq(vand, tg.measured[j - w:j + w + 1, :nb].reshape(
+                    2 * w + 1, -1), rcond=None)[0]
+                state.body_vel[k, :nb] = coef[1].reshape(nb, 3)
+            if "quat" in states:
+                q = states["quat"]
+                if np.isfinite(q[j, :nb]).all():
+                    state.body_quat[k, :nb] = q[j, :nb]
+                omega = states.get("omega")
+                if omega is not None and np.isfinite(omega[j, :nb]).all():
+                    state.body_omega[k, :nb] = omega[j, :nb]
+                else:
+                    state.body_omega[k, :nb] = quat_rate(q[j - w, :nb], q[j + w, :nb],
+                                                         t_next - t_prev)
+            for i in range(nb):
+                low = lowest(state.body_pos[k, i], state.body_quat[k, i], ext[s, i],
+                             m.body_shape[s, i] == SHAPE_SPHERE)
+                state.body_pos[k, i, 2] += max(ground - low, 0.0)
+        # Each segment's samples: after its start (the first segment's from
+        # its start), up to its end.
+        keep = [(tg.sample_times[s] > t_start[k] + 1e-12) | ((start_row[k] < 0)
+                                                               & (tg.sample_times[s] >= t_start[k]))
+                for k, s in enumerate(owner)]
+        keep = [kp & (tg.sample_times[s] <= t_stop[k] + 1e-12) for k, (kp, s) in
+                enumerate(zip(keep, owner))]
+        times = [np.asarray(tg.sample_times[s])[kp] for s, kp in zip(owner, keep)]
+        sub_ptr = np.r_[0, np.cumsum([len(tg.sample_times[s]) for s in owner])]
+        rows = np.concatenate([sub_ptr[k] + np.flatnonzero(kp) for k, kp in enumerate(keep)]
+                              + [np.zeros(0, np.int64)])
+        ev = sub.targets.events
+        if ev:
+            t = ev["t"]
+            sel = (t > t_start[ev["scen"]]) & (t <= t_stop[ev["scen"]])
+            ev = {key: v[sel] for key, v in ev.items()}
+        none = np.full_like(sub.targets.final_pos, np.nan)
+        st = sub.targets.states
+        targets = L.Targets(times, sub.targets.measured[rows], none, none.copy(), ev,
+                            tg.measured_velocity,
+                            {key: v[rows] for key, v in st.items()} if st else None)
+        ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
+        return replace(self, model=model, state=state, targets=targets, ids=ids,
+                       body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)
+
+    def rest_time(self, move=REST_MOVE, turn=REST_TURN, window=REST_WINDOW):
+        """Per scenario, the first sample time from which every body stays
+        within ``move`` [m] of its position and ``turn`` [rad] of its
+        orientation (when measured) for ``window`` seconds and to the end:
+        where it has come to rest (the scenario's end if it never does).
+        The tolerances stand above the measurement noise."""
+        tg = self.targets
+        m = self.model
+        q = (tg.states or {}).get("quat")
+        ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
+        out = m.scen_t_end.astype(np.float64).copy()
+        for s in range(self.nscen):
+            ts = np.asarray(tg.sample_times[s])
+            nb = int(m.body_count[s])
+            p = tg.measured[ptr[s]:ptr[s + 1], :nb]
+            still = np.ones(ts.size, bool)  # from sample j on, nothing moves
+            last = ts.size
+            for j in range(ts.size - 1, -1, -1):
+                ahead = np.flatnonzero((ts >= ts[j]) & (ts <= ts[j] + window))
+                d = np.nanmax(np.linalg.norm(p[ahead] - p[j], axis=-1), initial=0.0)
+                ok = d <= move
+                if q is not None:
+                    qq = q[ptr[s]:ptr[s + 1], :nb]
+                    dots = np.abs(np.sum(qq[ahead] * qq[j], axis=-1))
+                    ok &= 2.0 * np.arccos(np.clip(np.nanmin(dots, initial=1.0), -1, 1)) <= turn
+                if not ok:
+                    break
+                last = j
+            still[:last] = False
+            if last < ts.size and ts[-1] - ts[last] >= window:
+                out[s] = ts[last]
+        return out
+
+    def _roughness(self, w):
+        """Per scenario and sample, the RMS residual [m] of the least-squares
+        quadratic through the positions of the ``2 w + 1`` samples around it
+        (NaN near the ends and where a sample is missing): near the noise
+        where the motion is smooth (flight, a slide, rest), far above it
+        across an impact."""
+        tg = self.targets
+        ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
+        out = []
+        for s in range(self.nscen):
+            ts = np.asarray(tg.sample_times[s], np.float64)
+            nb = int(self.model.body_count[s])
+            p = tg.measured[ptr[s]:ptr[s + 1], :nb].reshape(ts.size, -1)
+            r = np.full(ts.size, np.nan)
+            for j in range(w, ts.size - w):
+                tt = ts[j - w:j + w + 1] - ts[j]
+                y = p[j - w:j + w + 1]
+                if not np.isfinite(y).all():
+                    continue
+                vand = np.stack([np.ones_like(tt), tt, tt * tt], axis=1)
+                coef = np.linalg.lstsq(vand, y, rcond=None)[0]
+                r[j] = np.sqrt(np.mean((vand @ coef - y) ** 2))
+            out.append(r)
+        return out
+
+    def _name(self, s):
+        return self.model.names[s] if self.model.names else s
+
+    def _sample_time(self, ptr, s, row):
+        return float(self.targets.sample_times[s][row - ptr[s]])
 
 
 def project(theta, free, layout=None):
@@ -566,8 +819,29 @@ def dataset_targets(ds, model, times, ids):
     built = q_scen >= 0  # the other series belong to scenarios not in ``ids``
     row0 = np.where(built, ptr[np.maximum(q_scen, 0)], 0)
     row1 = np.where(built, ptr[np.maximum(q_scen, 0) + 1], 0)
-    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *p.cols,
-                      np.concatenate(times) if times else np.zeros(0), measured)
+    samp = np.concatenate(times) if times else np.zeros(0)
+    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *p.cols, samp,
+                      measured)
+    # Orientations and velocities, where the trajectories have them (the
+    # start of a segment reads them), in the series' order like the positions.
+    order = D.body_series(ds)[0]
+    states = {}
+    for key, cols in (("quat", ("qw", "qx", "qy", "qz")), ("vel", ("vx", "vy", "vz")),
+                      ("omega", ("wx", "wy", "wz"))):
+        if not all(c in tr.column_names for c in cols):
+            continue
+        vals = [tr[c].to_numpy() if order is D.IDENTITY else tr[c].to_numpy()[order]
+                for c in cols]
+        out = np.full((ptr[-1], nbmax, len(cols)), np.nan)
+        for k0 in range(0, len(cols), 3):
+            part = vals[k0:k0 + 3]
+            part += [part[0]] * (3 - len(part))
+            buf = np.full((ptr[-1], nbmax, 3), np.nan)
+            D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *part,
+                              samp, buf)
+            width = min(3, len(cols) - k0)
+            out[..., k0:k0 + width] = buf[..., :width]
+        states[key] = out
     fin = D.final_states(ds)
     for s, (sid, body_ids) in enumerate(ids):
         t_end = times[s][-1]
@@ -577,7 +851,7 @@ def dataset_targets(ds, model, times, ids):
                 final_pos[s, i] = pf
                 final_vel[s, i] = vf if has_vel else 0.0
     return L.Targets(list(times), measured, final_pos, final_vel,
-                     _measured_events(ds, ids, nbmax), has_vel)
+                     _measured_events(ds, ids, nbmax), has_vel, states or None)
 
 
 def _measured_events(ds, ids, nbmax):

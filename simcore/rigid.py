@@ -176,6 +176,30 @@ def integrate_orientation(q, w0, w1, w2, h):
     q[0], q[1], q[2], q[3] = nw / norm, nx / norm, ny / norm, nz / norm
 
 
+def quat_rate(q0, q1, span):
+    """The world angular velocity [rad/s] that turns ``q0`` into ``q1`` in
+    ``span`` seconds at a constant rate (``(..., 4)`` rows, scalar first):
+    the rotation vector of ``q1 q0*`` over ``span``; the shorter way round."""
+    q0, q1 = np.asarray(q0, np.float64), np.asarray(q1, np.float64)
+    w0, v0 = q0[..., :1], -q0[..., 1:]
+    w1, v1 = q1[..., :1], q1[..., 1:]
+    w = w1 * w0 - np.sum(v1 * v0, axis=-1, keepdims=True)
+    v = w1 * v0 + w0 * v1 + np.cross(v1, v0)
+    v = np.where(w < 0, -v, v)
+    s = np.linalg.norm(v, axis=-1, keepdims=True)
+    angle = 2.0 * np.arctan2(s, np.abs(w))
+    return np.where(s > 0, v / np.where(s > 0, s, 1.0), 0.0) * angle / span
+
+
+def lowest(pos, q, ext, sphere):
+    """The height [m] of a body's lowest point: a sphere's centre less its
+    radius (``ext[0]``), a box's lowest corner."""
+    if sphere:
+        return float(pos[2] - ext[0])
+    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
+    return float(pos[2] + np.min((signs * np.asarray(ext)) @ quat_matrix(q)[2]))
+
+
 def quat_matrix(q):
     """The rotation matrix ``R(q)`` (3, 3) of a unit quaternion (scalar first)."""
     w, x, y, z = (float(c) for c in q)

@@ -37,7 +37,7 @@ from .penalty import (
     V_IMPACT_MIN,
 )
 from .penalty import stiction as mu_of
-from .rigid import _sandwich, gyro_solve, gyroscopic, inv_inertia_times, quat_rotate, quat_unrotate
+from .rigid import _sandwich, gyro_solve, gyroscopic, quat_rotate, quat_unrotate
 from .tangent import ND_BODY_PENALTY, ND_LAG_STEPPED
 
 
@@ -526,9 +526,19 @@ def friction(b, w, tg, c, row, trow, h, u1, u2, p1, p2, stick, pyramidal):
     pt0, pt1 = w.pt[c, 0], w.pt[c, 1]
     f1 = u1 - (kk[0] * pt0 + kk[1] * pt1)
     f2 = u2 - (kk[1] * pt0 + kk[2] * pt1)
+    i = w.pts.i[c]
+    d1, d2 = w.dirs[c, 1], w.dirs[c, 2]
+    j1, j2 = w.jac[c, 0, 1], w.jac[c, 0, 2]
+    r1, r2 = w.resp[c, 0, 1], w.resp[c, 0, 2]
+    im = 0.0 if b.fixed[i] else b.inv_mass[i]
+    lam1, lam2 = p1 - pt0, p2 - pt1
     for p in range(tg.nt):
-        du1 = along(b, w, tg, c, 1, p)
-        du2 = along(b, w, tg, c, 2, p)
+        # both tangential rates at once (``along`` of directions 1 and 2)
+        du1 = du2 = 0.0
+        for a in range(3):
+            v, o, om = tg.vel[i, a, p], tg.omega[i, a, p], b.omega[i, a]
+            du1 += v * d1[a] + o * j1[a] + om * tg.jac[c, 1, a, p]
+            du2 += v * d2[a] + o * j2[a] + om * tg.jac[c, 2, a, p]
         tp0, tp1 = tg.pt[c, 0, p], tg.pt[c, 1, p]
         if stick:
             t0, t1, t2 = tg.kinv[c, 0, p], tg.kinv[c, 1, p], tg.kinv[c, 2, p]
@@ -553,8 +563,13 @@ def friction(b, w, tg, c, row, trow, h, u1, u2, p1, p2, stick, pyramidal):
                 dp2 = -(dcap * f2 + cap * df2) / norm + cap * f2 * dnorm / (norm * norm)
             else:
                 dp1 = dp2 = 0.0
-        push(b, w, tg, c, 1, p1 - pt0, dp1 - tp0, p)
-        push(b, w, tg, c, 2, p2 - pt1, dp2 - tp1, p)
+        # both pushes at once (``push`` along directions 1 and 2)
+        e1, e2 = dp1 - tp0, dp2 - tp1
+        if im > 0.0:
+            for a in range(3):
+                tg.vel[i, a, p] += im * (e1 * d1[a] + e2 * d2[a])
+                tg.omega[i, a, p] += (e1 * r1[a] + lam1 * tg.resp[c, 1, a, p]
+                                      + e2 * r2[a] + lam2 * tg.resp[c, 2, a, p])
         tg.pt[c, 0, p] = dp1
         tg.pt[c, 1, p] = dp2
 

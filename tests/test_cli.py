@@ -120,6 +120,21 @@ def test_generate_records_its_settings(tmp_path, capsys):
     assert yaml.safe_load((tmp_path / "g3" / "dataset.yaml").read_text())["name"] == "lab-table"
 
 
+def test_generate_box_tosses_validates_and_names_its_settings(tmp_path, capsys):
+    out = tmp_path / "cubes"
+    assert main(["generate", str(out), "--shape", "box", "--scenarios", "2", "--seed", "3"]) == 0
+    meta = yaml.safe_load((out / "dataset.yaml").read_text())
+    assert meta["truth"] == synth.TRUTH_BOX and meta["generator"]["shape"] == "box"
+    assert meta["generator"]["rate"] == 148.0 and meta["generator"]["duration"] == 1.2
+    assert "table_half" not in meta["generator"]  # the sphere scenes' settings
+    assert main(["validate", str(out)]) == 0
+    ds = dataset.read(out)
+    assert set(ds.tables["trajectories"].column_names) >= {"qw", "qx", "qy", "qz"}
+    assert main(["generate", str(tmp_path / "bad"), "--shape", "box",
+                 "--materials", "steel"]) == 1
+    assert "--materials" in capsys.readouterr().err
+
+
 def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys):
     """Cron never fires on the temporary server: serve needs a configured one."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
