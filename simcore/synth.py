@@ -194,23 +194,24 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
                  "dt": [cfg.dt] * len(scenes),
                  "split": ["test" if s % 5 == 4 else "train" for s in range(len(scenes))]},
                 out / f"scenarios.{ext}")
-    meta = {
-        "name": name,
-        "description": "Synthetic billiard-like table scenes (2-4 spheres, pushes, walls, "
-                       "collisions) simulated by contactfit with known coefficients.",
-        "source": "contactfit generate",
-        "license": "CC0-1.0",
-        "units": {"length": "m", "time": "s"},
-        "gravity": 9.81,
-        "ground_z": 0.0,
-        **({"laws": spelled(model.layout.laws)} if spelled(model.layout.laws) else {}),
-        "truth": {k: float(v) for k, v in truth.items()},
-        "noise": f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
-                 "events: exact (simulated)",
-        "generator": asdict(cfg),
-    }
-    (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    _write_meta(out, name, "Synthetic billiard-like table scenes (2-4 spheres, pushes, walls, "
+                "collisions) simulated by contactfit with known coefficients.",
+                "contactfit generate", model, truth,
+                f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
+                "events: exact (simulated)", asdict(cfg))
     return out
+
+
+def _write_meta(out, name, description, source, model, truth, noise, generator):
+    """The generated dataset's ``dataset.yaml``: its provenance, the laws
+    and true coefficients it was simulated with, its noise and settings."""
+    laws = spelled(model.layout.laws)
+    meta = {"name": name, "description": description, "source": source,
+            "license": "CC0-1.0", "units": {"length": "m", "time": "s"}, "gravity": 9.81,
+            "ground_z": 0.0, **({"laws": laws} if laws else {}),
+            "truth": {k: float(v) for k, v in truth.items()}, "noise": noise,
+            "generator": generator}
+    (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
 
 
 #: The tossed cube of the ContactNets data (``../cube-toss``): half extent
@@ -298,24 +299,12 @@ def _generate_boxes(out, cfg, truth, name):
                  "dt": model.scen_dt, "split": ["test" if s % 5 == 4 else "train"
                                                 for s in range(n)]},
                 out / f"scenarios.{ext}")
-    laws = spelled(model.layout.laws)
-    meta = {
-        "name": name,
-        "description": "Synthetic cube tosses (a 0.1048 m cube thrown onto a table, tumbling, "
-                       "sliding and coming to rest) simulated by contactfit's time-stepper "
-                       "with known coefficients.",
-        "source": "contactfit generate --shape box",
-        "license": "CC0-1.0",
-        "units": {"length": "m", "time": "s"},
-        "gravity": 9.81,
-        "ground_z": 0.0,
-        **({"laws": laws} if laws else {}),
-        "truth": {k: float(v) for k, v in truth.items()},
-        "noise": f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
-                 f"orientations: independent rotations, sd {cfg.noise_deg} degrees per axis",
-        "generator": {k: v for k, v in asdict(cfg).items() if k in BOX_SETTINGS},
-    }
-    (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    _write_meta(out, name, "Synthetic cube tosses (a 0.1048 m cube thrown onto a table, "
+                "tumbling, sliding and coming to rest) simulated by contactfit's time-stepper "
+                "with known coefficients.", "contactfit generate --shape box", model, truth,
+                f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
+                f"orientations: independent rotations, sd {cfg.noise_deg} degrees per axis",
+                {k: v for k, v in asdict(cfg).items() if k in BOX_SETTINGS})
     return out
 
 
