@@ -727,10 +727,11 @@ TANGENT_BLOWUP = 1e6
 
 def _mark_blown(model, directions, tan):
     """Mark the time-stepped scenarios whose tangents blew up (non-finite,
-    or above :data:`TANGENT_BLOWUP`): a body coming to rest on corners
-    that chatter in and out of contact makes the step's derivative
-    expanding, exact and useless there, while finite perturbations stay
-    small; the fitter takes their gradient by finite differences."""
+    or above :data:`TANGENT_BLOWUP`): where the step's derivative is
+    expanding, exact and useless (a box started a millimetre into the
+    ground creeps out under the damping of a zero-speed touch, its tangents
+    growing tenfold every few dozen steps while finite perturbations stay
+    small); the fitter takes their gradient by finite differences."""
     if not directions.count:
         return
     params = model.params if model.params.ndim == 2 else model.params[None, :]

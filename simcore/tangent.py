@@ -52,7 +52,7 @@ ND_GRAZING = 16     # impact with zero normal speed (event time not differentiab
 ND_PUSH = 32        # a push on a spinning ball (simcore.spin.pushed_segment)
 ND_BODY_PENALTY = 64   # body-body contact point in the time-stepper (simcore.rigid_tangent)
 ND_LAG_STEPPED = 128   # time-offset direction with control windows in the time-stepper
-ND_STIFF = 256         # tangents blown up through a chattering contact (simcore.engine)
+ND_STIFF = 256         # tangents blown up: an expanding step (simcore.engine._mark_blown)
 NONDIFF_REASONS = (
     (ND_GENERAL, "sustained wall or body-body contact"),
     (ND_STICK, "body-body stick event"),
@@ -61,7 +61,7 @@ NONDIFF_REASONS = (
     (ND_PUSH, "push on a spinning ball"),
     (ND_BODY_PENALTY, "body-body contact in the time-stepper"),
     (ND_LAG_STEPPED, "time offset of control windows in the time-stepper"),
-    (ND_STIFF, "chattering contact in the time-stepper (tangents blew up)"),
+    (ND_STIFF, "expanding step in the time-stepper (tangents blew up)"),
 )
 
 
