@@ -549,6 +549,17 @@ class Sensitivities:
     nondiff: np.ndarray
 
 
+def _sensitivities(directions, tan, event_t, event_dva, event_dvb):
+    """The :class:`Sensitivities` of a run's tangent buffers (``tan``) and
+    its packed event tangents; ``J^T J`` mirrored from the upper triangle
+    the kernels fill."""
+    gn = tan.tr_gn
+    if gn.shape[1]:
+        gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
+    return Sensitivities(directions, tan.fin_tpos, tan.fin_tvel, event_t, event_dva, event_dvb,
+                         tan.tr_sse, tan.tr_grad, gn, tan.signal, tan.nondiff)
+
+
 def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
     nscen = scen.shape[0]
     nbmax = model.body_radius.shape[1]
@@ -707,12 +718,8 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
     if want:
         nt = directions.count
         _mark_blown(m, directions, tan)
-        gn = tan.tr_gn
-        if gn.shape[1]:
-            gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
-        sens = Sensitivities(directions, tan.fin_tpos, tan.fin_tvel, np.zeros((0, nt)),
-                             np.zeros((0, 3, nt)), np.zeros((0, 3, nt)), tan.tr_sse,
-                             tan.tr_grad, gn, tan.signal, tan.nondiff)
+        sens = _sensitivities(directions, tan, np.zeros((0, nt)), np.zeros((0, 3, nt)),
+                              np.zeros((0, 3, nt)))
     return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final,
                      np.zeros(m.nscen + 1, np.int64),
                      **{"event_" + f: v for f, v in events.items()}, sens=sens,
@@ -842,12 +849,7 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
         i = j
     sens = None
     if want:
-        gn = tan.tr_gn
-        if gn.shape[1]:
-            gn = np.triu(gn) + np.transpose(np.triu(gn, 1), (0, 2, 1))
-        sens = Sensitivities(directions, tan.fin_tpos, tan.fin_tvel, flat["tan_t"],
-                             flat["tan_dva"], flat["tan_dvb"], tan.tr_sse, tan.tr_grad, gn,
-                             tan.signal, tan.nondiff)
+        sens = _sensitivities(directions, tan, flat["tan_t"], flat["tan_dva"], flat["tan_dvb"])
     return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final, ptr,
                      **{"event_" + f: flat[f] for f in EVENT_FIELDS}, sens=sens,
                      samp_omega=out.out_omega if model.spin else None)

@@ -76,6 +76,13 @@ class Targets:
     states: dict = None
     _sample_count: np.ndarray = field(default=None, init=False, repr=False, compare=False)
 
+    def states_at(self, rows, nbmax=None):
+        """``states`` at the sample rows ``rows`` (and the first ``nbmax``
+        body slots), or None without them."""
+        if not self.states:
+            return None
+        return {k: v[rows][:, :nbmax] for k, v in self.states.items()}
+
     def sample_count(self):
         """Measured body samples per scenario (computed once: the
         trajectory loss's residual count, the same at every evaluation)."""

@@ -543,13 +543,11 @@ class Problem:
             ev = {k: v[take[keep]] for k, v in ev.items()}
             ev["scen"] = pos[keep]
         nbmax = model.body_radius.shape[1]
-        st = self.targets.states
         tg = L.Targets([self.targets.sample_times[s] for s in scen],
                        self.targets.measured[rows][:, :nbmax],
                        self.targets.final_pos[scen][:, :nbmax],
                        self.targets.final_vel[scen][:, :nbmax], ev,
-                       self.targets.measured_velocity,
-                       {k: v[rows][:, :nbmax] for k, v in st.items()} if st else None)
+                       self.targets.measured_velocity, self.targets.states_at(rows, nbmax))
         return Problem(model, state, tg, self.weights,
                        ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name,
                        body_ids=[self.body_ids[s] for s in scen] if self.body_ids else None)
@@ -578,9 +576,8 @@ class Problem:
             sel = ev["t"] <= end[ev["scen"]]
             ev = {k: v[sel] for k, v in ev.items()}
         none = np.full_like(tg.final_pos, np.nan)
-        st = tg.states
         tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity,
-                       {k: v[rows] for k, v in st.items()} if st else None)
+                       tg.states_at(rows))
         return replace(self, model=replace(self.model, scen_t_end=end), targets=tg,
                        horizon=fraction)
 
@@ -718,10 +715,8 @@ class Problem:
             sel = (t > t_start[ev["scen"]]) & (t <= t_stop[ev["scen"]])
             ev = {key: v[sel] for key, v in ev.items()}
         none = np.full_like(sub.targets.final_pos, np.nan)
-        st = sub.targets.states
         targets = L.Targets(times, sub.targets.measured[rows], none, none.copy(), ev,
-                            tg.measured_velocity,
-                            {key: v[rows] for key, v in st.items()} if st else None)
+                            tg.measured_velocity, sub.targets.states_at(rows))
         ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
         return replace(self, model=model, state=state, targets=targets, ids=ids,
                        body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)

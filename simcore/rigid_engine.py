@@ -455,7 +455,8 @@ def impulses(b, pl, coef, w, tg, h):
             _damp(b, w, tg, c, h)
             kind, ma, mb = _row(b, pl, pts, c)
             row = coef.table[kind, ma, mb]
-            cap = stiction(row, w.slip[c]) * max(w.fn[c], 0.0) * h
+            mu = stiction(row, w.slip[c])
+            cap = mu * max(w.fn[c], 0.0) * h
             u1 = _along(b, w, c, 1)
             u2 = _along(b, w, c, 2)
             # the point's impulse that stops its slip (stick) ...
@@ -471,8 +472,8 @@ def impulses(b, pl, coef, w, tg, h):
                         else np.sqrt(f1 * f1 + f2 * f2))
                 p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
             if tg.nt:
-                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, u1, u2, p1,
-                                       p2, stick, coef.cone == CONE_PYRAMIDAL)
+                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, mu, u1, u2,
+                                       p1, p2, stick, coef.cone == CONE_PYRAMIDAL)
             _push(b, w, c, 1, p1 - w.pt[c, 0])
             _push(b, w, c, 2, p2 - w.pt[c, 1])
             w.pt[c, 0], w.pt[c, 1] = p1, p2

@@ -36,9 +36,8 @@ from .penalty import (
     C_N1_IMP, C_N_HC, C_P_MAX, C_VE1, C_VE2, LAW_HUNT_CROSSLEY, LAW_SPRING_DAMPER, NCOEF,
     V_IMPACT_MIN,
 )
-from .penalty import stiction as mu_of
 from .rigid import _sandwich, gyro_solve, gyroscopic, quat_rotate, quat_unrotate
-from .tangent import ND_BODY_PENALTY, ND_LAG_STEPPED
+from .tangent import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
 
 
 class Tangents(NamedTuple):
@@ -118,13 +117,9 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
                   np.zeros((cap, nt)), np.zeros((cap, 2, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros(nt, np.int64), np.zeros(1, np.int64),
                   np.zeros((nb, 3, 3)))
+    seed(nb, t_vel, tg.vel)
+    seed(nb, t_omega, tg.omega)
     for p in range(nt):
-        q = t_vel[p]
-        if q >= 0 and q // 3 < nb:
-            tg.vel[q // 3, q % 3, p] = 1.0
-        q = t_omega[p]
-        if q >= 0 and q // 3 < nb:
-            tg.omega[q // 3, q % 3, p] = 1.0
         q = pdir[p]
         if q == GROUND_OFFSET:
             tg.offset[0, p] = 1.0
@@ -512,15 +507,15 @@ def damp(b, w, tg, c, h, rate, g, free, p_new):
 
 
 @jit(borrow=True)
-def friction(b, w, tg, c, row, trow, h, u1, u2, p1, p2, stick, pyramidal):
+def friction(b, w, tg, c, row, trow, h, mu_v, u1, u2, p1, p2, stick, pyramidal):
     """Tangents of a point's friction impulse (call before its pushes):
     stick ``p = pt - K^-1 u``; slide ``p = -cap f / |f|`` with ``f = u - K
-    pt`` and ``cap = mu(slip) F h`` (``|f|`` the 1-norm on the pyramid)."""
+    pt`` and ``cap = mu(slip) F h`` (``mu_v``: the forward's ``mu(slip)``;
+    ``|f|`` the 1-norm on the pyramid)."""
     if w.pts.j[c] >= 0:
         return
     fn = w.fn[c]
     slip = w.slip[c]
-    mu_v = mu_of(row, slip)
     cap = mu_v * max(fn, 0.0) * h
     kk, ki = w.kmat[c], w.kinv[c]
     pt0, pt1 = w.pt[c, 0], w.pt[c, 1]
