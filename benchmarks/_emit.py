@@ -33,4 +33,10 @@ def emit(out, as_json, width=22):
         print(json.dumps(out))
         return
     for k, v in out.items():
+        if isinstance(v, dict):  # a row of figures: one line each, under its key
+            print(k)
+            for kk, vv in v.items():
+                print(f"  {kk:{width - 2}s} {vv:.4g}" if isinstance(vv, float)
+                      else f"  {kk:{width - 2}s} {vv}")
+            continue
         print(f"{k:{width}s} {v:.4g}" if isinstance(v, float) else f"{k:{width}s} {v}")

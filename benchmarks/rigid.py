@@ -21,7 +21,13 @@ sliding and coming to rest), each run for ``S`` seconds:
 * ``gradient_cost_ratio``: the same rollouts with the exact sensitivities of
   their final states to four coefficients (``mu_s``, ``mu_k``, ``e_bg``,
   ``k_hc``; :mod:`simcore.rigid_tangent`) over the forward run alone, one
-  core, the two alternated.
+  core, the two alternated;
+* ``recovery`` (skipped by ``--no-recovery``): the identification of
+  :data:`RECOVERY_FREE` from the defaults on ``contactfit generate --shape
+  box`` (40 noisy tosses, 1 mm and 0.5 degrees, known truth) with the
+  settings a user of box tosses is told to use (:data:`RECOVERY_FIT`:
+  horizon continuation with secant derivatives): the truth, the fitted
+  values, their errors in per cent and the fit's wall time ``fit_s``.
 
 MuJoCo's contact model (soft constraints, its own solver) is not ours: the
 comparison is of rollout rates at an equal step, not of trajectories.
@@ -38,6 +44,35 @@ from benchmarks._emit import best, best_alternated, emit
 HALF = 0.0524
 MASS = 0.37
 INERTIA = 0.00081
+#: The recovery row: the coefficients identified and how.
+RECOVERY_FREE = ("mu_s", "mu_k", "e_bg")
+RECOVERY_FIT = dict(secant=(0.01, 0.003), step_sigma=0.0, max_iter=40)
+
+
+def recovery(tosses=40, seed=7):
+    """Fit :data:`RECOVERY_FREE` from the defaults on ``tosses`` generated
+    box tosses; the row of the ``recovery`` key."""
+    import tempfile
+    import time
+
+    from simcore import fit as F
+    from simcore import synth
+    from simcore.problem import Problem
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = synth.GeneratorSettings(shape="box", scenarios=tosses, seed=seed, duration=1.2,
+                                      rate=148.0)
+        synth.generate(tmp, cfg, name="box-recovery")
+        problem = Problem.from_dataset(tmp)
+    t0 = time.perf_counter()
+    r = F.fit(problem, free=list(RECOVERY_FREE), **RECOVERY_FIT)
+    wall = time.perf_counter() - t0
+    truth = synth.TRUTH_BOX
+    return {"tosses": tosses, "status": r.message,
+            **{f"{k}_truth": truth[k] for k in RECOVERY_FREE},
+            **{f"{k}_fit": r.params[k] for k in RECOVERY_FREE},
+            **{f"{k}_error_pct": 100.0 * (r.params[k] / truth[k] - 1.0) for k in RECOVERY_FREE},
+            "fit_s": wall}
 
 
 def tosses(n, seed=0):
@@ -119,6 +154,7 @@ def main(argv=None):
     ap.add_argument("--tosses", type=int, default=64)
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-recovery", action="store_true", help="skip the 40-toss fit")
     args = ap.parse_args(argv)
     step, run, grads = _ours(args.tosses, args.duration)
     steps = run(False)
@@ -143,6 +179,8 @@ def main(argv=None):
         out["speedup"] = out["box_steps_per_s"] / out["mujoco_steps_per_s"]
         out["speedup_parallel"] = (out["box_steps_per_s_parallel"]
                                    / out["mujoco_steps_per_s_parallel"])
+    if not args.no_recovery:
+        out["recovery"] = recovery()
     emit(out, args.json, width=28)
 
 

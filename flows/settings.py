@@ -125,6 +125,7 @@ class CalibrationConfig:
     nuisance: str = "none"
     weights: dict = field(default_factory=dict)
     horizons: list = field(default_factory=lambda: list(F.HORIZONS))
+    secant: list = field(default_factory=list)  # relative steps; []: exact sensitivities
     robust: float = F.ROBUST
     shards: int = 0                  # 0: one per worker
     workers: int = 2                 # threads of the default task runner
@@ -144,7 +145,7 @@ class CalibrationConfig:
         return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
                     step_sigma=self.step_sigma, patience=self.patience, max_iter=self.max_iter, starts=self.starts,
                     seed=self.seed, nuisance=self.nuisance, horizons=tuple(self.horizons),
-                    robust=self.robust)
+                    robust=self.robust, secant=tuple(self.secant))
 
     def as_dict(self):
         return asdict(self)
@@ -154,6 +155,7 @@ _KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, f
           "ftol": (int, float), "gtol": (int, float), "step_sigma": (int, float),
           "patience": int, "max_iter": (int, type(None)),
           "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
+          "secant": list,
           "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
           "dask_address": (str, type(None)), "test_fraction": (int, float),
           "promote_margin": (int, float), "overlays": int, "gate_k": (int, float),
@@ -216,10 +218,11 @@ def calibration(path=None, **overrides):
         L.check_weights(cfg.weights)
     except ValueError as exc:
         raise ValueError(f"{where}: weights: {exc}") from None
-    try:
-        F.check_horizons(cfg.horizons)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{where}: horizons = {cfg.horizons!r}: {exc}") from None
+    for key, check in (("horizons", F.check_horizons), ("secant", F.check_secant)):
+        try:
+            check(getattr(cfg, key))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{where}: {key} = {getattr(cfg, key)!r}: {exc}") from None
     return cfg
 
 

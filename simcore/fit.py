@@ -317,7 +317,7 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
 def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=None,
         starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
-        step_sigma=STEP_SIGMA):
+        step_sigma=STEP_SIGMA, secant=()):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -341,6 +341,17 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     horizon continuation, and ``robust`` the Cauchy scale of its warm-up
     stages (see the module docstring; ``0``: no robust stage);
     ``horizons=(1.0,)`` is one plain fit of the whole span.
+    ``secant``: decreasing relative steps (e.g. ``(0.01, 0.003)``; empty:
+    exact sensitivities).  The continuation runs with the derivatives of
+    the free coefficients by central differences over the first step (a
+    secant Jacobian), then one more fit of the whole span per further step;
+    the nuisance is held at its start.  For chaotic rollouts (a tumbling
+    box): there the loss is a funnel around the truth carrying micrometre
+    ripples (contacts chattering as a box rocks and slides on a face), so
+    the exact slope is the ripples' and far above the funnel's; a secant
+    over the coefficients' present uncertainty follows the funnel, and
+    shrinking it resolves the bottom.  The standard errors are then the
+    last secant's.
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
@@ -368,6 +379,7 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
         raise ValueError(f"precondition = {precondition!r}: expected 'gauss-newton', 'jacobi', "
                          "True (gauss-newton) or False")
     horizons = check_horizons(horizons)
+    secant = check_secant(secant)
     if not (np.isfinite(robust) and robust >= 0):
         raise ValueError(f"robust = {robust}: expected a finite number >= 0 (0: off)")
     for what, names in (("free parameter", free or ()), ("params0", params0 or {})):
@@ -383,7 +395,8 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
               precondition=precondition, ftol=ftol,
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
-              callback=callback, horizons=horizons, robust=robust, step_sigma=step_sigma)
+              callback=callback, horizons=horizons, robust=robust, step_sigma=step_sigma,
+              secant=secant)
     if starts == 1:
         return _fit_continued(problem, theta0, free_idx, **kw)
     rng = np.random.default_rng(seed)
@@ -422,10 +435,35 @@ def check_horizons(horizons):
     return tuple(float(x) for x in h)
 
 
-def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check, **kw):
+def check_secant(secant):
+    """``secant`` as a tuple of floats, or ``ValueError``: decreasing
+    relative steps in (0, 0.1] (empty: exact sensitivities)."""
+    s = np.atleast_1d(np.asarray(secant if secant is not None else (), dtype=np.float64))
+    if not np.all(np.isfinite(s)) or np.any(s <= 0) or np.any(s > 0.1) \
+            or np.any(np.diff(s) >= 0):
+        raise ValueError(f"secant {list(s)}: expected decreasing relative steps in (0, 0.1]")
+    return tuple(float(x) for x in s)
+
+
+def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check, secant,
+                   **kw):
     """Horizon continuation: fit the first part of every scenario, then warm-start
-    on longer spans (robust stages), then the plain loss on the whole span,
-    which gives the result."""
+    on longer spans (robust stages), then the plain loss on the whole span;
+    with ``secant``, one more fit of the whole span per further step; the
+    last gives the result."""
+    if len(secant) > 1:
+        r = _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check,
+                           secant[:-1], **kw)
+        if not np.isfinite(r.loss):
+            return r
+        last = _fit_one(problem, problem.model.layout.vector(r.params), free_idx,
+                        callback=callback, fd_check=fd_check, horizon=1.0, it0=r.nit,
+                        nuis0=r.nuisance, secant=secant[-1], **kw)
+        last.history = r.history + last.history
+        last.nit += r.nit
+        last.nfev += r.nfev
+        return last
+    kw["secant"] = secant[0] if secant else 0.0
     theta = theta0
     # The nuisance start comes from the whole span: a truncated stage has no
     # data on the later push windows.
@@ -529,7 +567,7 @@ def _rescue(problem, theta, nuis, nuisance, **kw):
 
 def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
              gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
-             robust=0.0, step_sigma=0.0):
+             robust=0.0, step_sigma=0.0, secant=0.0):
     nf = len(free_idx)
     k = problem.nuisance_size(nuisance)
     lay = problem.model.layout
@@ -541,7 +579,7 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
     theta = project(theta0, free_idx, lay)
     nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
         if k else None
-    ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True)
+    ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True, secant=secant)
     cauchy_a = None
     if robust:
         # The Cauchy scale is fixed for the stage, so its objective is one function.
@@ -616,7 +654,8 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
                     lam = max(4.0 * lam, 1.0)
                     continue
             try:
-                ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True)
+                ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True,
+                                          secant=secant)
                 if cauchy_a is not None:
                     ev_new = _cauchy(ev_new, cauchy_a)
                 new = ev_new.loss.total

@@ -51,7 +51,7 @@ from . import params as P
 from .collision import SHAPE_SPHERE
 from .engine import NO_DIRECTIONS, Directions, simulate
 from .integrate import INTEGRATOR_PENALTY
-from .rigid import lowest, quat_rate
+from .rigid import lowest, window_state
 
 NUISANCE = ("none", "velocity", "push", "spin", "state")
 #: Rest (:meth:`Problem.rest_time`): the largest move [m] and turn [rad]
@@ -59,9 +59,8 @@ NUISANCE = ("none", "velocity", "push", "spin", "state")
 REST_MOVE = 5e-3
 REST_TURN = np.radians(3.0)
 REST_WINDOW = 0.2
-#: A segment's start velocity: the slope of the least-squares quadratic
-#: through up to this many samples on either side (its angular velocity:
-#: the rotation between the outermost two).
+#: A segment's start state is fitted to this many measured samples on
+#: either side of its first (:func:`simcore.rigid.window_state`).
 SLOPE_HALF = 3
 #: A segment starts only where that quadratic's residual is within this
 #: factor of its ``SMOOTH_QUANTILE`` percentile over all samples (the
@@ -69,6 +68,15 @@ SLOPE_HALF = 3
 #: impact in the window to bend the start's velocity.
 SMOOTH_FACTOR = 3.0
 SMOOTH_QUANTILE = 20.0
+#: On the time-stepper a segment starts only in flight: every body's lowest
+#: point at least this [m] above the ground in every sample of the window
+#: (well above a tracker's millimetre of noise).  A start in contact would
+#: meet its contacts at the depth the pose noise gives them, with no memory
+#: of their first-touch speed: a spurious bounce damped as a touch at rest,
+#: which biases the restitution.
+FLIGHT_CLEARANCE = 5e-3
+#: The longest segment, in segment lengths (:meth:`Problem.segmented`).
+LONGEST = 3.0
 #: A body whose fitted speed somewhere in a push window exceeds this [m/s]
 #: moves (:meth:`Problem.push_from_data`); over 10 or more samples the fit's
 #: speed error from 1 mm noise is a few mm/s.
@@ -345,8 +353,16 @@ class Problem:
         return Directions.build(params=free, velocities=vel, controls=ctrl, spins=spins,
                                names=self.model.layout.names)
 
-    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):
-        """Loss and derivatives at ``theta`` (full vector), free indices ``free``."""
+    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True,
+                 secant=0.0):
+        """Loss and derivatives at ``theta`` (full vector), free indices ``free``.
+
+        ``secant > 0``: the free coefficients' derivatives of every scenario
+        by central differences over that relative step (a secant Jacobian,
+        :meth:`_fd_grad`) instead of the exact tangents: on a chaotic
+        rollout the loss is a funnel with micrometre ripples, whose exact
+        slope is the ripples' and a secant's the funnel's
+        (:func:`simcore.fit.fit`, ``secant``)."""
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
         sim = simulate(model, state, self.targets.sample_times, directions=dirs,
@@ -355,13 +371,13 @@ class Problem:
         lv = L.combine(sim, self.targets, model, self.weights, want_gn)
         nd = sim.sens.nondiff
         nfev = 1
-        bad = np.flatnonzero(nd != 0)
-        if bad.size and fd_fallback:
+        bad = np.flatnonzero((nd != 0) | (secant > 0.0))
+        if bad.size and (fd_fallback or secant > 0.0):
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
             g, gn, g_traj = self._fd_grad(theta, free, kind, nuis, bad,
                                           np.diff(sim.event_ptr)[bad],
-                                          sim.sens.signal[bad, :nf], want_gn)
+                                          sim.sens.signal[bad, :nf], want_gn, secant)
             lv.grad[bad, :nf] = g
             if want_gn:
                 # Their tangents can blow up (sustained contact): the trajectory
@@ -397,9 +413,11 @@ class Problem:
                        event_capacity=event_capacity)
         return sim, L.combine(sim, self.targets, model, self.weights, False)
 
-    def _fd_grad(self, theta, free, kind, nuis, scen, events, signal, want_gn=False):
+    def _fd_grad(self, theta, free, kind, nuis, scen, events, signal, want_gn=False,
+                 secant=0.0):
         """Central differences of the scenarios ``scen``'s loss along each free
-        coefficient: ``(g, gn, g_traj)``, ``g (scen.size, len(free))``; with
+        coefficient over a relative step ``secant`` (0: 1e-6, a derivative):
+        ``(g, gn, g_traj)``, ``g (scen.size, len(free))``; with
         ``want_gn``, the trajectory loss's Gauss-Newton blocks ``2 J^T W J``
         and gradients ``2 J^T W r``, with ``J`` the central differences of
         the sampled positions (else None).
@@ -425,7 +443,7 @@ class Problem:
             return out, gn, g_traj
         rows = np.empty((2 * nf, theta.shape[0]))
         for c, q in enumerate(free):
-            h = 1e-6 * max(abs(theta[q]), 1e-2)
+            h = (secant or 1e-6) * max(abs(theta[q]), 1e-2)
             up, dn = theta.copy(), theta.copy()
             up[q] += h
             dn[q] -= h
@@ -566,7 +584,14 @@ class Problem:
         if fraction >= 1.0:
             return self
         t0 = self.state.time
-        end = t0 + fraction * (self.model.scen_t_end - t0)
+        return replace(self.ended(t0 + fraction * (self.model.scen_t_end - t0)),
+                       horizon=fraction)
+
+    def ended(self, end):
+        """The problem with scenario ``s`` ending at ``min(end[s], its end)``
+        [s]: samples and measured events after it dropped, the final-state
+        targets removed."""
+        end = np.minimum(np.asarray(end, np.float64), self.model.scen_t_end)
         tg = self.targets
         keep = [t <= end[s] + 1e-12 for s, t in enumerate(tg.sample_times)]
         times = [t[k] for t, k in zip(tg.sample_times, keep)]
@@ -578,10 +603,9 @@ class Problem:
         none = np.full_like(tg.final_pos, np.nan)
         tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity,
                        tg.states_at(rows))
-        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg,
-                       horizon=fraction)
+        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg)
 
-    def segmented(self, length, rest=True, theta=None):
+    def segmented(self, length, rest=True, theta=None, longest=None):
         """The problem cut into segments of about ``length`` seconds, each a
         scenario of its own (named ``NAME#k``).
 
@@ -591,17 +615,21 @@ class Problem:
         gradients see every one of them).  A segment is short enough that
         its loss is smooth in the coefficients, and each contact still lies
         in some segment.  Segment 0 starts from the scenario's initial state;
-        segment ``k`` from the measured state at its first sample: the
-        measured position and orientation (``targets.states["quat"]``; a box
-        needs it), the measured velocities when the data have them, else
-        the slope of the least-squares quadratic through the
-        :data:`SLOPE_HALF` samples on either side and the rotation between
-        the outermost two (the ``state`` nuisance then refines both).  A
+        segment ``k`` from the state at its first sample fitted to the
+        :data:`SLOPE_HALF` measured samples on either side
+        (:func:`simcore.rigid.window_state`: a quadratic through the
+        positions, a constant rate through the orientations
+        ``targets.states["quat"]``, which a box needs); measured velocities
+        are not used (a tracker's are backward differences, half a sample
+        late).  The ``state`` nuisance then refines the velocities.  A
         segment ends at the next one's first sample, whose residual it
         keeps; a segment starts only where every body of its scenario is
         measured throughout that window and moves smoothly there
         (:data:`SMOOTH_FACTOR`: a bounce inside the window would bend the
-        quadratic's slope by up to half the speed).  A measured pose below
+        quadratic's slope by up to half the speed); on the time-stepper, only
+        where every body flies throughout the window
+        (:data:`FLIGHT_CLEARANCE`), so every contact of a segment begins with
+        its impact, as in the whole rollout.  A measured pose below
         the ground (the ground offset of ``theta``; a body's lowest corner)
         is raised onto it: a tracker's noise puts a resting box up to a
         millimetre into the table, and a contact that deep met at rest is
@@ -612,10 +640,17 @@ class Problem:
 
         ``rest``: each scenario ends where its bodies have come to rest
         (:meth:`rest_time`); the samples after it carry no contact
-        coefficient.
+        coefficient.  ``longest`` [s] (default ``LONGEST`` lengths): a
+        segment that finds no start for longer (a box that lands and rocks
+        on without flying again) ends there; the samples up to the next
+        start are not fitted, as a long stretch of contact is as chaotic as
+        a whole toss.
         """
         if not length > 0.0:
             raise ValueError(f"segment length {length}: expected > 0 seconds")
+        longest = LONGEST * length if longest is None else float(longest)
+        if not longest >= length:
+            raise ValueError(f"longest segment {longest}: expected >= the length {length} s")
         tg = self.targets
         m = self.model
         states = tg.states or {}
@@ -627,9 +662,10 @@ class Problem:
         ground = m.ground_z + theta[P.GROUND_OFFSET]
         ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
         w = SLOPE_HALF
+        stepper = m.integrator == INTEGRATOR_PENALTY
         rough = self._roughness(w)
         smooth = (SMOOTH_FACTOR * np.nanpercentile(np.concatenate(rough), SMOOTH_QUANTILE)
-                  if rough else 0.0)
+                  if rough and not stepper else 0.0)
         for s in range(self.nscen):
             ts = np.asarray(tg.sample_times[s])
             nb = int(m.body_count[s])
@@ -643,9 +679,19 @@ class Problem:
                         "(trajectories qw, qx, qy, qz) to start a box's segment")
                 seen &= np.isfinite(states["quat"][rows, :nb, 0]).all(axis=1)
             ok = np.zeros(ts.size, bool)
+            if stepper:
+                q = states["quat"][rows] if "quat" in states else None
+                clear = np.array([all(
+                    lowest(tg.measured[r, i], q[j, i] if q is not None else (1.0, 0, 0, 0),
+                           ext[s, i], m.body_shape[s, i] == SHAPE_SPHERE)
+                    >= ground + FLIGHT_CLEARANCE for i in range(nb))
+                    if seen[j] else False for j, r in enumerate(rows)], bool)
+                good = seen & clear
+            else:
+                good = seen
             if ts.size > 2 * w:
-                whole = np.convolve(seen, np.ones(2 * w + 1), "valid") == 2 * w + 1
-                ok[w:ts.size - w] = whole & (rough[s][w:ts.size - w] <= smooth)
+                whole = np.convolve(good, np.ones(2 * w + 1), "valid") == 2 * w + 1
+                ok[w:ts.size - w] = whole & (stepper | (rough[s][w:ts.size - w] <= smooth))
             begin, first = float(self.state.time[s]), -1
             nxt = begin + length
             for j in range(ts.size):
@@ -653,12 +699,12 @@ class Problem:
                     owner.append(s)
                     start_row.append(first)
                     t_start.append(begin)
-                    t_stop.append(ts[j])
+                    t_stop.append(min(ts[j], begin + longest))
                     begin, first, nxt = float(ts[j]), int(rows[j]), ts[j] + length
             owner.append(s)
             start_row.append(first)
             t_start.append(begin)
-            t_stop.append(end)
+            t_stop.append(min(end, begin + longest))
         owner = np.array(owner, np.int64)
         t_start, t_stop = np.array(t_start), np.array(t_stop)
         part = np.r_[0, np.cumsum(np.bincount(owner, minlength=self.nscen))]
@@ -672,28 +718,16 @@ class Problem:
         for k in np.flatnonzero(np.array(start_row) >= 0):
             s, j = int(owner[k]), int(start_row[k])
             nb = int(m.body_count[s])
-            state.body_pos[k, :nb] = tg.measured[j, :nb]
-            t_prev, t_next = self._sample_time(ptr, s, j - w), self._sample_time(ptr, s, j + w)
-            vel = states.get("vel")
-            if vel is not None and np.isfinite(vel[j, :nb]).all():
-                state.body_vel[k, :nb] = vel[j, :nb]
-            else:
-                tt = np.array([self._sample_time(ptr, s, r) for r in range(j - w, j + w + 1)])
-                tt -= tt[w]
-                vand = np.stack([np.ones_like(tt), tt, tt * tt], axis=1)
-                coef = np.linalg.lstsq(vand, tg.measured[j - w:j + w + 1, :nb].reshape(
-                    2 * w + 1, -1), rcond=None)[0]
-                state.body_vel[k, :nb] = coef[1].reshape(nb, 3)
-            if "quat" in states:
-                q = states["quat"]
-                if np.isfinite(q[j, :nb]).all():
-                    state.body_quat[k, :nb] = q[j, :nb]
-                omega = states.get("omega")
-                if omega is not None and np.isfinite(omega[j, :nb]).all():
-                    state.body_omega[k, :nb] = omega[j, :nb]
-                else:
-                    state.body_omega[k, :nb] = quat_rate(q[j - w, :nb], q[j + w, :nb],
-                                                         t_next - t_prev)
+            win = slice(j - w, j + w + 1)
+            tt = np.array([self._sample_time(ptr, s, r) for r in range(j - w, j + w + 1)])
+            pos0, vel, quat0, omega = window_state(
+                tt - tt[w], tg.measured[win, :nb], states["quat"][win, :nb]
+                if "quat" in states else None)
+            state.body_pos[k, :nb] = pos0
+            state.body_vel[k, :nb] = vel
+            if quat0 is not None:
+                state.body_quat[k, :nb] = quat0
+                state.body_omega[k, :nb] = omega
             for i in range(nb):
                 low = lowest(state.body_pos[k, i], state.body_quat[k, i], ext[s, i],
                              m.body_shape[s, i] == SHAPE_SPHERE)
@@ -955,9 +989,11 @@ class ShardedProblem:
                  dict(kw, nuis=nuis[ix] if nuis is not None else None))
                 for k, ix in enumerate(self.shards)]
 
-    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True):
+    def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True,
+                 secant=0.0):
         evs = self.runner(self._calls("evaluate", nuis, theta=theta, free=free, kind=kind,
-                                      want_gn=want_gn, fd_fallback=fd_fallback))
+                                      want_gn=want_gn, fd_fallback=fd_fallback,
+                                      secant=secant))
         return merge_evaluations(evs, self.shards, self.nscen)
 
     def loss_only(self, theta, kind="none", nuis=None, per_scenario=False):

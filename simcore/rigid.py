@@ -191,6 +191,37 @@ def quat_rate(q0, q1, span):
     return np.where(s > 0, v / np.where(s > 0, s, 1.0), 0.0) * angle / span
 
 
+def window_state(tt, pos, quat=None):
+    """The state at ``t = 0`` that best fits a window of measured poses
+    (times ``tt (n,)`` [s] around 0, positions ``pos (n, nb, 3)``,
+    orientations ``quat (n, nb, 4)`` or None): the least-squares quadratic
+    through the positions (its value and slope: exact in flight under
+    gravity), and the least-squares constant world rate through the rotation
+    vectors of ``quat[i] quat[c]*`` (``c``: the sample nearest 0), whose
+    intercept corrects the orientation (exact for a body spinning freely
+    about a principal axis or with isotropic inertia, as a cube).  Averaging
+    the window cuts the noise of a single measured pose and of a chord.
+    Returns ``pos0, vel, quat0, omega`` (quat0 and omega None without
+    ``quat``)."""
+    tt = np.asarray(tt, np.float64)
+    n = tt.size
+    pos = np.asarray(pos, np.float64)
+    vand = np.stack([np.ones_like(tt), tt, tt * tt], axis=1)
+    coef = np.linalg.lstsq(vand, pos.reshape(n, -1), rcond=None)[0]
+    pos0, vel = coef[0].reshape(pos.shape[1:]), coef[1].reshape(pos.shape[1:])
+    if quat is None:
+        return pos0, vel, None, None
+    quat = np.asarray(quat, np.float64)
+    c = int(np.argmin(np.abs(tt)))
+    rot = quat_rate(quat[c][None], quat, 1.0)  # (n, nb, 3): from sample c to each
+    lin = np.linalg.lstsq(vand[:, :2], rot.reshape(n, -1), rcond=None)[0]
+    r0, omega = lin[0].reshape(rot.shape[1:]), lin[1].reshape(rot.shape[1:])
+    quat0 = quat[c].copy()
+    for i in range(quat0.shape[0]):
+        integrate_orientation(quat0[i], r0[i, 0], r0[i, 1], r0[i, 2], 1.0)
+    return pos0, vel, quat0, omega
+
+
 def lowest(pos, q, ext, sphere):
     """The height [m] of a body's lowest point: a sphere's centre less its
     radius (``ext[0]``), a box's lowest corner."""
