@@ -441,7 +441,7 @@ def check_secant(secant):
     s = np.atleast_1d(np.asarray(secant if secant is not None else (), dtype=np.float64))
     if not np.all(np.isfinite(s)) or np.any(s <= 0) or np.any(s > 0.1) \
             or np.any(np.diff(s) >= 0):
-        raise ValueError(f"secant {list(s)}: expected decreasing relative steps in (0, 0.1]")
+        raise ValueError(f"secant {s.tolist()}: expected decreasing relative steps in (0, 0.1]")
     return tuple(float(x) for x in s)
 
 

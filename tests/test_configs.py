@@ -29,6 +29,8 @@ BAD = [
     ("horizons: [0.5, 0.25, 1.0]\n", "horizons"),
     ("horizons: [0.5]\n", "ending with 1.0"),
     ("horizons: all\n", "horizons = 'all': expected list"),
+    ("secant: [0.003, 0.01]\n", "secant = [0.003, 0.01]: secant [0.003, 0.01]: expected decreasing"),
+    ("secant: 0.01\n", "secant = 0.01: expected list"),
     ("nuisance: wind\n", "nuisance = 'wind'"),
     ("workers: 0\n", "workers = 0: expected >= 1"),
     ("task_runner: slurm\n", "task_runner = 'slurm'"),
