@@ -257,6 +257,15 @@ def cmd_generate(args):
     return 0
 
 
+def cmd_import(args):
+    from simcore import importers
+
+    out = importers.cube_tosses(args.src, args.out, duplicates=args.duplicates,
+                                test_share=args.test_share)
+    print(f"wrote {out}/")
+    return 0
+
+
 def _fit_config(args):
     """The calibration config (:class:`flows.settings.CalibrationConfig`) of
     ``--config`` and the command-line options, checked."""
@@ -444,6 +453,17 @@ def build_parser():
     par = sub.add_parser("params", help="list the coefficients (and a dataset's materials)")
     par.add_argument("dataset", nargs="?")
     par.set_defaults(func=cmd_params)
+    imp = sub.add_parser("import", help="write measured data of another format as a dataset")
+    imp.add_argument("format", choices=["cube-toss"],
+                     help="cube-toss: the ContactNets long table (toss_id, step, t, x, y, z, "
+                          "qw..qz, vx..vz, wx..wz in the body frame)")
+    imp.add_argument("src")
+    imp.add_argument("out")
+    imp.add_argument("--duplicates", help="CSV of toss_a, toss_b pairs recorded twice (kept "
+                                          "on one side of the split)")
+    imp.add_argument("--test-share", type=float, default=0.2,
+                     help="share of the toss groups in the validation (test) split")
+    imp.set_defaults(func=cmd_import)
     gen = sub.add_parser("generate", help="write a synthetic dataset with known coefficients")
     gen.add_argument("out")
     gen.add_argument("--scenarios", type=int, default=40)
