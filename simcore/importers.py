@@ -133,7 +133,7 @@ def _read(src):
             raise ValueError(f"{src}: column {c}: expected numbers") from None
         bad = np.flatnonzero(~np.isfinite(v.astype(np.float64)))
         if bad.size:
-            raise ValueError(f"{src}: column {c}, row {bad[0]}: {v[bad[0]]!r} is not a "
+            raise ValueError(f"{src}: column {c}, row {bad[0]}: {v[bad[0]].item()!r} is not a "
                              "finite number")
         cols[c] = v
     norm = np.sqrt(sum(cols[c] ** 2 for c in ("qw", "qx", "qy", "qz")))

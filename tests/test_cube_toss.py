@@ -1,0 +1,151 @@
+"""The cube-toss importer (``contactfit import cube-toss``), the shipped real
+dataset, and the scores of ``benchmarks.cube_toss``."""
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from benchmarks import cube_toss as B
+from flows.cli import main
+from simcore import dataset as D
+from simcore import importers as I
+from simcore.problem import Problem
+from simcore.rigid import integrate_orientation, quat_matrix
+
+SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
+
+
+def _long_table(path, tosses=(3, 7, 12), n=30):
+    """A long table of ``tosses`` in ContactNets' format: cubes in free
+    flight (exact poses) spinning about a known body-frame rate."""
+    rows = {c: [] for c in I.COLUMNS}
+    for k, toss in enumerate(tosses):
+        q0 = np.array([np.cos(0.3 + k), np.sin(0.3 + k), 0.0, 0.0])
+        w_body = np.array([1.0, -2.0, 0.5 * k])
+        w_world = quat_matrix(q0) @ w_body
+        for step in range(n):
+            t = step / 148.0
+            q = q0.copy()
+            integrate_orientation(q, *w_world, t)
+            vals = dict(toss_id=toss, step=step, t=t, x=0.1 * k + 0.5 * t, y=-0.2, vx=0.5,
+                        vy=0.0, z=0.4 - 4.905 * t * t, vz=-9.81 * t, qw=q[0], qx=q[1], qy=q[2],
+                        qz=q[3])
+            wb = quat_matrix(q).T @ w_world  # the body-frame rate at that sample
+            vals.update(wx=wb[0], wy=wb[1], wz=wb[2])
+            for c in I.COLUMNS:
+                rows[c].append(vals[c])
+    order = np.random.default_rng(0).permutation(len(rows["t"]))  # any row order
+    pq.write_table(pa.table({c: np.asarray(v)[order] for c, v in rows.items()}), path)
+    return path
+
+
+def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path):
+    src = _long_table(tmp_path / "tosses.parquet")
+    (tmp_path / "LICENSE").write_text("BSD-3-Clause\n")
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "out")]) == 0
+    ds = D.read(tmp_path / "out")
+    assert (tmp_path / "out" / "LICENSE").read_text() == "BSD-3-Clause\n"
+    assert ds.meta["ground_z"] == I.TABLE_Z and ds.meta["laws"] == {"body_ground": "hunt_crossley"}
+    prob = Problem.from_dataset(ds)
+    assert prob.ids == ["toss12", "toss3", "toss7"]
+    k = prob.ids.index("toss7")
+    q0 = np.array([np.cos(1.3), np.sin(1.3), 0.0, 0.0])
+    assert np.allclose(prob.state.body_omega[k, 0], quat_matrix(q0) @ [1.0, -2.0, 0.5])
+    assert np.allclose(prob.state.body_quat[k, 0], q0)
+    assert np.allclose(prob.model.body_ext[k, 0], I.CUBE_HALF)
+    assert prob.model.scen_dt[k] == pytest.approx(I.CUBE_DT)
+    # the samples as recorded, from t = 0; the state: sample 0's
+    ts = prob.targets.sample_times[k]
+    assert ts[0] == 0.0 and ts.size == 30 and np.allclose(np.diff(ts), 1 / 148.0)
+    ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
+    meas = prob.targets.measured[ptr[k]:ptr[k + 1], 0]
+    assert np.allclose(meas[:, 2], 0.4 - 4.905 * ts ** 2)
+    # a free flight replays exactly from the imported state
+    from simcore.engine import simulate
+    sim = simulate(prob.model, prob.state, prob.targets.sample_times)
+    assert np.abs(sim.samp_pos[ptr[k]:ptr[k + 1], 0] - meas).max() < 1e-3
+    assert B.angle(sim.samp_quat[ptr[k]:ptr[k + 1], 0],
+                   prob.targets.states["quat"][ptr[k]:ptr[k + 1], 0]).max() < 1e-6
+
+
+def test_duplicate_recordings_share_a_side_of_the_split(tmp_path):
+    src = _long_table(tmp_path / "t.parquet", tosses=tuple(range(40)), n=3)
+    pairs = tmp_path / "dup.csv"
+    pairs.write_text("toss_a,toss_b\n" + "".join(f"{a},{a + 20}\n" for a in range(20)))
+    out = I.cube_tosses(src, tmp_path / "o", duplicates=pairs, test_share=0.3)
+    split = D.split(D.read(out))
+    assert {split[f"toss{a}"] == split[f"toss{a + 20}"] for a in range(20)} == {True}
+    assert 0 < sum(v == "test" for v in split.values()) < 40
+    # the same split for the same tosses imported again
+    again = I.cube_tosses(src, tmp_path / "o2", duplicates=pairs, test_share=0.3)
+    assert D.split(D.read(again)) == split
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda t: t.drop(["qz"]), "missing column(s) ['qz']"),
+    (lambda t: t.set_column(6, "qw", pa.array(np.r_[2.0, t["qw"].to_numpy()[1:]])),
+     "qw, qx, qy, qz, row 0: the quaternion's norm"),
+    (lambda t: t.set_column(3, "x", pa.array(np.r_[np.nan, t["x"].to_numpy()[1:]])),
+     "column x, row 0: nan is not a finite number"),
+])
+def test_a_bad_long_table_is_named_without_a_traceback(tmp_path, capsys, change, words):
+    src = _long_table(tmp_path / "t.parquet")
+    pq.write_table(change(pq.read_table(src)), src)
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert str(src) in err and words in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_shipped_tosses_are_the_upstream_training_split():
+    ds = D.read(SHIPPED)
+    assert len(ds.scenario_ids()) == 453 and (SHIPPED / "LICENSE").is_file()
+    split = D.split(ds)
+    test = sorted(s for s, v in split.items() if v == "test")
+    assert 60 <= len(test) <= 110
+    pairs = np.loadtxt(SHIPPED / "duplicate_pairs.csv", delimiter=",", skiprows=1, dtype=int)
+    for a, b in pairs:
+        assert split[f"toss{a}"] == split[f"toss{b}"]
+
+
+def test_scores_and_faces():
+    q = np.array([[1.0, 0, 0, 0]])
+    turned = np.array([[np.cos(0.25), np.sin(0.25), 0, 0]])  # 0.5 rad about x
+    assert B.angle(q, turned)[0] == pytest.approx(0.5)
+    assert B.angle(q, -turned)[0] == pytest.approx(0.5)  # the same rotation
+    assert B.face_down(q[0]) == 5  # body -z down
+    flip = np.array([0.0, 1.0, 0, 0])  # half a turn about x: body +z down
+    assert B.face_down(flip) == 4
+    pos = np.zeros((4, 3))
+    quat = np.repeat(q, 4, axis=0)
+    s = B.scores(pos + [0.0524, 0, 0], quat, pos, np.r_[quat[:3], turned], np.array([0, 2, 4]),
+                 0.0524)
+    assert np.allclose(s["pos"], 0.0524) and s["face"].tolist() == [True, True]
+    assert s["e_q"][0] == pytest.approx(1.0) and s["e_q"][1] == pytest.approx(1.0 + 0.25 / 2)
+
+
+def test_baseline_flies_snaps_flat_and_slides_to_rest():
+    from simcore import model as M
+    from simcore.losses import Targets
+    half = 0.0524
+    q0 = np.array([np.cos(0.2), np.sin(0.2), 0.0, 0.0])  # tilted 0.4 rad about x
+    model, state = M.build([M.Scenario(radius=[np.nan], mass=[0.37], pos=[(0, 0, 0.3)],
+                                       vel=[(1.0, 0, 0)], omega=[(0.0, 0, 0)], quat=[q0],
+                                       shape=("box",), extent=[[half, half, half]], t_end=1.0,
+                                       dt=2.5e-4)])
+    ts = np.linspace(0, 1.0, 149)
+    targets = Targets([ts], np.zeros((ts.size, 1, 3)), np.full((1, 1, 3), np.nan),
+                      np.full((1, 1, 3), np.nan))
+    pos, quat = B.baseline(Problem(model, state, targets), mu=0.2)
+    # flight: ballistic until the lowest corner (0.4 rad tilt) meets z = 0
+    low = half * (np.cos(0.4) + np.sin(0.4))
+    hit = np.sqrt(2 * (0.3 - low) / 9.81)
+    fly = ts < hit - 1e-3
+    assert np.allclose(pos[fly, 2], 0.3 - 4.905 * ts[fly] ** 2)
+    # then flat on a face at the table, sliding 1 m/s down at 0.2 g to rest
+    assert np.allclose(pos[~fly & (ts > hit + 1e-3), 2], half)
+    assert B.angle(quat[-1:], np.array([[1.0, 0, 0, 0]]))[0] < 1e-9
+    assert pos[-1, 0] == pytest.approx(hit * 1.0 + 1.0 / (2 * 0.2 * 9.81), rel=2e-3)
