@@ -21,6 +21,16 @@ losses; contactfit adds the one system-identification users expect:
   known) nearest in time within ``match_window``; unmatched measured events
   are counted and reported (``LossValue.unmatched``), never silently dropped.
 * ``trajectory``: ``sum_k |p(t_k) - p*(t_k)|^2`` over every measured sample.
+* ``orientation``: ``sum_k |h rot(q(t_k) q*(t_k)^-1)|^2`` over every sample
+  with a measured orientation: the rotation vector [rad] from the measured
+  orientation to the simulated one (world frame, the shorter way round),
+  times the body's size ``h`` (a box's mean half extent, a sphere's
+  radius), so that it reads in metres: a turn of ``theta`` weighs as a
+  corner displaced by ``h theta``, and with weight 1 the two trajectory
+  components sum to ``h^2`` times the ``e_q`` of Acosta, Yang and Posa
+  (RA-L 2022).  It has no exact tangents (the kernels accumulate positions
+  only): a fit that weighs it takes every derivative by central
+  differences (:meth:`simcore.problem.Problem.evaluate`).
 
 Normalisation (so that datasets of different sizes weigh alike): each
 component of scenario ``s`` is divided by its number of residual terms
@@ -46,7 +56,7 @@ from .events import EventKind, is_impact
 #: Default weights: the trajectory loss carries the data; the patent's
 #: losses are there to be switched on (weights from config).
 DEFAULT_WEIGHTS = {"trajectory": 1.0, "output": 0.0, "velocity": 0.0, "dv": 0.0,
-                   "input": 0.0}
+                   "input": 0.0, "orientation": 0.0}
 #: Measured and simulated events further apart than this [s] are not matched.
 MATCH_WINDOW = 0.02
 
@@ -82,6 +92,16 @@ class Targets:
         if not self.states:
             return None
         return {k: v[rows][:, :nbmax] for k, v in self.states.items()}
+
+    def turn_count(self):
+        """Measured body orientations per scenario (the orientation loss's
+        residual count)."""
+        quat = (self.states or {}).get("quat")
+        ptr = np.r_[0, np.cumsum([np.size(t) for t in self.sample_times])].astype(np.int64)
+        if quat is None:
+            return np.zeros(ptr.size - 1, np.int64)
+        csum = np.r_[0, np.cumsum(np.isfinite(quat[..., 0]).sum(axis=1))]
+        return csum[ptr[1:]] - csum[ptr[:-1]]
 
     def sample_count(self):
         """Measured body samples per scenario (computed once: the
@@ -201,8 +221,51 @@ def input_effort(sim, tg, model, want_gn):
 
 
 #: The loss registry: name -> function ``(sim, targets, model, want_gn) -> Component``.
+def turn_residuals(samp_quat, meas_quat, size):
+    """``(M, nbmax, 3)``: ``size (M, nbmax)`` times the rotation vector of
+    ``q q*^-1`` (simulated ``samp_quat`` after measured ``meas_quat``, rows
+    ``(M, nbmax, 4)``); NaN where the orientation is not measured."""
+    from .rigid import quat_rate
+
+    nb = meas_quat.shape[1]
+    rot = quat_rate(np.nan_to_num(meas_quat), samp_quat[:, :nb], 1.0)
+    return np.where(np.isfinite(meas_quat[..., :1]), rot * size[..., None], np.nan)
+
+
+def body_size(model, ptr):
+    """``(M, nbmax)``: per sample row (rows of scenario ``s`` in
+    ``ptr[s]:ptr[s + 1]``) each body's size ``h`` of the orientation loss."""
+    from .collision import SHAPE_SPHERE
+
+    h = np.nan_to_num(model.body_radius.astype(np.float64))
+    if model.body_ext is not None:
+        box = model.body_shape != SHAPE_SPHERE
+        h = np.where(box, np.nan_to_num(model.body_ext).mean(axis=-1), h)
+    return np.repeat(h, np.diff(ptr), axis=0)
+
+
+def orientation(sim, tg, model, want_gn):
+    """Sample orientations against the measured ones, as turn residuals
+    (``turn_residuals``); no sensitivities (zeros: the caller takes the
+    derivatives by differences)."""
+    nscen, nt = model.nscen, sim.sens.directions.count
+    sse, grad, gn = _dense(nscen, nt, want_gn)
+    quat = (tg.states or {}).get("quat")
+    if quat is None or sim.samp_quat is None or not sim.samp_quat.shape[0]:
+        return Component(sse, grad, gn, np.zeros(nscen))
+    ptr = np.asarray(sim.samp_ptr)
+    res = turn_residuals(sim.samp_quat, quat, body_size(model, ptr)[:, :quat.shape[1]])
+    ok = np.isfinite(res[..., 0])
+    per_row = np.where(ok[..., None], res, 0.0)
+    row_sse = np.einsum("mbd,mbd->m", per_row, per_row)
+    csum = np.r_[0.0, np.cumsum(row_sse)]
+    cnt = np.r_[0, np.cumsum(ok.sum(axis=1))]
+    return Component(csum[ptr[1:]] - csum[ptr[:-1]], grad, gn,
+                     (cnt[ptr[1:]] - cnt[ptr[:-1]]).astype(float))
+
+
 LOSSES = {"trajectory": trajectory, "output": output, "velocity": velocity, "dv": dv,
-          "input": input_effort}
+          "input": input_effort, "orientation": orientation}
 
 
 @dataclass

@@ -365,14 +365,16 @@ class Problem:
         (:func:`simcore.fit.fit`, ``secant``)."""
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
+        turns = self._turns()
         sim = simulate(model, state, self.targets.sample_times, directions=dirs,
                        measured=self.targets.measured, gauss_newton=want_gn,
-                       keep_samples=False)
+                       keep_samples=turns)
         lv = L.combine(sim, self.targets, model, self.weights, want_gn)
         nd = sim.sens.nondiff
         nfev = 1
-        bad = np.flatnonzero((nd != 0) | (secant > 0.0))
-        if bad.size and (fd_fallback or secant > 0.0):
+        every = secant > 0.0 or turns  # no exact tangents of the orientation loss
+        bad = np.flatnonzero((nd != 0) | every)
+        if bad.size and (fd_fallback or every):
             nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
             g, gn, g_traj = self._fd_grad(theta, free, kind, nuis, bad,
@@ -384,10 +386,15 @@ class Problem:
                 # loss's 2 J^T W J from the perturbed runs' samples, and for
                 # the rest of the gradient (the other components, if weighted)
                 # the rank-one proxy g g^T / (2 l), a lower bound of theirs.
-                if any(v for k, v in self.weights.items() if k != "trajectory"):
+                if any(v for k, v in self.weights.items() if k not in ("trajectory",
+                                                                        "orientation")):
                     w = self.weights.get("trajectory", 0.0)
                     count = np.maximum(self.targets.sample_count()[bad], 1)
                     rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.nscen * count)
+                    if turns:
+                        part = L.orientation(sim, self.targets, model, False)
+                        rest -= self.weights["orientation"] * part.sse[bad] / (
+                            self.nscen * np.maximum(part.count[bad], 1))
                     g_rest = g - g_traj
                     some = rest > 1e-12 * np.maximum(lv.per_scenario[bad], 1e-300)
                     gn[some] += g_rest[some, :, None] * g_rest[some, None, :] / (
@@ -409,9 +416,14 @@ class Problem:
         """A forward run (no sensitivities) and its loss: ``(sim, LossValue)``."""
         model, state = self.apply(theta, kind, nuis)
         sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
-                       measured=self.targets.measured, keep_samples=keep_samples,
-                       event_capacity=event_capacity)
+                       measured=self.targets.measured,
+                       keep_samples=keep_samples or self._turns(), event_capacity=event_capacity)
         return sim, L.combine(sim, self.targets, model, self.weights, False)
+
+    def _turns(self):
+        """Whether the orientation loss is weighed (and measured)."""
+        return bool(self.weights.get("orientation", 0.0)) and bool(
+            (self.targets.states or {}).get("quat") is not None)
 
     def _fd_grad(self, theta, free, kind, nuis, scen, events, signal, want_gn=False,
                  secant=0.0):
@@ -450,8 +462,10 @@ class Problem:
             rows[c], rows[nf + c] = (project(up, [q], self.model.layout),
                                       project(dn, [q], self.model.layout))
         step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
-        f = 2.0 * self.weights.get("trajectory", 0.0) / (
-            self.nscen * np.maximum(self.targets.sample_count()[scen], 1)) if want_gn else None
+        f = (2.0 * self.weights.get("trajectory", 0.0) / (
+            self.nscen * np.maximum(self.targets.sample_count()[scen], 1)),
+             2.0 * self.weights.get("orientation", 0.0) / (
+            self.nscen * np.maximum(self.targets.turn_count()[scen], 1))) if want_gn else None
         # Batches of whole scenarios (all their pairs) holding at most about
         # FD_ROWS sample rows in all their copies.
         by = np.argsort(which, kind="stable")
@@ -473,9 +487,9 @@ class Problem:
                   gn, g_traj):
         """One batch of :meth:`_fd_grad`: the pairs ``js`` (indices into
         ``coef`` and ``which``) run up and down side by side; writes their
-        differences into ``out`` and, with ``f`` (the trajectory loss's
-        factor per scenario), their ``2 J^T W J`` and ``2 J^T W r`` into
-        ``gn`` and ``g_traj``."""
+        differences into ``out`` and, with ``f`` (the trajectory and
+        orientation losses' factors per scenario), their ``2 J^T W J`` and
+        ``2 J^T W r`` into ``gn`` and ``g_traj``."""
         pairs = js.size
         sub = self.subset(np.tile(scen[which[js]], 2))
         sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
@@ -490,6 +504,13 @@ class Problem:
         if f is None:
             return
         ptr, pos = sim.samp_ptr, sim.samp_pos
+        f_pos, f_turn = f
+        turns = None
+        if self.weights.get("orientation", 0.0) and sim.samp_quat is not None:
+            # residuals against the measured orientations: J from the copies' differences
+            turns = L.turn_residuals(sim.samp_quat, sub.targets.states["quat"],
+                                     L.body_size(sub.model, np.asarray(ptr)))
+            turns[np.isnan(turns)] = 0.0
         for i in np.unique(which[js]):
             mine = np.flatnonzero(which[js] == i)  # copies of scenario i in this batch
             meas = sub.targets.measured[ptr[mine[0]]:ptr[mine[0] + 1]]
@@ -499,8 +520,15 @@ class Problem:
             J = np.stack([(u - d) / step[js[k]] for u, d, k in zip(up, dn, mine)], axis=1)
             r = 0.5 * (up[0] + dn[0]) - meas[ok]
             c = coef[js[mine]]
-            gn[i][np.ix_(c, c)] = f[i] * (J.T @ J)
-            g_traj[i, c] = f[i] * (J.T @ r)
+            gn[i][np.ix_(c, c)] = f_pos[i] * (J.T @ J)
+            g_traj[i, c] = f_pos[i] * (J.T @ r)
+            if turns is not None:
+                up = [turns[ptr[k]:ptr[k + 1]].ravel() for k in mine]
+                dn = [turns[ptr[pairs + k]:ptr[pairs + k + 1]].ravel() for k in mine]
+                J = np.stack([(u - d) / step[js[k]] for u, d, k in zip(up, dn, mine)], axis=1)
+                r = 0.5 * (up[0] + dn[0])
+                gn[i][np.ix_(c, c)] += f_turn[i] * (J.T @ J)
+                g_traj[i, c] += f_turn[i] * (J.T @ r)
 
     @classmethod
     def from_dataset(cls, ds, weights=None, split=None, order=None, coefficients=()):

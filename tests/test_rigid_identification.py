@@ -200,3 +200,33 @@ def test_secant_fit_recovers_box_coefficients_from_a_chaotic_start(tosses):
     assert r.params["e_bg"] == pytest.approx(0.45, rel=5e-3)
     with pytest.raises(ValueError, match="secant.*decreasing"):
         F.fit(prob, free=["mu_k"], secant=(0.003, 0.01))
+
+
+def test_orientation_loss_reads_turns_in_metres_and_is_differentiated(tosses):
+    from simcore import losses as L
+    q0 = np.array([[[1.0, 0, 0, 0]]])
+    q1 = np.array([[[np.cos(0.05), 0, np.sin(0.05), 0]]])  # 0.1 rad about y
+    assert np.allclose(L.turn_residuals(q1, q0, np.array([[0.05]])), [[[0, 0.005, 0]]])
+    assert np.isnan(L.turn_residuals(q1, np.full_like(q0, np.nan), np.array([[0.05]]))).all()
+    prob = Problem.from_dataset(tosses[1.0], weights={"orientation": 1.0}).subset([0, 1])
+    lay = prob.model.layout
+    # at the truth: the orientation noise (0.5 degrees per axis) times the half width
+    ev = prob.evaluate(lay.vector(synth.TRUTH_BOX), [lay.index("mu_k")])
+    assert ev.loss.components["orientation"] == pytest.approx(
+        3 * (synth.CUBE_HALF * np.radians(0.5)) ** 2, rel=0.2)
+    # off it: every derivative by central differences (no exact tangents of turns)
+    th = lay.vector({"mu_k": 0.24, "e_bg": 0.46})
+    free = [lay.index("mu_k"), lay.index("e_bg")]
+    ev = prob.evaluate(th, free)
+    assert ev.loss.components["orientation"] > 0
+    for c, q in enumerate(free):
+        h = 1e-6 * th[q]
+        up, dn = th.copy(), th.copy()
+        up[q] += h
+        dn[q] -= h
+        fd = (prob.loss_only(up) - prob.loss_only(dn)) / (2 * h)
+        assert ev.loss.grad[:, c].sum() == pytest.approx(fd, rel=1e-6)
+    gn = prob.evaluate(th, free, secant=0.01).loss.gn.sum(0)[:2, :2]
+    assert np.all(np.linalg.eigvalsh(gn) > 0)
+    plain = Problem.from_dataset(tosses[1.0]).subset([0, 1]).evaluate(th, free, secant=0.01)
+    assert np.all(np.diag(gn) > np.diag(plain.loss.gn.sum(0)[:2, :2]))  # turns add curvature
