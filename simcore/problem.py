@@ -366,20 +366,33 @@ class Problem:
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
         turns = self._turns()
-        sim = simulate(model, state, self.targets.sample_times, directions=dirs,
-                       measured=self.targets.measured, gauss_newton=want_gn,
-                       keep_samples=turns)
-        lv = L.combine(sim, self.targets, model, self.weights, want_gn)
-        nd = sim.sens.nondiff
+        nf = len(free)
+        every = secant > 0.0 or turns  # (no exact tangents of the orientation loss)
+        if every:
+            # Every derivative by differences: a forward run, no tangents.
+            sim, lv = self._forward(theta, kind, nuis, False)
+            nt = dirs.count
+            lv.grad = np.zeros((self.nscen, nt))
+            if want_gn:
+                lv.gn = np.zeros((self.nscen, nt, nt))
+                lv.data_diag = np.zeros((self.nscen, nt))
+            signal = np.zeros((self.nscen, nt), np.int64)
+            signal[:, :nf] = 1
+            nd = np.zeros(self.nscen, sim.sens.nondiff.dtype)
+        else:
+            sim = simulate(model, state, self.targets.sample_times, directions=dirs,
+                           measured=self.targets.measured, gauss_newton=want_gn,
+                           keep_samples=False)
+            lv = L.combine(sim, self.targets, model, self.weights, want_gn)
+            signal = sim.sens.signal
+            nd = sim.sens.nondiff
         nfev = 1
-        every = secant > 0.0 or turns  # no exact tangents of the orientation loss
         bad = np.flatnonzero((nd != 0) | every)
         if bad.size and (fd_fallback or every):
-            nf = len(free)
             lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
             g, gn, g_traj = self._fd_grad(theta, free, kind, nuis, bad,
                                           np.diff(sim.event_ptr)[bad],
-                                          sim.sens.signal[bad, :nf], want_gn, secant)
+                                          signal[bad, :nf], want_gn, secant)
             lv.grad[bad, :nf] = g
             if want_gn:
                 # Their tangents can blow up (sustained contact): the trajectory
@@ -401,8 +414,10 @@ class Problem:
                         2.0 * rest[some, None, None])
                 lv.gn[bad] = 0.0
                 lv.gn[bad, :nf, :nf] = gn
+                if every:
+                    lv.data_diag[:, :nf] = np.einsum("sii->si", gn)
             nfev += 2 * nf
-        return Evaluation(lv, sim, sim.sens.signal.sum(axis=0), nd, nfev,
+        return Evaluation(lv, sim, signal.sum(axis=0), nd, nfev,
                           self.nuisance_cut(kind, theta))
 
     def loss_only(self, theta, kind="none", nuis=None, per_scenario=False, event_capacity=64):
