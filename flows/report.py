@@ -194,9 +194,12 @@ def convergence_png(result):
 
 def overlays_png(measured, simulated, scenario_ids):
     """Per scenario, the measured (dots) and simulated (lines) x-y paths, one
-    colour per body, and below them each body's x-y residual over time.
+    colour per body, and below them each body's x-y residual over time, or,
+    for bodies with measured orientations (``tilt`` not NaN: tossed boxes),
+    their height and tilt over time, measured and simulated.
     ``measured``/``simulated``: column dicts with scenario_id, body_id, t, x,
-    y, their rows aligned (the simulation sampled at the measured times)."""
+    y (z, tilt), their rows aligned (the simulation sampled at the measured
+    times)."""
     from matplotlib.lines import Line2D
 
     n = max(len(scenario_ids), 1)
@@ -206,8 +209,8 @@ def overlays_png(measured, simulated, scenario_ids):
     axes = fig.subplots(2 * rows, cols, squeeze=False,
                         gridspec_kw={"height_ratios": [2.2, 1.0] * rows})
     m_sid = np.asarray(measured["scenario_id"], dtype=object)
-    col = {k: (np.asarray(measured[k]), np.asarray(simulated[k])) for k in ("body_id", "t", "x",
-                                                                             "y")}
+    col = {k: (np.asarray(measured[k]), np.asarray(simulated[k]))
+           for k in ("body_id", "t", "x", "y", "z", "tilt") if k in measured}
     for k, sid in enumerate(scenario_ids):
         path_ax, res_ax = axes[2 * (k // cols), k % cols], axes[2 * (k // cols) + 1, k % cols]
         here = np.flatnonzero(m_sid == sid)
@@ -217,14 +220,26 @@ def overlays_png(measured, simulated, scenario_ids):
             (mx, sx), (my, sy) = ((col[a][0][r], col[a][1][r]) for a in ("x", "y"))
             path_ax.plot(mx, my, ".", ms=2.5, color=f"C{c}", alpha=0.45)
             path_ax.plot(sx, sy, "-", lw=1.3, color=f"C{c}")
-            res_ax.plot(col["t"][0][r], 1e3 * np.hypot(sx - mx, sy - my), lw=1.0,
-                        color=f"C{c}", label=f"body {b}")
+            t = col["t"][0][r]
+            if "tilt" in col and np.isfinite(col["tilt"][0][r]).any():
+                (mz, sz), (mt, st) = ((col[a][0][r], col[a][1][r]) for a in ("z", "tilt"))
+                res_ax.plot(t, 1e3 * mz, ".", ms=2.5, color=f"C{c}", alpha=0.45)
+                res_ax.plot(t, 1e3 * sz, "-", lw=1.0, color=f"C{c}")
+                turn_ax = res_ax.twinx()
+                turn_ax.plot(t, np.degrees(mt), ".", ms=2.0, color="0.5", alpha=0.45)
+                turn_ax.plot(t, np.degrees(st), "--", lw=0.9, color="0.4")
+                turn_ax.set_ylabel("tilt [deg] (grey)", fontsize=8)
+                turn_ax.tick_params(labelsize=7)
+                res_ax.set_ylabel("height [mm]", fontsize=8)
+            else:
+                res_ax.plot(t, 1e3 * np.hypot(sx - mx, sy - my), lw=1.0,
+                            color=f"C{c}", label=f"body {b}")
+                res_ax.set_ylabel("x-y residual [mm]", fontsize=8)
         path_ax.set_title(sid, fontsize=9)
         path_ax.set_aspect("equal", adjustable="datalim")
         path_ax.set_xlabel("x [m]", fontsize=8)
         path_ax.set_ylabel("y [m]", fontsize=8)
         res_ax.set_xlabel("t [s]", fontsize=8)
-        res_ax.set_ylabel("x-y residual [mm]", fontsize=8)
         for ax in (path_ax, res_ax):
             ax.tick_params(labelsize=7)
     for k in range(len(scenario_ids), rows * cols):

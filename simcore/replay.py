@@ -247,23 +247,40 @@ def _residual_stats(ptr, sim, meas, n, sse, top, fin):
                 fin[s] = last
 
 
+def tilt(quat):
+    """The angle [rad] of rows of box orientations ``(..., 4)`` from lying
+    flat: between world z and the body axis nearest it (0 on a face, 54.7
+    degrees balanced on a corner)."""
+    q = np.asarray(quat, np.float64)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    zrow = np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)
+    return np.arccos(np.clip(np.abs(zrow).max(axis=-1), -1.0, 1.0))
+
+
 def paths(problem, params, scen):
-    """Measured and simulated x-y paths of the scenarios ``scen`` (indices of
+    """Measured and simulated paths of the scenarios ``scen`` (indices of
     ``problem``): two column dicts with ``scenario_id``, ``body_id``, ``t``,
-    ``x``, ``y``, at the measured samples."""
+    ``x``, ``y``, ``z`` and, where orientations are measured, ``tilt``
+    [rad] (:func:`tilt`; NaN elsewhere), at the measured samples."""
     sub = problem.subset(scen)
     body_ids = sub.body_ids or [np.arange(n) for n in sub.model.body_count]
     sim = simulate(sub.model.with_params(params), sub.state, sub.targets.sample_times)
     meas = sub.targets.measured
-    cols = [{k: [] for k in ("scenario_id", "body_id", "t", "x", "y")} for _ in range(2)]
+    quat = (sub.targets.states or {}).get("quat")
+    turns = (quat, sim.samp_quat) if quat is not None and sim.samp_quat is not None else None
+    cols = [{k: [] for k in ("scenario_id", "body_id", "t", "x", "y", "z", "tilt")}
+            for _ in range(2)]
     for s in range(sub.nscen):
         a, b = sim.samp_ptr[s], sim.samp_ptr[s + 1]
         for slot, bid in enumerate(body_ids[s]):
             seen = ~np.isnan(meas[a:b, slot, 0])
-            for tab, src in zip(cols, (meas, sim.samp_pos)):
-                tab["scenario_id"] += [sub.ids[s]] * int(seen.sum())
-                tab["body_id"].append(np.full(int(seen.sum()), bid))
+            n = int(seen.sum())
+            for k, (tab, src) in enumerate(zip(cols, (meas, sim.samp_pos))):
+                tab["scenario_id"] += [sub.ids[s]] * n
+                tab["body_id"].append(np.full(n, bid))
                 tab["t"].append(sim.samp_t[a:b][seen])
-                tab["x"].append(src[a:b, slot, 0][seen])
-                tab["y"].append(src[a:b, slot, 1][seen])
+                for d, c in enumerate("xyz"):
+                    tab[c].append(src[a:b, slot, d][seen])
+                tab["tilt"].append(tilt(turns[k][a:b, slot][seen]) if turns is not None
+                                   else np.full(n, np.nan))
     return tuple(_stack(c) for c in cols)

@@ -149,3 +149,22 @@ def test_baseline_flies_snaps_flat_and_slides_to_rest():
     assert np.allclose(pos[~fly & (ts > hit + 1e-3), 2], half)
     assert B.angle(quat[-1:], np.array([[1.0, 0, 0, 0]]))[0] < 1e-9
     assert pos[-1, 0] == pytest.approx(hit * 1.0 + 1.0 / (2 * 0.2 * 9.81), rel=2e-3)
+
+
+def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
+    from flows import report
+    from simcore import replay, synth
+    assert replay.tilt(np.array([1.0, 0, 0, 0])) == pytest.approx(0.0)
+    corner = np.r_[np.cos(np.arctan(np.sqrt(2)) / 2),
+                   np.sin(np.arctan(np.sqrt(2)) / 2) * np.array([1.0, -1.0, 0]) / np.sqrt(2)]
+    assert np.degrees(replay.tilt(corner)) == pytest.approx(54.7356, abs=1e-3)
+    out = synth.generate(tmp_path / "b", synth.GeneratorSettings(shape="box", scenarios=2,
+                                                                 duration=1.2, rate=148.0))
+    prob = Problem.from_dataset(out)
+    meas, sim = replay.paths(prob, prob.model.layout.vector(synth.TRUTH_BOX), [0, 1])
+    q = prob.targets.states["quat"][:, 0]
+    assert np.allclose(meas["tilt"], replay.tilt(q))
+    assert np.abs(sim["z"] - meas["z"]).max() < 0.01  # the truth replays its data
+    assert np.degrees(np.abs(sim["tilt"][-5:] - meas["tilt"][-5:])).max() < 2.0  # both flat
+    png = report.overlays_png(meas, sim, prob.ids)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
