@@ -2,12 +2,13 @@
 tosses open-loop, and score the predictions as published work does.
 
 ``python -m benchmarks.cube_toss [--json] [--dataset DIR] [--config YAML]
-[--train N]``: reads ``datasets/cube-toss`` (``contactfit import cube-toss``
+[--train N] [--params fit.json]``: reads ``datasets/cube-toss`` (``contactfit import cube-toss``
 of the ContactNets tosses; its ``scenarios.split`` holds the duplicate-aware
 validation split), fits the coefficients ``datasets/cube-toss/calibrate.yaml``
 names on the ``train`` tosses (the first ``N`` of them with ``--train``),
 simulates every ``test`` toss from its first sample to its last with the
-fitted coefficients, and prints, for contactfit and for the trivial
+fitted coefficients (or those of ``--params``, a calibration's ``fit.json``:
+no fit then, and no ``fit_s``), and prints, for contactfit and for the trivial
 baseline computed the same way:
 
 * ``pos_cm``, ``pos_cm_median``: the centre's position error averaged over
@@ -23,6 +24,11 @@ baseline computed the same way:
   the measured one (the body axis nearest the vertical and its sign);
 * ``fit_s``: the calibration's wall time [s].
 
+``--curve``: the data-efficiency curve instead, as the ContactNets paper
+plots it: for 1, 4, 16, 64, 256 and all training tosses (the first ``N``
+in id order), the held-out figures and the fitted coefficients, one row
+each under ``curve``.
+
 The baseline (``baseline_*``): ballistic flight from the first sample until
 the lowest corner meets the table, then snapped flat onto the face nearest
 below (the smallest rotation), sliding in a straight line at the touchdown's
@@ -30,6 +36,7 @@ horizontal velocity, decelerated at ``BASELINE_MU g`` to rest.
 """
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -41,6 +48,8 @@ DATASET = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
 #: The baseline's sliding deceleration over g: the tosses' median flat
 #: sliding deceleration (the data set's README).
 BASELINE_MU = 0.219
+#: The training set sizes of the data-efficiency curve (``--curve``).
+CURVE = (1, 4, 16, 64, 256, 10 ** 6)
 
 
 def angle(qa, qb):
@@ -134,7 +143,7 @@ def baseline(problem, mu=BASELINE_MU, gravity=9.81):
     return np.array(pos), np.array(quat)
 
 
-def run(dataset=DATASET, config=None, train=None):
+def run(dataset=DATASET, config=None, train=None, params=None):
     """The figures (see the module docstring)."""
     from dataclasses import replace
 
@@ -154,11 +163,17 @@ def run(dataset=DATASET, config=None, train=None):
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
     fit_part = whole.subset(np.arange(len(train_ids)))
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    t0 = time.perf_counter()
-    opts = cfg.fit_options()
-    r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit, **opts)
-    fit_s = time.perf_counter() - t0
-    theta = whole.model.layout.vector(r.params)
+    fitted = {}
+    if params is None:
+        t0 = time.perf_counter()
+        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit, **cfg.fit_options())
+        fitted = {"fit_s": time.perf_counter() - t0, "fit_status": r.message,
+                  **{f"fitted_{k}": r.params[k] for k in r.free}}
+        theta = whole.model.layout.vector(r.params)
+    else:
+        doc = json.loads(Path(params).read_text())
+        theta = whole.model.layout.vector({k: v for k, v in doc.get("params", doc).items()
+                                           if k in whole.model.layout.names})
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
     meas_pos = test.targets.measured[:, 0]
     meas_quat = test.targets.states["quat"][:, 0]
@@ -168,9 +183,7 @@ def run(dataset=DATASET, config=None, train=None):
     bpos, bquat = baseline(replace(test, model=test.model.with_params(theta)))
     base = scores(bpos, bquat, meas_pos, meas_quat, ptr, half)
     return {"train_tosses": len(train_ids), "test_tosses": len(test_ids),
-            **summary(ours), **summary(base, "baseline_"), "fit_s": fit_s,
-            "fit_status": r.message, **{f"fitted_{k}": v for k, v in r.params.items()
-                                       if k in (cfg.fit or r.params)}}
+            **summary(ours), **summary(base, "baseline_"), **fitted}
 
 
 def main(argv=None):
@@ -179,8 +192,21 @@ def main(argv=None):
     ap.add_argument("--dataset", default=str(DATASET))
     ap.add_argument("--config", help="calibration settings (default: the dataset's calibrate.yaml)")
     ap.add_argument("--train", type=int, help="fit on the first N training tosses only")
+    ap.add_argument("--params", help="score this fit.json's coefficients instead of fitting")
+    ap.add_argument("--curve", action="store_true",
+                    help="held-out figures against the number of training tosses")
     args = ap.parse_args(argv)
-    emit(run(args.dataset, args.config, args.train), args.json, width=24)
+    if args.curve:
+        rows = {}
+        for n in CURVE:
+            row = run(args.dataset, args.config, n)
+            rows[f"train_{row['train_tosses']}"] = {k: v for k, v in row.items()
+                                                    if not k.startswith("baseline_")}
+            if row["train_tosses"] < n:
+                break
+        emit(rows, args.json, width=24)
+        return
+    emit(run(args.dataset, args.config, args.train, args.params), args.json, width=24)
 
 
 if __name__ == "__main__":
