@@ -759,3 +759,21 @@ def test_losing_the_prefect_server_mid_run_fails_the_run_at_once(tmp_path):
     exp = c.get_experiment_by_name(settings.tracking().experiment)
     assert [r.info.status for r in c.search_runs([exp.experiment_id])] == ["FAILED"]
     assert c.search_registered_models() == []
+
+
+def test_calibrate_fits_tossed_boxes_by_secants_with_the_orientation_loss(store, tmp_path):
+    """The flow on box tosses: the secant continuation and the orientation
+    loss through the sharded problem, the run FINISHED and registered."""
+    track, c, exp = store
+    boxes = synth.generate(tmp_path / "boxes", synth.GeneratorSettings(
+        shape="box", scenarios=3, duration=1.2, rate=148.0, noise_mm=0.0, noise_deg=0.0))
+    doc = pipeline.calibrate(str(boxes), config={
+        "fit": ["mu_k", "e_bg"], "start": {"mu_k": 0.23, "e_bg": 0.48},
+        "weights": {"trajectory": 1.0, "orientation": 1.0}, "secant": [0.01, 0.003],
+        "step_sigma": 0.0, "max_iter": 30, "test_fraction": 0.3})
+    (run,) = _runs(c, exp)
+    assert run.info.status == "FINISHED" and doc["gate"]["registered"]
+    assert doc["params"]["mu_k"] == pytest.approx(0.25, rel=5e-3)
+    assert doc["params"]["e_bg"] == pytest.approx(0.45, rel=5e-3)
+    assert 0 < doc["components"]["orientation"] < 1e-5  # weighed, and matched
+    assert "overlays.png" in {a.path for a in c.list_artifacts(run.info.run_id)}
