@@ -362,7 +362,10 @@ class Problem:
         :meth:`_fd_grad`) instead of the exact tangents: on a chaotic
         rollout the loss is a funnel with micrometre ripples, whose exact
         slope is the ripples' and a secant's the funnel's
-        (:func:`simcore.fit.fit`, ``secant``)."""
+        (:func:`simcore.fit.fit`, ``secant``).  A weighed ``orientation``
+        loss, which has no exact tangents, takes the same path (with a
+        step of 1e-6 when ``secant`` is 0).  On that path the run has no
+        tangents and the nuisance is held."""
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
         turns = self._turns()
