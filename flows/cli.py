@@ -283,7 +283,8 @@ def _print_fit(doc, out):
 
     width = max(12, *(len(n) for n in doc["params"]))
     lines = [f"{doc['status']}: {doc['message']}",
-             f"{'coefficient':{width}s} {'value':>14s} {'stderr':>9s}  95 % interval"]
+             f"{'coefficient':{width}s} {'value':>14s} {'stderr':>9s}  95 % interval"
+             + ("  (stderr clustered by scenario)" if doc.get("stderr_cluster") else "")]
     for n, v in doc["params"].items():
         if n not in doc["free"]:
             lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  fixed")
@@ -291,7 +292,9 @@ def _print_fit(doc, out):
             lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  not identifiable: held at its start")
         else:
             val, se, ci = report.estimate(doc, n)
-            lines.append(f"{n:{width}s} {val:>14s} {se:>9s}  {ci}")
+            cl = (doc.get("stderr_cluster") or {}).get(n)
+            lines.append(f"{n:{width}s} {val:>14s} {se:>9s}  {ci}"
+                         + (f"  ({cl:.2g})" if cl is not None else ""))
     corr = ", ".join(f"{c['a']}~{c['b']} {c['r']:+.2f}" for c in doc.get("correlations", []))
     if corr:
         lines.append(f"correlated estimates (|r| >= {report.CORRELATION_MIN}): {corr}")

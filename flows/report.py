@@ -101,6 +101,7 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
         "params": result.params,
         "free": list(result.free),
         "stderr": result.stderr,
+        "stderr_cluster": result.stderr_cluster,
         "ci95": {k: list(v) for k, v in result.ci95.items()},
         "loss": result.loss,
         "components": result.components,

@@ -159,7 +159,10 @@ class FitResult:
     ``nuisance_held (nscen, k)``: nuisance values held at their start (no
     data curvature: e.g. a push that never moves its body);
     ``nuisance_stderr (nscen, k)``: their standard errors (``inf`` where held);
-    ``starts``: the per-start results of a multi-start, and ``spread``.
+    ``starts``: the per-start results of a multi-start, and ``spread``;
+    ``stderr_cluster``: standard errors that allow the residuals of a
+    scenario to be correlated (:func:`_cluster_stderr`; None with a
+    nuisance or fewer than two scenarios per free coefficient).
     """
 
     params: dict
@@ -187,6 +190,7 @@ class FitResult:
     starts: list = field(default_factory=list)
     spread: dict = field(default_factory=dict)
     held: tuple = ()
+    stderr_cluster: dict = None
 
 
 def _free_indices(free, layout):
@@ -296,6 +300,32 @@ def _nuisance_stderr(ev, nf, k, hold, cov):
     c[:, hold] = 0.0
     var = sigma2 * np.einsum("sii->si", inv) + np.einsum("snf,fg,sng->sn", X, c, X)
     return np.where(held, np.inf, np.sqrt(np.maximum(var, 0.0)))
+
+
+def _cluster_stderr(ev, nf, hold):
+    """Scenario-clustered (sandwich) standard errors of the free
+    coefficients: ``H^-1 (sum_s g_s g_s^T) H^-1`` with ``g_s`` each
+    scenario's gradient of its loss share and ``H`` the Gauss-Newton matrix
+    of the total.  The plain standard errors take every residual term as
+    independent noise; under model error (a real toss its model does not
+    quite reproduce) a scenario's residuals move together, and its share
+    of the loss varies from scenario to scenario far beyond the noise: this
+    estimate lets it (scenarios independent of one another).  ``inf`` for
+    held coefficients."""
+    lv = ev.loss
+    keep = [c for c in range(nf) if c not in hold]
+    out = np.full(nf, np.inf)
+    if not keep:
+        return out
+    H = lv.gn[:, keep][:, :, keep].sum(axis=0)
+    g = lv.grad[:, keep]
+    try:
+        inv = np.linalg.inv(H)
+    except np.linalg.LinAlgError:
+        inv = np.linalg.pinv(H)
+    cov = inv @ (g.T @ g) @ inv
+    out[keep] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return out
 
 
 def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
@@ -911,7 +941,10 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     if fd_gap is not None and fd_gap > 1e-4:
         message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
     grad = lv.grad[:, :nf].sum(axis=0)
-    return FitResult(
+    cluster = None
+    if not k and lv.gn is not None and problem.nscen >= 2 * max(nf, 1):
+        cluster = dict(zip(names, map(float, _cluster_stderr(ev, nf, hold))))
+    return FitResult(stderr_cluster=cluster,
         params=lay.as_dict(theta), free=names,
         stderr={n: float(std[c]) for c, n in enumerate(names)},
         ci95={n: (float(theta[q] - 1.96 * std[c]), float(theta[q] + 1.96 * std[c]))

@@ -429,3 +429,20 @@ def test_gd_and_adam_converge_with_their_defaults_on_the_shipped_set(method):
             assert abs(r.params[n] - lm.params[n]) <= 0.1 * lm.stderr[n], (n, method)
     with pytest.raises(ValueError, match="precondition = 'newton'"):
         F.fit(prob, method=method, precondition="newton")
+
+
+def test_clustered_stderr_agrees_with_the_plain_one_unless_the_model_is_wrong():
+    from simcore import synth
+    prob = Problem.from_dataset("datasets/synthetic-table")
+    informed = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
+    r = F.fit(prob, free=informed)
+    for n in informed:  # the data's model: both estimates of the same spread
+        assert 0.4 < r.stderr_cluster[n] / r.stderr[n] < 2.5, n
+    # Four free, the others at their (wrong) defaults: the residuals of a
+    # scenario move together. The plain errors claim 13-160 sigma of
+    # precision the estimates do not have; the clustered ones hold them.
+    some = ["mu_s", "mu_k", "v_th", "e_bb"]
+    r = F.fit(prob, free=some)
+    err = {n: abs(r.params[n] - synth.TRUTH[n]) for n in some}
+    assert max(err[n] / r.stderr[n] for n in some) > 10
+    assert all(err[n] < 3 * r.stderr_cluster[n] for n in some)
