@@ -23,12 +23,9 @@ import yaml
 
 from .dataset import stable_hash, write_table
 from .rigid import quat_matrix
-
-#: The ContactNets cube: half width [m], mass [kg], principal inertia
-#: [kg m^2] (upstream's value; a uniform cube would have 0.00068).
-CUBE_HALF = 0.0524
-CUBE_MASS = 0.37
-CUBE_INERTIA = 0.00081
+# The ContactNets cube (half width, mass, upstream's principal inertia; a
+# uniform cube would have 0.00068 kg m^2), as the generated tosses use it.
+from .synth import CUBE_HALF, CUBE_INERTIA, CUBE_MASS
 #: The table's height [m]: the median resting centre height of the tosses
 #: (0.0512 m) less the half width.
 TABLE_Z = -0.0012
