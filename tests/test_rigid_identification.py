@@ -190,8 +190,8 @@ def test_secant_derivatives_are_central_differences_over_the_step(tosses):
 
 
 def test_secant_fit_recovers_box_coefficients_from_a_chaotic_start(tosses):
-    # Noise-free tosses, the fit started 8 % off: the exact tangents stall
-    # on the ripples, the secant continuation reaches the truth.
+    # Noise-free tumbling tosses, the fit started 8 % off: the secant
+    # continuation reaches the truth.
     prob = Problem.from_dataset(tosses[0.0])
     start = {"mu_s": 0.3, "mu_k": 0.23, "e_bg": 0.48}
     r = F.fit(prob, params0=start, free=["mu_k", "e_bg"], secant=(0.01, 0.003),
