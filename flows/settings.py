@@ -194,7 +194,7 @@ def calibration(path=None, **overrides):
                              f"<= {hi}")
     checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
               ("nuisance", cfg.nuisance in F.NUISANCE,
-               "none, velocity, push or spin (the spinning model)"),
+               "none, velocity, push, spin (the spinning model) or state (the time-stepper)"),
               ("task_runner", cfg.task_runner in ("threads", "dask"), "threads or dask"),
               ("shards", cfg.shards >= 0, ">= 0"), ("workers", cfg.workers >= 1, ">= 1"),
               ("test_fraction", 0 < cfg.test_fraction < 1, "in (0, 1)"),
