@@ -52,12 +52,6 @@ BASELINE_MU = 0.219
 CURVE = (1, 4, 16, 64, 256, 10 ** 6)
 
 
-def angle(qa, qb):
-    """Geodesic angle [rad] between rows of unit quaternions (..., 4)."""
-    w = np.abs(np.sum(qa * qb, axis=-1))
-    return 2.0 * np.arccos(np.clip(w, -1.0, 1.0))
-
-
 def face_down(q):
     """The face a box rests on: (body axis index, sign) of the body axis
     nearest world -z, as one code ``2 k + (sign < 0)``."""
@@ -72,10 +66,12 @@ def scores(pred_pos, pred_quat, meas_pos, meas_quat, ptr, half):
     """Per-toss figures of predictions against measurements (rows split by
     ``ptr``): mean position error [m], mean rotation error [rad], e_q,
     right final face."""
+    from simcore.rigid import quat_angle
+
     out = {"pos": [], "rot": [], "e_q": [], "face": []}
     for a, b in zip(ptr[:-1], ptr[1:]):
         dp = np.linalg.norm(pred_pos[a:b] - meas_pos[a:b], axis=-1)
-        th = angle(pred_quat[a:b], meas_quat[a:b])
+        th = quat_angle(pred_quat[a:b], meas_quat[a:b])
         out["pos"].append(dp.mean())
         out["rot"].append(th.mean())
         out["e_q"].append(np.mean((dp / half) ** 2 + th ** 2))
