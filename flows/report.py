@@ -93,6 +93,20 @@ def correlations(result, threshold=CORRELATION_MIN):
     return sorted(out, key=lambda c: -abs(c["r"]))
 
 
+def correlation_table(result, matrix):
+    """A correlation matrix of the free coefficients as ``{a: {b: r}}``
+    over the informed ones (None where unknown; None without a matrix)."""
+    if matrix is None:
+        return None
+    names = list(result.free)
+    corr = np.asarray(matrix, dtype=float)
+    if corr.shape != (len(names), len(names)):
+        return None
+    keep = [i for i, n in enumerate(names) if n not in result.held]
+    return {names[i]: {names[j]: (float(corr[i, j]) if np.isfinite(corr[i, j]) else None)
+                       for j in keep} for i in keep}
+
+
 def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
     """The ``fit.json`` document of a calibration (``start``: the start values
     of the free coefficients; ``truth``: the dataset's true values, when it
@@ -114,6 +128,8 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
         "start": {n: float(v) for n, v in (start or {}).items() if n in result.free},
         "truth": {n: float(v) for n, v in (truth or {}).items() if n in result.params},
         "correlations": correlations(result),
+        "corr": correlation_table(result, result.corr),
+        "corr_cluster": correlation_table(result, result.corr_cluster),
         "identifiability": result.identifiability,
         "method": result.method,
         "scores": scores,

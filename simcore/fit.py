@@ -160,9 +160,10 @@ class FitResult:
     data curvature: e.g. a push that never moves its body);
     ``nuisance_stderr (nscen, k)``: their standard errors (``inf`` where held);
     ``starts``: the per-start results of a multi-start, and ``spread``;
-    ``stderr_cluster``: standard errors that allow the residuals of a
-    scenario to be correlated (:func:`_cluster_stderr`; None with a
-    nuisance or fewer than two scenarios per free coefficient).
+    ``stderr_cluster``, ``corr_cluster (nfree, nfree)``: standard errors
+    and correlations that allow the residuals of a scenario to be
+    correlated (:func:`_cluster_cov`; None with a nuisance or fewer than
+    two scenarios per free coefficient).
     """
 
     params: dict
@@ -191,6 +192,7 @@ class FitResult:
     spread: dict = field(default_factory=dict)
     held: tuple = ()
     stderr_cluster: dict = None
+    corr_cluster: np.ndarray = None
 
 
 def _free_indices(free, layout):
@@ -302,19 +304,20 @@ def _nuisance_stderr(ev, nf, k, hold, cov):
     return np.where(held, np.inf, np.sqrt(np.maximum(var, 0.0)))
 
 
-def _cluster_stderr(ev, nf, hold):
-    """Scenario-clustered (sandwich) standard errors of the free
+def _cluster_cov(ev, nf, hold):
+    """Scenario-clustered (sandwich) covariance of the free
     coefficients: ``H^-1 (sum_s g_s g_s^T) H^-1`` with ``g_s`` each
     scenario's gradient of its loss share and ``H`` the Gauss-Newton matrix
     of the total.  The plain standard errors take every residual term as
     independent noise; under model error (a real toss its model does not
     quite reproduce) a scenario's residuals move together, and its share
     of the loss varies from scenario to scenario far beyond the noise: this
-    estimate lets it (scenarios independent of one another).  ``inf`` for
-    held coefficients."""
+    estimate lets it (scenarios independent of one another).  Held
+    coefficients' rows and columns are NaN, their variance ``inf``."""
     lv = ev.loss
     keep = [c for c in range(nf) if c not in hold]
-    out = np.full(nf, np.inf)
+    out = np.full((nf, nf), np.nan)
+    out[hold, hold] = np.inf
     if not keep:
         return out
     H = lv.gn[:, keep][:, :, keep].sum(axis=0)
@@ -323,9 +326,18 @@ def _cluster_stderr(ev, nf, hold):
         inv = np.linalg.inv(H)
     except np.linalg.LinAlgError:
         inv = np.linalg.pinv(H)
-    cov = inv @ (g.T @ g) @ inv
-    out[keep] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    out[np.ix_(keep, keep)] = inv @ (g.T @ g) @ inv
     return out
+
+
+def _correlation(cov):
+    """The correlation matrix of a covariance (NaN where a variance is 0,
+    infinite or unknown)."""
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    with np.errstate(all="ignore"):
+        corr = cov / np.outer(std, std)
+    corr[~np.isfinite(corr)] = np.nan
+    return corr
 
 
 def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
@@ -907,9 +919,7 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
         real_held = _nuisance_hold(ev, nf, k) & problem.nuisance_mask(nuisance)
     cov = _ev_covariance(ev, nf, k, hold)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    with np.errstate(all="ignore"):
-        corr = cov / np.outer(std, std)
-    corr[np.isinf(corr)] = np.nan
+    corr = _correlation(cov)
     ident = {}
     weak_names = []
     for c, (n, q) in enumerate(zip(names, free_idx)):
@@ -941,10 +951,12 @@ def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, histo
     if fd_gap is not None and fd_gap > 1e-4:
         message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
     grad = lv.grad[:, :nf].sum(axis=0)
-    cluster = None
+    cluster = corr_cluster = None
     if not k and lv.gn is not None and problem.nscen >= 2 * max(nf, 1):
-        cluster = dict(zip(names, map(float, _cluster_stderr(ev, nf, hold))))
-    return FitResult(stderr_cluster=cluster,
+        ccov = _cluster_cov(ev, nf, hold)
+        cluster = dict(zip(names, map(float, np.sqrt(np.maximum(np.diag(ccov), 0.0)))))
+        corr_cluster = _correlation(ccov)
+    return FitResult(stderr_cluster=cluster, corr_cluster=corr_cluster,
         params=lay.as_dict(theta), free=names,
         stderr={n: float(std[c]) for c, n in enumerate(names)},
         ci95={n: (float(theta[q] - 1.96 * std[c]), float(theta[q] + 1.96 * std[c]))

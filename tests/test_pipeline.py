@@ -64,6 +64,8 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     assert doc["status"].startswith("converged") and doc["held"] == ["e_bg"]
     assert set(doc["start"]) == set(doc["free"]) and doc["truth"]["mu_k"] == 0.19
     assert all(abs(c["r"]) >= 0.5 for c in doc["correlations"])
+    assert "e_bg" not in doc["corr"] and set(doc["corr"]) == set(doc["free"]) - {"e_bg"}
+    assert all(doc["corr"][n][n] == pytest.approx(1.0) for n in doc["corr"])
     assert "Correlations of the estimates" in html and "<th>truth</th>" in html
     assert doc["gate"] == {"registered": True, "reason": "",
                            "rms_limit_m": pytest.approx(0.05)}  # the floor: 10 x 1 mm < 5 cm

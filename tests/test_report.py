@@ -64,3 +64,10 @@ def test_correlations_above_the_threshold_strongest_first_without_held():
                          [0.99, 0.99, 0.99, 1.0]])
     assert report.correlations(res) == [{"a": "mu_s", "b": "v_th", "r": -0.93},
                                         {"a": "v_th", "b": "e_bb", "r": 0.55}]
+    # the whole matrix for fit.json: informed coefficients only
+    table = report.correlation_table(res, res.corr)
+    assert list(table) == ["mu_s", "v_th", "e_bb"] and table["v_th"] == {
+        "mu_s": -0.93, "v_th": 1.0, "e_bb": 0.55}
+    res.corr[0, 2] = np.nan
+    assert report.correlation_table(res, res.corr)["mu_s"]["e_bb"] is None
+    assert report.correlation_table(res, None) is None
