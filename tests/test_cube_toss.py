@@ -151,6 +151,32 @@ def test_baseline_flies_snaps_flat_and_slides_to_rest():
     assert pos[-1, 0] == pytest.approx(hit * 1.0 + 1.0 / (2 * 0.2 * 9.81), rel=2e-3)
 
 
+def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypatch):
+    src = _long_table(tmp_path / "tosses.parquet", tosses=(3, 7, 12, 20))
+    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o"))
+    theta = prob.model.layout.vector()
+    nominal, faces = B._predict(prob, theta)
+    # the tosses fly freely: the poses up to the stepper's first-order error
+    # (g h t / 2 = 0.1 mm), and each ends on its own face
+    assert nominal["pos"].max() < 2e-4 and nominal["rot"].max() < 1e-6
+    assert nominal["face"].all() and faces.shape == (4,)
+    monkeypatch.setattr(B, "SPREAD_VEL", 0.0)
+    monkeypatch.setattr(B, "SPREAD_OMEGA", 0.0)
+    same = B.spread(prob, theta, 2)
+    assert same["spread_face_agree"] == 1.0 and same["spread_right_face"] == 1.0
+    assert same["spread_pos_cm"] == pytest.approx(100 * nominal["pos"].mean(), abs=1e-9)
+    # a start spinning 30 rad/s off lands the free flights on other faces;
+    # a velocity 0.1 m/s off moves the centre by 0.1 m/s x t on average
+    monkeypatch.setattr(B, "SPREAD_OMEGA", 30.0)
+    monkeypatch.setattr(B, "SPREAD_VEL", 0.1)
+    moved = B.spread(prob, theta, 3)
+    assert moved["spread_face_agree"] < 0.8 and moved["spread_copies"] == 3
+    assert moved["spread_face_agree"] == pytest.approx(moved["spread_right_face"])
+    t_mean = np.mean(prob.targets.sample_times[0])
+    assert moved["spread_pos_cm"] == pytest.approx(100 * 0.1 * np.sqrt(8 / np.pi) * t_mean,
+                                                   rel=0.35)
+
+
 def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
     from flows import report
     from simcore import replay, synth
