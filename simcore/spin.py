@@ -84,6 +84,10 @@ END_SPIN = 4
 END_STEP = 5
 #: A push sets a ball at rest in motion, or makes a rolling ball slip.
 END_SET_OFF = 6
+#: A torque about z drives the vertical spin through zero: it is set to 0
+#: exactly there (the crossing time's rounding would leave it a hair short,
+#: and the next segment would end at once, again and again; no event).
+END_SPIN_ZERO = 7
 
 #: Moment of inertia of a solid sphere over ``m R^2``.
 INERTIA = 0.4
@@ -237,7 +241,8 @@ def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, 
                    step, acc, alpha):
     """:func:`segment` under a push (``push (6,)`` = F/m [m/s^2] and tau/I
     [rad/s^2], see the module; ``g_n = gravity - push_z > 0``): at most
-    ``step`` [s] where a direction turns, ``END_STEP``; ``END_SET_OFF``
+    ``step`` [s] where a direction turns, ``END_STEP``; at the vertical
+    spin's zero crossing under a torque, ``END_SPIN_ZERO``; ``END_SET_OFF``
     (duration 0) where the push moves a ball at rest or makes a rolling one
     slip."""
     for d in range(3):
@@ -266,7 +271,9 @@ def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, 
         alpha[1] = push[4] + kw * hx
         if s == down:
             return s, END_VTH if above else END_SLIDE
-        return s, END_VTH if s == up else END_STEP
+        if s == up:
+            return s, END_VTH
+        return s, END_SPIN_ZERO if s == spin_end else END_STEP
     if state == ROLLING and not held:
         return 0.0, END_SET_OFF
     # rolling (or at rest) under the static friction the constraint needs
@@ -277,7 +284,7 @@ def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, 
                 return 0.0, END_SET_OFF  # the torque sets it spinning
             if state == SPINNING and alpha[2] * w[2] < 0.0:
                 return abs(w[2]) / abs(alpha[2]), END_SPIN
-            return spin_end, END_STEP if spin_end < np.inf else END_NONE
+            return spin_end, END_SPIN_ZERO if spin_end < np.inf else END_NONE
         return 0.0, END_SET_OFF
     stop = _first_crossing(v[0], v[1], ap[0], ap[1], 0.0, k, False)
     s = min(stop, step, spin_end)
@@ -287,7 +294,9 @@ def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, 
         return 0.0, END_ROLL
     acc[0] = ap[0] - k * ex / norm
     acc[1] = ap[1] - k * ey / norm
-    return s, END_ROLL if s == stop else END_STEP
+    if s == stop:
+        return s, END_ROLL
+    return s, END_SPIN_ZERO if s == spin_end else END_STEP
 
 
 @jit(borrow=True)

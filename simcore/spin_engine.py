@@ -21,9 +21,9 @@ each ball (``[t0 + time_offset, t1 + time_offset)``) and segments a pushed
 ball with ``spin.pushed_segment`` (steps of at most the scenario's ``dt``
 where a direction turns); a window's edge ends a pass (``EDGE``, not
 logged).  A push that sets a ball in motion logs ``start``, one that makes
-a rolling ball slip ``roll_slide``.  Their sensitivities are not exact yet:
-a scenario with a push is flagged ``tangent.ND_PUSH`` (its gradient comes
-from finite differences).
+a rolling ball slip ``roll_slide``.  Their sensitivities are exact for the
+stepped motion (``spin_tangent.pushed_segment``); a window's edge is at a
+fixed time shifted by ``time_offset``, which is its one coefficient.
 
 Sensitivities.  Asked for them, the loop carries the tangents of
 :mod:`simcore.spin_tangent` stage by stage beside the state (the segments,
@@ -302,6 +302,9 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, gravity, 
         return n_ev
     if end == spin.END_STEP:
         return n_ev  # a pushed ball's direction, taken again
+    if end == spin.END_SPIN_ZERO:
+        w[i, 2] = 0.0  # the torque drives it through zero (see spin.END_SPIN_ZERO)
+        return n_ev
     if end == spin.END_SET_OFF:
         kind = EV_ROLL_SLIDE if motion.state[i] == spin.ROLLING else EV_START
         motion.state[i] = spin.set_off(motion.state[i], motion.push[i], radius[i], gravity,
@@ -425,24 +428,57 @@ def _set_up(b, s, pos, vel, w):
 
 
 @jit(borrow=True)
-def _tangent_segments(motion, balls, gravity, cloth, cdir, tg):
-    """The tangents of every ball's segment (``spin_tangent.segment``)."""
-    for i in range(balls.pos.shape[0]):
-        spin_tangent.segment(i, motion.state[i], motion.above[i], balls.vel[i], balls.w[i],
-                             balls.radius[i], gravity,
-                             (cloth.mu_s[i], cloth.mu_k[i], cloth.v_th[i], cloth.mu_r[i],
-                              cloth.mu_sp[i]),
-                             (cdir[0, i], cdir[1, i], cdir[2, i], cdir[3, i], cdir[4, i]),
-                             motion.dur[i], motion.end[i], tg)
+def _push_tangents(ctrl, t, lag, mass, t_ctrl, tpush):
+    """``tpush[i, d, p]``: direction ``p`` with ``t_ctrl[p] = 3 q + d``
+    moves control ``q``'s force component ``d``, so its ball's push (force
+    over mass) by ``1/m`` while the window is active at ``t`` (as
+    :func:`_pushes`)."""
+    tpush[:] = 0.0
+    for p in range(t_ctrl.shape[0]):
+        c = t_ctrl[p]
+        if c < 0 or c // 3 >= ctrl.shape[0]:
+            continue
+        q = c // 3
+        if ctrl[q, 1] + lag <= t < ctrl[q, 2] + lag:
+            i = int(ctrl[q, 0])
+            tpush[i, c % 3, p] += 1.0 / mass[i]
 
 
 @jit(borrow=True)
-def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds):
+def _tangent_segments(motion, balls, gravity, cloth, cdir, tg, step):
+    """The tangents of every ball's segment (``spin_tangent.segment``; a
+    pushed ball's ``spin_tangent.pushed_segment``, steps of at most ``step``;
+    also a ball under a window of zero force with a direction on it: the
+    push's tangent acts from zero)."""
+    push, tpush = motion.push, tg.tpush
+    for i in range(balls.pos.shape[0]):
+        coef = (cloth.mu_s[i], cloth.mu_k[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i])
+        dirs = (cdir[0, i], cdir[1, i], cdir[2, i], cdir[3, i], cdir[4, i])
+        pushed = False
+        for d in range(6):
+            pushed = pushed or push[i, d] != 0.0
+        for d in range(3):
+            for p in range(tpush.shape[2]):
+                pushed = pushed or tpush[i, d, p] != 0.0
+        if pushed:
+            spin_tangent.pushed_segment(i, motion.state[i], motion.above[i], balls.vel[i],
+                                        balls.w[i], balls.radius[i], gravity, push[i], coef,
+                                        dirs, motion.dur[i], motion.end[i], step, tg)
+        else:
+            spin_tangent.segment(i, motion.state[i], motion.above[i], balls.vel[i], balls.w[i],
+                                 balls.radius[i], gravity, coef, dirs, motion.dur[i],
+                                 motion.end[i], tg)
+
+
+@jit(borrow=True)
+def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds, ldir):
     """``ds``, the tangent of the step to the event ``code`` (of ball ``a``,
-    and ball or wall ``k``); returns nondiff flags (a grazing impact)."""
+    and ball or wall ``k``); ``ldir``: the direction of ``time_offset``,
+    which moves a window's edge (-1: none).  Returns nondiff flags (a
+    grazing impact)."""
     if code == NONE or code == EDGE:
         for p in range(ds.shape[0]):
-            ds[p] = -tg.ttau[p]
+            ds[p] = (1.0 if code == EDGE and p == ldir else 0.0) - tg.ttau[p]
     elif code == TRANSITION:
         for p in range(ds.shape[0]):
             ds[p] = tg.tdur[a, p]
@@ -467,6 +503,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
     tg.tdva[:] = 0.0
     tg.tdvb[:] = 0.0
     if code == EDGE:
+        used[TIME_OFFSET] += 1
         return n_ev
     if code == TRANSITION:
         end = motion.end[a]
@@ -515,13 +552,14 @@ def _pdir(tg, row):
 
 
 @jit
-def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
+def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
     """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
     ``(status, event_count, t, nondiff)``.  ``out``: the sample rows
     ``(out_pos, out_vel, out_w)``; ``ev``: the :class:`simcore.stages.EventLog`;
     ``used`` counts per coefficient row the segments and events that read it;
     ``tg``: the tangents (:mod:`simcore.spin_tangent`, no directions: none),
-    ``sums`` the trajectory residual sums against ``meas``."""
+    ``sums`` the trajectory residual sums against ``meas``; ``t_ctrl`` the
+    directions on control forces (:func:`_push_tangents`)."""
     balls, walls, cloth, motion, pc, wc = _set_up(b, s, pos, vel, w)
     radius, mat = balls.radius, balls.mat
     nb = radius.shape[0]
@@ -542,6 +580,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             ctrl[q, 3 + d] = b.ctrl_force[r, d]
             ctrl[q, 6 + d] = b.ctrl_torque[r, d]
     lag = b.params[s if b.params.shape[0] > 1 else 0][TIME_OFFSET]
+    ldir = _pdir(tg, TIME_OFFSET)
     push = motion.push
     step_max = b.scen_dt[s]
     for i in range(nb):
@@ -559,14 +598,14 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
             break
         # (a scenario without controls never pays for them)
         edge = _pushes(ctrl, t, lag, balls.mass, radius, push) if ctrl.shape[0] else np.inf
-        if nt and ctrl.shape[0] and np.any(push != 0.0):
-            nd |= tangent.ND_PUSH
+        if nt and ctrl.shape[0]:
+            _push_tangents(ctrl, t, lag, balls.mass, t_ctrl, tg.tpush)
         if ctrl.shape[0]:
             _pushed_segments(motion, vel, w, radius, gravity, cloth, step_max)
         else:
             _segments(motion, vel, w, radius, gravity, cloth)
         if nt:
-            _tangent_segments(motion, balls, gravity, cloth, cdir, tg)
+            _tangent_segments(motion, balls, gravity, cloth, cdir, tg, step_max)
         code, ev_a, ev_b, step = _next_event(min(t_end, edge) - t, motion, pos, vel, radius,
                                              wall_n, wall_d)
         if code == NONE and edge < t_end:
@@ -575,7 +614,8 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
         _count_segments(motion, w, t_new - t, mat, bg_idx, used)
         ks = _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums)
         if nt:
-            nd |= _event_tangent(code, ev_a, ev_b, t_new - t, motion, balls, walls, tg, ds)
+            nd |= _event_tangent(code, ev_a, ev_b, t_new - t, motion, balls, walls, tg, ds,
+                                 ldir)
             spin_tangent.advance(motion.state, vel, w, motion.acc, motion.alpha, radius,
                                  t_new - t, ds, tg)
         for i in range(nb):
@@ -594,11 +634,13 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas):
     # tangents at the fixed end time.
     if ctrl.shape[0]:
         _pushes(ctrl, t, lag, balls.mass, radius, push)
+        if nt:
+            _push_tangents(ctrl, t, lag, balls.mass, t_ctrl, tg.tpush)
         _pushed_segments(motion, vel, w, radius, b.gravity, cloth, step_max)
     else:
         _segments(motion, vel, w, radius, b.gravity, cloth)
     if nt:
-        _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg)
+        _tangent_segments(motion, balls, b.gravity, cloth, cdir, tg, step_max)
     _sample(t, np.inf, ks, motion, balls, samp_t, out, meas, tg, sums)
     if nt:
         # At the fixed end time (tau moves only if an event ended the run).
@@ -630,7 +672,8 @@ def _run_one(s, b, out, tan):
     ev = EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
     sums = Sums(tan.tr_sse[s:s + 1], tan.tr_grad[s], tan.tr_gn[s])
     st, ne, tf, nd = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb],
-                               (o_pos, o_vel, o_w), ev, out.time[s], used, tg, sums, meas)
+                               (o_pos, o_vel, o_w), ev, out.time[s], used, tg, sums, meas,
+                               tan.t_ctrl)
     out.status[s] = st
     out.ev_count[s] = ne
     out.time[s] = tf

@@ -54,8 +54,9 @@ class SpinTangents(NamedTuple):
     ``tw`` and its segment's ``ta``, ``tal (nb, 3, NT)``, each ball's segment
     duration ``tdur (nb, NT)``, the last event time's ``ttau (NT,)``, an
     event's velocity changes ``tdva``, ``tdvb (3, NT)``, a sample's
-    ``tsamp (nb, 3, NT)``, and where each coefficient row's direction is:
-    ``pdir (nparam,)`` (-1: none)."""
+    ``tsamp (nb, 3, NT)``, where each coefficient row's direction is:
+    ``pdir (nparam,)`` (-1: none), and the pushes' ``tpush (nb, 3, NT)``
+    (the tangent of each ball's control force over its mass, this pass)."""
 
     tp: np.ndarray
     tv: np.ndarray
@@ -68,6 +69,7 @@ class SpinTangents(NamedTuple):
     tdvb: np.ndarray
     tsamp: np.ndarray
     pdir: np.ndarray
+    tpush: np.ndarray
 
 
 @jit
@@ -76,7 +78,7 @@ def scratch(nb, nt, nparam, t_param, t_vel, t_omega):
     row ``t_param[p]``, the initial velocity ``vel[q // 3, q % 3]`` for
     ``q = t_vel[p]`` (horizontal components only: the balls stay on the
     cloth), or the initial spin ``w[q // 3, q % 3]`` for ``q = t_omega[p]``."""
-    buf = np.zeros((6, nb, 3, nt))
+    buf = np.zeros((7, nb, 3, nt))
     pdir = np.full(nparam, -1, np.int64)
     for p in range(nt):
         if t_param[p] >= 0:
@@ -88,7 +90,7 @@ def scratch(nb, nt, nparam, t_param, t_vel, t_omega):
         if q >= 0 and q // 3 < nb:
             buf[2, q // 3, q % 3, p] = 1.0
     return SpinTangents(buf[0], buf[1], buf[2], buf[3], buf[4], np.zeros((nb, nt)),
-                        np.zeros(nt), np.zeros((3, nt)), np.zeros((3, nt)), buf[5], pdir)
+                        np.zeros(nt), np.zeros((3, nt)), np.zeros((3, nt)), buf[5], pdir, buf[6])
 
 
 @jit(borrow=True)
@@ -184,6 +186,128 @@ def segment(i, state, above, v, w, radius, gravity, coef, dirs, dur, end, tg):
 
 
 @jit(borrow=True)
+def _crossing(ex, ey, cx, cy, k, s, de0, de1, dk, dsigma):
+    """The tangent of a crossing time ``s`` of ``|e(s)| - k s = sigma``
+    (``e(s) = e0 + c s``, ``c`` fixed; :func:`spin._first_crossing`), by the
+    implicit function theorem: ``ds = -(h . de0 - s dk - dsigma) / (h . c -
+    k)``, ``h = e(s) / |e(s)|``."""
+    size = np.sqrt(ex * ex + ey * ey)
+    hx, hy = ex / size, ey / size
+    slope = hx * cx + hy * cy - k
+    if slope == 0.0:
+        return 0.0
+    return -(hx * de0 + hy * de1 - s * dk - dsigma) / slope
+
+
+@jit(borrow=True)
+def _spin_torque(wz, taz, rate, dwz, drate):
+    """Tangents of :func:`spin._spin_torque`'s ``(alpha_z, s)`` along a
+    direction moving ``w_z`` by ``dwz`` and the spinning friction's rate by
+    ``drate``."""
+    if wz != 0.0:
+        sgn = 1.0 if wz > 0.0 else -1.0
+        net = taz - sgn * rate
+        dnet = -sgn * drate
+        if taz != 0.0 and net * wz < 0.0:
+            # s = |w_z| / |net|
+            return dnet, (sgn * dwz - abs(wz) * dnet / net) / abs(net)
+        return dnet, 0.0
+    if abs(taz) > rate:
+        return -(1.0 if taz > 0.0 else -1.0) * drate, 0.0
+    return 0.0, 0.0
+
+
+@jit(borrow=True)
+def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur, end, step,
+                   tg):
+    """Tangents of ball i's segment under a push (``spin.pushed_segment``,
+    ``push (6,)``): ``ta[i]``, ``tal[i]``, ``tdur[i]``.  The coefficients
+    move the friction terms and the segment's length; a direction on a
+    control's force moves the push itself (``tpush[i]``: its force over
+    mass), hence ``g_n = g - F_z/m``, the slip's acceleration ``c`` and the
+    rolling one ``a_p``.  A slide's direction is that of the slip at the
+    segment's end, ``e = u + c s``: ``dh = (I - h h^T)(du + dc s + c ds) /
+    |e|``; its length is a fixed step (``ds = 0``), the spin's zero
+    crossing, or a crossing of the slip's speed (:func:`_crossing`); a
+    rolling ball's likewise with ``e = v + a_p s`` and the rolling
+    resistance ``mu_r g_n``."""
+    mu_s, mu_k, v_th, mu_r, mu_sp = coef
+    d_s, d_k, d_th, d_r, d_sp = dirs
+    tv, tw, ta, tal, tdur, tpush = tg.tv, tg.tw, tg.ta, tg.tal, tg.tdur, tg.tpush
+    nt = tv.shape[2]
+    gn, c, ap = spin._pushes_of(push, radius, gravity)
+    rate = spin.spin_rate(mu_sp, gn, radius)
+    al, spin_end = spin._spin_torque(w[2], push[5], rate)
+    held = np.sqrt(c[0] * c[0] + c[1] * c[1]) <= 3.5 * mu_s * gn
+    for p in range(nt):
+        for d in range(3):
+            ta[i, d, p] = 0.0
+            tal[i, d, p] = 0.0
+        tdur[i, p] = 0.0
+        # the push's tangents (forces only): c = F_h/m + ..., a_p = F_h/m - c / 3.5
+        dpx, dpy, dgn = tpush[i, 0, p], tpush[i, 1, p], -tpush[i, 2, p]
+        dsp = 1.0 if p == d_sp else 0.0
+        drate = 2.5 * (dsp * gn + mu_sp * dgn) / radius
+        tal[i, 2, p], dspin = _spin_torque(w[2], push[5], rate, tw[i, 2, p], drate)
+        if end == spin.END_SET_OFF or dur == 0.0 or dur == np.inf:
+            continue
+        s = dur
+        if state == spin.SLIDING:
+            ux, uy = spin.slip(v, w, radius)
+            mu = mu_k if above else mu_s
+            dmu = 1.0 if p == (d_k if above else d_s) else 0.0
+            k = 3.5 * mu * gn
+            dk = 3.5 * (dmu * gn + mu * dgn)
+            # the slip at the segment's end and its tangent at a fixed s
+            dux = tv[i, 0, p] - radius * tw[i, 1, p] + dpx * s
+            duy = tv[i, 1, p] + radius * tw[i, 0, p] + dpy * s
+            ex, ey = ux + c[0] * s, uy + c[1] * s
+            if end == spin.END_VTH or end == spin.END_SLIDE:
+                ds = _crossing(ex, ey, c[0], c[1], k, s, dux, duy, dk,
+                               1.0 if end == spin.END_VTH and p == d_th else 0.0)
+            elif s == step:
+                ds = 0.0
+            else:
+                ds = dspin
+            size = np.sqrt(ex * ex + ey * ey)
+            hx, hy = ex / size, ey / size
+            dex, dey = dux + c[0] * ds, duy + c[1] * ds
+            along = hx * dex + hy * dey
+            dhx, dhy = (dex - along * hx) / size, (dey - along * hy) / size
+            dmg = dmu * gn + mu * dgn
+            ta[i, 0, p] = dpx - (dmg * hx + mu * gn * dhx)
+            ta[i, 1, p] = dpy - (dmg * hy + mu * gn * dhy)
+            kw = 2.5 * mu * gn / radius
+            dkw = 2.5 * dmg / radius
+            tal[i, 0, p] = -(dkw * hy + kw * dhy)
+            tal[i, 1, p] = dkw * hx + kw * dhx
+            tdur[i, p] = ds
+        elif state == spin.ROLLING and held:
+            k = mu_r * gn
+            dk = (1.0 if p == d_r else 0.0) * gn + mu_r * dgn
+            dapx, dapy = dpx * (1.0 - 1.0 / 3.5), dpy * (1.0 - 1.0 / 3.5)
+            dvx, dvy = tv[i, 0, p] + dapx * s, tv[i, 1, p] + dapy * s
+            ex, ey = v[0] + ap[0] * s, v[1] + ap[1] * s
+            if end == spin.END_ROLL:
+                ds = _crossing(ex, ey, ap[0], ap[1], k, s, dvx, dvy, dk, 0.0)
+            elif s == step:
+                ds = 0.0
+            else:
+                ds = dspin
+            size = np.sqrt(ex * ex + ey * ey)
+            hx, hy = ex / size, ey / size
+            dex, dey = dvx + ap[0] * ds, dvy + ap[1] * ds
+            along = hx * dex + hy * dey
+            ta[i, 0, p] = dapx - (dk * hx + k * (dex - along * hx) / size)
+            ta[i, 1, p] = dapy - (dk * hy + k * (dey - along * hy) / size)
+            tdur[i, p] = ds
+        elif end == spin.END_SPIN or s == spin_end:
+            # the spin's zero crossing: s = |w_z| / |alpha_z|
+            sgn = 1.0 if w[2] > 0.0 else -1.0
+            tdur[i, p] = (sgn * tw[i, 2, p] - abs(w[2]) * tal[i, 2, p] / al) / abs(al)
+
+
+@jit(borrow=True)
 def _fixed(i, p, s, tg):
     """Ball i's position tangent along direction p at a fixed ``s``."""
     tp, tv, ta = tg.tp, tg.tv, tg.ta
@@ -239,7 +363,10 @@ def advance(states, vel, w, acc, alpha, radius, s, ds, tg):
     for i in range(vel.shape[0]):
         st = states[i]
         wz = w[i, 2]
-        live = wz != 0.0 and abs(alpha[i, 2]) * s < abs(wz)
+        al = alpha[i, 2]
+        # as spin.advance: a torque spinning it up, or a decay not yet at 0
+        up = al != 0.0 and (wz == 0.0 or (al > 0.0) == (wz > 0.0))
+        live = up or (wz != 0.0 and abs(al) * s < abs(wz))
         for p in range(nt):
             for d in range(2):
                 v_s = vel[i, d] + acc[i, d] * s

@@ -49,7 +49,6 @@ ND_GENERAL = 1      # sustained wall or body contact (general solve)
 ND_STICK = 4        # body-body stick event
 ND_SYMPLECTIC = 8   # symplectic integrator
 ND_GRAZING = 16     # impact with zero normal speed (event time not differentiable)
-ND_PUSH = 32        # a push on a spinning ball (simcore.spin.pushed_segment)
 ND_BODY_PENALTY = 64   # body-body contact point in the time-stepper (simcore.rigid_tangent)
 ND_LAG_STEPPED = 128   # time-offset direction with control windows in the time-stepper
 ND_STIFF = 256         # tangents blown up: an expanding step (simcore.engine._mark_blown)
@@ -58,7 +57,6 @@ NONDIFF_REASONS = (
     (ND_STICK, "body-body stick event"),
     (ND_SYMPLECTIC, "symplectic integrator"),
     (ND_GRAZING, "grazing impact"),
-    (ND_PUSH, "push on a spinning ball"),
     (ND_BODY_PENALTY, "body-body contact in the time-stepper"),
     (ND_LAG_STEPPED, "time offset of control windows in the time-stepper"),
     (ND_STIFF, "expanding step in the time-stepper (tangents blew up)"),

@@ -1,6 +1,8 @@
 """The spinning model against closed forms, conservation laws, Stronge's
 compliant contact integrated in time, and the NumPy oracle (``tests/spin_oracle.py``)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -558,15 +560,86 @@ def test_a_push_below_static_friction_and_rolling_resistance_moves_nothing():
     assert np.all(res.samp_pos[:, 0, :2] == [0.5, 0.5]) and _kinds(res) == []
 
 
-def test_pushed_scenarios_are_flagged_for_finite_differences():
-    from simcore.tangent import ND_PUSH
+def test_pushed_tangents_match_central_differences():
+    """Pushes (forces and torques in windows shifted by ``time_offset``) on
+    balls that slide, roll, spin and rest, some set off from rest, one
+    window of zero force: the exact sensitivities of the stepped motion
+    along the cloth coefficients, ``time_offset``, an initial velocity, an
+    initial spin and the control forces, against central differences."""
+    rng = np.random.default_rng(7)
+    coef = {**CLOTH, "v_th": 0.05, "mu_s": 0.25, "time_offset": 0.013}
+    scs = []
+    for k in range(20):
+        kind = k % 4
+        # at rest and set off; moving and made to slip; rolling slowly to
+        # rest under a push too weak to hold it up; anything
+        speed = (0.0, 0.8, 0.06, 0.8)[kind]
+        vel = np.r_[rng.normal(0, speed, 2), 0.0]
+        w = rng.normal(0, 25, 3) * (kind in (1, 3))
+        if kind == 2:
+            w = np.r_[-vel[1] / R, vel[0] / R, rng.normal(0, 10)]  # rolling
+        t0 = rng.uniform(0.02, 0.3)
+        scale = (2.0, 2.0, 0.004, 0.4)[kind]
+        force = np.r_[rng.normal(0, scale, 2), rng.uniform(-0.3, 0.3)] * (k != 5)
+        torque = rng.normal(0, 2e-3, 3) * (k % 2) + np.r_[0, 0, -3e-3 * np.sign(w[2])] * (k % 3 == 1)
+        scs.append(M.Scenario(radius=[R], mass=[MASS], pos=[[0.7, 1.4, R]], vel=[vel],
+                              omega=[w], t_end=1.2, dt=5e-3,
+                              controls=[[0, t0, t0 + rng.uniform(0.1, 0.5), *force, *torque]]))
+    mdl, st = M.build(scs, params=coef, spin=True)
+    names = ["mu_s", "mu_k", "v_th", "mu_r", "mu_sp", "time_offset"]
+    idx = [mdl.layout.index(n) for n in names]
+    dirs = engine.Directions.build(params=idx, velocities=[(0, 0)], spins=[(0, 2)],
+                                   controls=[(0, 0), (0, 1), (0, 2)], names=mdl.layout.names)
+    times = [np.linspace(0, 1.2, 49)] * len(scs)
+    base = engine.simulate(mdl, st, times, parallel=False)
+    meas = base.samp_pos + rng.normal(0, 2e-3, base.samp_pos.shape)
+    res = engine.simulate(mdl, st, times, directions=dirs, measured=meas)
+    assert not res.sens.nondiff.any()
+    none = engine.Directions.build(names=mdl.layout.names)
 
-    sc = M.Scenario(radius=[R], mass=[MASS], pos=[[0.5, 0.5, R]], vel=[[0, 0, 0]],
-                    t_end=0.5, controls=[[0, 0.0, 0.2, 0.2, 0, 0]])
-    model, state = M.build([sc], spin=True)
-    res = engine.simulate(model, state, [np.array([0.5])],
-                          directions=engine.Directions.build(params=[1], names=model.layout.names))
-    assert res.sens.nondiff[0] & ND_PUSH
+    def differences(p, h):
+        """Central differences along direction p (the order of
+        ``Directions.build``: coefficients, the velocity, the control
+        forces, the spin) with the step ``h``."""
+        nc = len(idx)
+        if p < nc:
+            up, dn = mdl.params.copy(), mdl.params.copy()
+            up[idx[p]] += h
+            dn[idx[p]] -= h
+            runs = [engine.simulate(mdl.with_params(x), st, times, measured=meas,
+                                    directions=none) for x in (up, dn)]
+        elif nc < p <= nc + 3:
+            runs = []
+            for sign in (1.0, -1.0):
+                force = mdl.ctrl_force.copy()
+                force[:, p - nc - 1] += sign * h
+                runs.append(engine.simulate(replace(mdl, ctrl_force=force), st, times,
+                                            measured=meas, directions=none))
+        else:
+            field, d = ("body_vel", 0) if p == nc else ("body_omega", 2)
+            su, sd = st.copy(), st.copy()
+            getattr(su, field)[:, 0, d] += h
+            getattr(sd, field)[:, 0, d] -= h
+            runs = [engine.simulate(mdl, x, times, measured=meas, directions=none)
+                    for x in (su, sd)]
+        return (runs, (runs[0].final.body_pos - runs[1].final.body_pos) / (2 * h),
+                (runs[0].sens.traj_sse - runs[1].sens.traj_sse) / (2 * h))
+
+    checked = 0
+    for p in range(dirs.count):
+        steps = [differences(p, h) for h in (1e-6, 1e-8)]
+        for s in range(len(scs)):
+            if not all(_runs_alike(r, res, s) for runs, _, _ in steps for r in runs):
+                continue
+            scale = max(np.abs(steps[0][1][s]).max(), 1e-3)
+            err_pos = min(np.abs(res.sens.final_pos[s, ..., p] - fd[s]).max()
+                          for _, fd, _ in steps)
+            assert err_pos <= 1e-5 * scale, (dirs.labels[p], s, err_pos, scale)
+            g = 2 * res.sens.traj_grad[s, p]
+            err_sse = min(abs(g - fd[s]) for _, _, fd in steps)
+            assert err_sse <= 1e-5 * max(abs(g), 1e-5), (dirs.labels[p], s, err_sse, g)
+            checked += 1
+    assert checked >= 0.8 * dirs.count * len(scs)
 
 
 def _twisted(torque, omega=(0, 0, 0), vel=(0, 0, 0), window=(0.0, 0.2), t_end=0.5,
