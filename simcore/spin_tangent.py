@@ -186,17 +186,18 @@ def segment(i, state, above, v, w, radius, gravity, coef, dirs, dur, end, tg):
 
 
 @jit(borrow=True)
-def _crossing(ex, ey, cx, cy, k, s, de0, de1, dk, dsigma):
+def _crossing(ex, ey, cx, cy, k, s, dex, dey, dk, dsigma):
     """The tangent of a crossing time ``s`` of ``|e(s)| - k s = sigma``
-    (``e(s) = e0 + c s``, ``c`` fixed; :func:`spin._first_crossing`), by the
-    implicit function theorem: ``ds = -(h . de0 - s dk - dsigma) / (h . c -
-    k)``, ``h = e(s) / |e(s)|``."""
+    (``e(s) = e0 + c s``; :func:`spin._first_crossing`), by the implicit
+    function theorem: ``ds = -(h . de - s dk - dsigma) / (h . c - k)``,
+    ``h = e(s) / |e(s)|``, ``de`` the tangent of ``e(s)`` at a fixed ``s``.
+    0 where the speed only touches ``sigma`` (``h . c = k``: a kink)."""
     size = np.sqrt(ex * ex + ey * ey)
     hx, hy = ex / size, ey / size
     slope = hx * cx + hy * cy - k
     if slope == 0.0:
         return 0.0
-    return -(hx * de0 + hy * de1 - s * dk - dsigma) / slope
+    return -(hx * dex + hy * dey - s * dk - dsigma) / slope
 
 
 @jit(borrow=True)
