@@ -219,6 +219,26 @@ def _spin_torque(wz, taz, rate, dwz, drate):
 
 
 @jit(borrow=True)
+def _stepped(crossed, ex, ey, cx, cy, k, s, dex, dey, dk, dsigma, step, dspin):
+    """A pushed segment's length tangent ``ds`` (at a crossing of the speed
+    when ``crossed``, :func:`_crossing`; 0 for a fixed step; ``dspin`` at
+    the spin's zero crossing) and its direction ``h = e(s) / |e(s)|`` with
+    the tangent ``dh = (I - h h^T)(de + c ds) / |e(s)|`` (``de`` at a fixed
+    ``s``): ``(ds, h_x, h_y, dh_x, dh_y)``."""
+    if crossed:
+        ds = _crossing(ex, ey, cx, cy, k, s, dex, dey, dk, dsigma)
+    elif s == step:
+        ds = 0.0
+    else:
+        ds = dspin
+    size = np.sqrt(ex * ex + ey * ey)
+    hx, hy = ex / size, ey / size
+    fx, fy = dex + cx * ds, dey + cy * ds
+    along = hx * fx + hy * fy
+    return ds, hx, hy, (fx - along * hx) / size, (fy - along * hy) / size
+
+
+@jit(borrow=True)
 def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur, end, step,
                    tg):
     """Tangents of ball i's segment under a push (``spin.pushed_segment``,
@@ -263,18 +283,9 @@ def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur
             dux = tv[i, 0, p] - radius * tw[i, 1, p] + dpx * s
             duy = tv[i, 1, p] + radius * tw[i, 0, p] + dpy * s
             ex, ey = ux + c[0] * s, uy + c[1] * s
-            if end == spin.END_VTH or end == spin.END_SLIDE:
-                ds = _crossing(ex, ey, c[0], c[1], k, s, dux, duy, dk,
-                               1.0 if end == spin.END_VTH and p == d_th else 0.0)
-            elif s == step:
-                ds = 0.0
-            else:
-                ds = dspin
-            size = np.sqrt(ex * ex + ey * ey)
-            hx, hy = ex / size, ey / size
-            dex, dey = dux + c[0] * ds, duy + c[1] * ds
-            along = hx * dex + hy * dey
-            dhx, dhy = (dex - along * hx) / size, (dey - along * hy) / size
+            ds, hx, hy, dhx, dhy = _stepped(
+                end == spin.END_VTH or end == spin.END_SLIDE, ex, ey, c[0], c[1], k, s, dux,
+                duy, dk, 1.0 if end == spin.END_VTH and p == d_th else 0.0, step, dspin)
             dmg = dmu * gn + mu * dgn
             ta[i, 0, p] = dpx - (dmg * hx + mu * gn * dhx)
             ta[i, 1, p] = dpy - (dmg * hy + mu * gn * dhy)
@@ -289,18 +300,10 @@ def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur
             dapx, dapy = dpx * (1.0 - 1.0 / 3.5), dpy * (1.0 - 1.0 / 3.5)
             dvx, dvy = tv[i, 0, p] + dapx * s, tv[i, 1, p] + dapy * s
             ex, ey = v[0] + ap[0] * s, v[1] + ap[1] * s
-            if end == spin.END_ROLL:
-                ds = _crossing(ex, ey, ap[0], ap[1], k, s, dvx, dvy, dk, 0.0)
-            elif s == step:
-                ds = 0.0
-            else:
-                ds = dspin
-            size = np.sqrt(ex * ex + ey * ey)
-            hx, hy = ex / size, ey / size
-            dex, dey = dvx + ap[0] * ds, dvy + ap[1] * ds
-            along = hx * dex + hy * dey
-            ta[i, 0, p] = dapx - (dk * hx + k * (dex - along * hx) / size)
-            ta[i, 1, p] = dapy - (dk * hy + k * (dey - along * hy) / size)
+            ds, hx, hy, dhx, dhy = _stepped(end == spin.END_ROLL, ex, ey, ap[0], ap[1], k, s,
+                                            dvx, dvy, dk, 0.0, step, dspin)
+            ta[i, 0, p] = dapx - (dk * hx + k * dhx)
+            ta[i, 1, p] = dapy - (dk * hy + k * dhy)
             tdur[i, p] = ds
         elif end == spin.END_SPIN or s == spin_end:
             # the spin's zero crossing: s = |w_z| / |alpha_z|

@@ -393,6 +393,31 @@ def _runs_alike(a, b, s):
                           b.event_kind[b.event_ptr[s]:b.event_ptr[s + 1]])
 
 
+def _assert_tangents_match(res, dirs, nscen, differences, steps, floor):
+    """Along every direction, the exact tangents of the final positions and
+    of the trajectory's sse (``d sse/dp = 2 J^T r``) of ``res`` against
+    ``differences(p, step)`` (its runs, their final positions' and sse's
+    central differences) with each of ``steps``: the better must agree to
+    1e-5 relative (the sse's with ``floor`` as its smallest scale), on the
+    scenes whose event sequence the perturbations leave alone, at least 80 %
+    of them."""
+    checked = 0
+    for p in range(dirs.count):
+        fds = [differences(p, h) for h in steps]
+        for s in range(nscen):
+            if not all(_runs_alike(r, res, s) for runs, _, _ in fds for r in runs):
+                continue
+            scale = max(np.abs(fds[0][1][s]).max(), 1e-3)
+            err_pos = min(np.abs(res.sens.final_pos[s, ..., p] - fd[s]).max()
+                          for _, fd, _ in fds)
+            assert err_pos <= 1e-5 * scale, (dirs.labels[p], s, err_pos, scale)
+            g = 2 * res.sens.traj_grad[s, p]
+            err_sse = min(abs(g - fd[s]) for _, _, fd in fds)
+            assert err_sse <= 1e-5 * max(abs(g), floor), (dirs.labels[p], s, err_sse, g)
+            checked += 1
+    assert checked >= 0.8 * dirs.count * nscen
+
+
 @pytest.mark.parametrize("laws", [None, {"body_body": "frictional_inelastic",
                                          "body_wall": "stronge_compliant"}])
 def test_tangents_match_central_differences(laws):
@@ -443,24 +468,9 @@ def test_tangents_match_central_differences(laws):
         return (runs, (runs[0].final.body_pos - runs[1].final.body_pos) / (2 * h),
                 (runs[0].sens.traj_sse - runs[1].sens.traj_sse) / (2 * h))
 
-    checked = 0
-    for p in range(dirs.count):
-        # Two steps: truncation dominates the larger, rounding the smaller
-        # (mu_s acts over the short slides below v_th); the better must agree.
-        steps = [differences(p, rel) for rel in (1e-5, 1e-7)]
-        for s in range(len(scs)):
-            if not all(_runs_alike(r, res, s) for runs, _, _ in steps for r in runs):
-                continue
-            scale = max(np.abs(steps[0][1][s]).max(), 1e-3)
-            err_pos = min(np.abs(res.sens.final_pos[s, ..., p] - fd[s]).max()
-                          for _, fd, _ in steps)
-            assert err_pos <= 1e-5 * scale, (dirs.labels[p], s, err_pos, scale)
-            # d(sse)/dp = 2 J^T r.
-            g = 2 * res.sens.traj_grad[s, p]
-            err_sse = min(abs(g - fd[s]) for _, _, fd in steps)
-            assert err_sse <= 1e-5 * max(abs(g), 1e-6), (dirs.labels[p], s, err_sse, g)
-            checked += 1
-    assert checked >= 0.8 * dirs.count * len(scs)
+    # Two steps: truncation dominates the larger, rounding the smaller
+    # (mu_s acts over the short slides below v_th); the better must agree.
+    _assert_tangents_match(res, dirs, len(scs), differences, (1e-5, 1e-7), 1e-6)
     # J^T J is symmetric positive semi-definite with J's diagonal.
     gn = res.sens.traj_gn
     assert np.allclose(gn, np.transpose(gn, (0, 2, 1)))
@@ -625,21 +635,7 @@ def test_pushed_tangents_match_central_differences():
         return (runs, (runs[0].final.body_pos - runs[1].final.body_pos) / (2 * h),
                 (runs[0].sens.traj_sse - runs[1].sens.traj_sse) / (2 * h))
 
-    checked = 0
-    for p in range(dirs.count):
-        steps = [differences(p, h) for h in (1e-6, 1e-8)]
-        for s in range(len(scs)):
-            if not all(_runs_alike(r, res, s) for runs, _, _ in steps for r in runs):
-                continue
-            scale = max(np.abs(steps[0][1][s]).max(), 1e-3)
-            err_pos = min(np.abs(res.sens.final_pos[s, ..., p] - fd[s]).max()
-                          for _, fd, _ in steps)
-            assert err_pos <= 1e-5 * scale, (dirs.labels[p], s, err_pos, scale)
-            g = 2 * res.sens.traj_grad[s, p]
-            err_sse = min(abs(g - fd[s]) for _, _, fd in steps)
-            assert err_sse <= 1e-5 * max(abs(g), 1e-5), (dirs.labels[p], s, err_sse, g)
-            checked += 1
-    assert checked >= 0.8 * dirs.count * len(scs)
+    _assert_tangents_match(res, dirs, len(scs), differences, (1e-6, 1e-8), 1e-5)
 
 
 def _twisted(torque, omega=(0, 0, 0), vel=(0, 0, 0), window=(0.0, 0.2), t_end=0.5,
