@@ -31,9 +31,9 @@ The held-out tosses are simulated again ``N`` times from sample 0's state
 with its velocity and angular velocity perturbed by independent normal
 noise (``SPREAD_VEL`` m/s and ``SPREAD_OMEGA`` rad/s per axis, seed 0),
 and the benchmark prints ``spread_face_agree``, the share of (toss, copy)
-pairs whose final face is the unperturbed prediction's (the share of
-final faces a model can get right by chance of its start alone, were it
-exact), and the perturbed copies' mean ``spread_right_face``,
+pairs whose final face is the unperturbed prediction's (were the model
+exact, about the share of final faces its start's uncertainty would still
+leave right), and the perturbed copies' mean ``spread_right_face``,
 ``spread_pos_cm`` and ``spread_rot_deg``.
 
 ``--curve``: the data-efficiency curve instead, as the ContactNets paper
