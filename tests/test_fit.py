@@ -446,6 +446,8 @@ def test_clustered_stderr_agrees_with_the_plain_one_unless_the_model_is_wrong():
     err = {n: abs(r.params[n] - synth.TRUTH[n]) for n in some}
     assert max(err[n] / r.stderr[n] for n in some) > 10
     assert all(err[n] < 3 * r.stderr_cluster[n] for n in some)
-    # its correlations: a correlation matrix (symmetric, unit diagonal)
+    # its correlations: a correlation matrix (symmetric, unit diagonal), the
+    # sandwich's own, not the plain one's
     c = r.corr_cluster
     assert np.allclose(c, c.T) and np.allclose(np.diag(c), 1.0) and np.all(np.abs(c) <= 1 + 1e-12)
+    assert np.abs(c - r.corr).max() > 0.05
