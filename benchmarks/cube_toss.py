@@ -165,12 +165,18 @@ def _predict(problem, theta, state=None):
 
     sim = simulate(problem.model.with_params(theta), problem.state if state is None else state,
                    problem.targets.sample_times)
+    ptr = np.r_[0, np.cumsum([len(t) for t in problem.targets.sample_times])]
+    return (_score(problem, sim.samp_pos[:, 0], sim.samp_quat[:, 0]),
+            np.array([face_down(sim.samp_quat[b - 1, 0]) for b in ptr[1:]]))
+
+
+def _score(problem, pos, quat):
+    """Per-toss :func:`scores` of predicted positions and orientations (one
+    row per measured sample of ``problem``'s tosses) against the measured ones."""
     tg = problem.targets
     ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
-    half = float(problem.model.body_ext[0, 0, 0])
-    s = scores(sim.samp_pos[:, 0], sim.samp_quat[:, 0], tg.measured[:, 0],
-               tg.states["quat"][:, 0], ptr, half)
-    return s, np.array([face_down(sim.samp_quat[b - 1, 0]) for b in ptr[1:]])
+    return scores(pos, quat, tg.measured[:, 0], tg.states["quat"][:, 0], ptr,
+                  float(problem.model.body_ext[0, 0, 0]))
 
 
 def spread(problem, theta, copies, seed=0):
@@ -225,10 +231,7 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0):
         theta = whole.model.layout.vector({k: v for k, v in doc.get("params", doc).items()
                                            if k in whole.model.layout.names})
     ours, _ = _predict(test, theta)
-    ptr = np.r_[0, np.cumsum([len(t) for t in test.targets.sample_times])]
-    bpos, bquat = baseline(replace(test, model=test.model.with_params(theta)))
-    base = scores(bpos, bquat, test.targets.measured[:, 0], test.targets.states["quat"][:, 0],
-                  ptr, float(test.model.body_ext[0, 0, 0]))
+    base = _score(test, *baseline(replace(test, model=test.model.with_params(theta))))
     return {"train_tosses": len(train_ids), "test_tosses": len(test_ids),
             **summary(ours), **summary(base, "baseline_"), **fitted,
             **(spread(test, theta, copies) if copies else {})}

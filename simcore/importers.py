@@ -26,6 +26,7 @@ from .rigid import quat_matrix
 # The ContactNets cube (half width, mass, upstream's principal inertia; a
 # uniform cube would have 0.00068 kg m^2), as the generated tosses use it.
 from .synth import CUBE_HALF, CUBE_INERTIA, CUBE_MASS
+
 #: The table's height [m]: the median resting centre height of the tosses
 #: (0.0512 m) less the half width.
 TABLE_Z = -0.0012
