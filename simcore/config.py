@@ -14,6 +14,14 @@ to their records' fields would cost more than their arithmetic.  Numba
 refuses to compile an allocation in a borrowing kernel, so the promise is
 checked at compile time.
 
+Numba gives every kernel a C-callable entry point besides its own and
+the CPython one, for calls through its address; it costs compile time on
+an empty cache, so only the per-scenario kernels that
+:func:`simcore.drivers.run_each` calls through their address keep it,
+``jit(address=True)``.  (Dropping the CPython entry point of the kernels
+Python never calls would save about as much again, but a call from Python
+to a kernel without one crashes the interpreter instead of raising.)
+
 Tolerances (SI units):
 
 ``GAP_TOL``
@@ -180,10 +188,12 @@ ROOT_MAXITER = 200
 MAX_LOOP = 50_000_000
 
 
-def jit(fn=None, *, borrow=False, **overrides):
+def jit(fn=None, *, borrow=False, address=False, **overrides):
     """``numba.njit`` with the project policy (``cache``, ``nogil``, no
-    fastmath); ``borrow``: a kernel that only borrows arrays (see above)."""
+    fastmath); ``borrow``: a kernel that only borrows arrays; ``address``:
+    one called through its address (see above)."""
     opts = dict(JIT, **overrides)
+    opts["no_cfunc_wrapper"] = not address
     if borrow:
         opts["_nrt"] = False
     if fn is None:

@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
 
-from . import buffers, contact, rigid_engine, spin_engine, tangent
+from . import buffers, contact, drivers, rigid_engine, spin_engine, tangent
 from . import stages as S
-from .config import JIT_PARALLEL, MAX_LOOP, jit
+from .config import MAX_LOOP, jit
 from .events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH  # noqa: F401
 from .integrate import INTEGRATOR_PENALTY, INTEGRATOR_SYMPLECTIC, drift
 from .parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
@@ -195,7 +194,8 @@ class Outputs(NamedTuple):
     ev_count: np.ndarray
 
 
-@jit
+# Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
+@jit(inline="always")
 def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     """Simulate one scenario in place; returns ``(status, event_count, t)``.
 
@@ -235,9 +235,10 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
         tangent.seed(nb, tan.t_vel, tvel)
     _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm)
     t = t_start
-    ks = S.samples_now(0, np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos, out_vel,
+    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos, out_vel,
                        meas, ts, sums)
-    n_ev, status, zero_steps = 0, STATUS_OK, 0
+    # int64 from the start (a literal 0 would compile the callees once more for it)
+    n_ev, status, zero_steps = np.int64(0), STATUS_OK, 0
     need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
     horizon, next_edge = t, t_end
     # Through a run of dt steps where a direction rotates, no event can occur
@@ -361,7 +362,7 @@ def _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm):
                        tg.tpos, tg.tvel, tg.signal, tg.pdir[GROUND_OFFSET], nrm)
 
 
-@jit
+@jit(address=True)
 def _run_one(s, b, out, tan):
     """Scenario ``s`` of a batch: slice its arrays and run it (``b.params``
     holds one row of coefficients for all, or a row per scenario)."""
@@ -394,20 +395,6 @@ def _run_one(s, b, out, tan):
     out.status[s] = st
     out.ev_count[s] = ne
     out.time[s] = tf
-
-
-@njit(**JIT_PARALLEL)
-def _simulate_parallel(batch, out, tan):
-    """All scenarios in parallel (``prange``); each writes only its own slices."""
-    for s in prange(batch.body_count.shape[0]):
-        _run_one(np.int64(s), batch, out, tan)  # (prange indices are unsigned: one overload)
-
-
-@jit
-def _simulate_serial(batch, out, tan):
-    """All scenarios one after the other (the reference for bit-identity)."""
-    for s in range(batch.body_count.shape[0]):
-        _run_one(s, batch, out, tan)
 
 
 @dataclass(frozen=True)
@@ -649,7 +636,7 @@ def _run(batch, pos, vel, time, cap, parallel, tan, keep=True):
                   np.zeros(nscen, np.int64))
     # ``time`` is both the start time (read first) and the end time (written
     # last) of each scenario.
-    (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
+    drivers.run_each(_run_one, batch, out, tan, parallel)
     return out
 
 

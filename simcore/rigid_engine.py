@@ -41,10 +41,9 @@ bit-identical between the serial and parallel drivers.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
 
 from .collision import SHAPE_SPHERE
-from .config import JIT_PARALLEL, jit
+from .config import jit
 from .faces import (
     KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box, points, sphere_box,
     sphere_sphere,
@@ -53,7 +52,7 @@ from .parameter import GROUND_OFFSET, TIME_OFFSET
 from .penalty import (
     C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
 )
-from . import rigid_tangent
+from . import drivers, rigid_tangent
 from .rigid import angular_kick, integrate_orientation, inv_inertia_times
 from .tangent import accumulate
 
@@ -109,8 +108,8 @@ class Batch(NamedTuple):
 class Outputs(NamedTuple):
     """The state (advanced in place to each scenario's end) and the samples:
     ``pos``, ``vel``, ``omega (nscen, nb, 3)``, ``quat (nscen, nb, 4)``,
-    ``time (nscen,)``; ``out_*`` the same at the sample times ``(M, nb, .)``;
-    ``status (nscen,)``; ``steps (nscen,)`` the steps taken."""
+    ``time (nscen,)``; ``out_*`` the same at the sample times ``(M, nb, .)``
+    (or no rows: not kept); ``status (nscen,)``; ``steps (nscen,)`` the steps taken."""
 
     pos: np.ndarray
     vel: np.ndarray
@@ -715,10 +714,12 @@ def _setup(batch, s, out, tan):
     return b, pl, coef, w, tg
 
 
-@jit
-def _run_one(batch, s, out, tan, keep):
-    """Set up scenario ``s`` and run it; its sensitivities into ``tan``."""
+@jit(address=True)
+def _run_one(s, batch, out, tan):
+    """Set up scenario ``s`` and run it; its samples into ``out`` when it
+    keeps them (has rows for them), its sensitivities into ``tan``."""
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
+    keep = out.out_pos.shape[0] > 0
     out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
     if tg.nt:
         nb = b.count
@@ -769,18 +770,6 @@ def report(batch, pos, vel, omega, quat, time, s):
             "normal_force": normal, "friction_force": fric, "total_force": normal + fric}
 
 
-@njit(**JIT_PARALLEL)
-def _run_parallel(batch, out, tan, keep):
-    for s in prange(batch.body_count.shape[0]):
-        _run_one(batch, np.int64(s), out, tan, keep)  # (prange indices are unsigned)
-
-
-@jit
-def _run_serial(batch, out, tan, keep):
-    for s in range(batch.body_count.shape[0]):
-        _run_one(batch, np.int64(s), out, tan, keep)  # (prange indices are unsigned)
-
-
 def no_tangents(nb, nscen=1):
     """Tangent buffers (:class:`simcore.engine.TangentIO`) of no direction."""
     from .engine import TangentIO
@@ -804,5 +793,5 @@ def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None):
                   np.zeros(nscen, np.int64))
     if tan is None:
         tan = no_tangents(nb, nscen)
-    (_run_parallel if parallel else _run_serial)(batch, out, tan, keep)
+    drivers.run_each(_run_one, batch, out, tan, parallel)
     return out

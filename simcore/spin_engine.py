@@ -41,24 +41,24 @@ exactly on an event reports the state before it.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
 
-from . import laws, spin, spin_impact, spin_tangent, tangent
+from . import drivers, laws, spin, spin_impact, spin_tangent, tangent
 from .collision import toi_sphere_plane, toi_sphere_sphere
-from .config import JIT_PARALLEL, MAX_LOOP, jit
+from .config import MAX_LOOP, jit
 from .events import EVF_WIDTH, EVI_WIDTH, EventKind
 from .laws import PairLaw
 from .parameter import TIME_OFFSET
-from .stages import EventLog, Sums, log, log_tangent
+from .stages import NA, EventLog, Sums, log, log_tangent
 
-EV_BODY_BODY = int(EventKind.BODY_BODY)
-EV_BODY_WALL = int(EventKind.BODY_WALL)
-EV_SLIDE_ROLL = int(EventKind.SLIDE_ROLL)
-EV_ROLL_REST = int(EventKind.ROLL_REST)
-EV_ROLL_SPIN = int(EventKind.ROLL_SPIN)
-EV_SPIN_REST = int(EventKind.SPIN_REST)
-EV_START = int(EventKind.START)
-EV_ROLL_SLIDE = int(EventKind.ROLL_SLIDE)
+# int64 scalars, not literals (see simcore.stages.NA)
+EV_BODY_BODY = np.int64(EventKind.BODY_BODY)
+EV_BODY_WALL = np.int64(EventKind.BODY_WALL)
+EV_SLIDE_ROLL = np.int64(EventKind.SLIDE_ROLL)
+EV_ROLL_REST = np.int64(EventKind.ROLL_REST)
+EV_ROLL_SPIN = np.int64(EventKind.ROLL_SPIN)
+EV_SPIN_REST = np.int64(EventKind.SPIN_REST)
+EV_START = np.int64(EventKind.START)
+EV_ROLL_SLIDE = np.int64(EventKind.ROLL_SLIDE)
 
 # What ends a step of the loop.
 NONE = 0
@@ -310,22 +310,22 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, gravity, 
         motion.state[i] = spin.set_off(motion.state[i], motion.push[i], radius[i], gravity,
                                        cloth.mu_s[i], cloth.mu_r[i], cloth.mu_sp[i])
         motion.above[i] = False  # no slip yet
-        return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+        return log(ev_f, ev_i, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     if end == spin.END_SLIDE:
         motion.state[i] = spin.ROLLING
         w[i, 0] = -vel[i, 1] / radius[i]
         w[i, 1] = vel[i, 0] / radius[i]
-        return log(ev_f, ev_i, n_ev, t, EV_SLIDE_ROLL, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+        return log(ev_f, ev_i, n_ev, t, EV_SLIDE_ROLL, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     for d in range(2):
         vel[i, d] = 0.0
         w[i, d] = 0.0
     if end == spin.END_ROLL and w[i, 2] != 0.0:
         motion.state[i] = spin.SPINNING
-        return log(ev_f, ev_i, n_ev, t, EV_ROLL_SPIN, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+        return log(ev_f, ev_i, n_ev, t, EV_ROLL_SPIN, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     w[i, 2] = 0.0
     motion.state[i] = spin.STATIONARY
     kind = EV_ROLL_REST if end == spin.END_ROLL else EV_SPIN_REST
-    return log(ev_f, ev_i, n_ev, t, kind, i, -1, zero3, 0.0, 0.0, zero3, zero3, -1)
+    return log(ev_f, ev_i, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
 
 
 @jit
@@ -551,7 +551,8 @@ def _pdir(tg, row):
     return tg.pdir[row] if row >= 0 else -1
 
 
-@jit
+# Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
+@jit(inline="always")
 def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
     """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
     ``(status, event_count, t, nondiff)``.  ``out``: the sample rows
@@ -650,7 +651,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
     return STATUS_OK, n_ev, t, nd
 
 
-@jit
+@jit(address=True)
 def _run_one(s, b, out, tan):
     """Scenario ``s`` of a batch: its slices of the outputs and tangent
     buffers (``tan``: :class:`simcore.engine.TangentIO`), and the run."""
@@ -686,20 +687,6 @@ def _run_one(s, b, out, tan):
         tan.fin_tvel[s, :nb] = tg.tv
 
 
-@njit(**JIT_PARALLEL)
-def _simulate_parallel(batch, out, tan):
-    """All scenarios in parallel (``prange``); each writes only its own slices."""
-    for s in prange(batch.body_count.shape[0]):
-        _run_one(np.int64(s), batch, out, tan)
-
-
-@jit
-def _simulate_serial(batch, out, tan):
-    """All scenarios one after the other."""
-    for s in range(batch.body_count.shape[0]):
-        _run_one(s, batch, out, tan)
-
-
 def run(batch, pos, vel, omega, time, cap, parallel, tan, keep=True):
     """Run the scenarios of ``batch`` (:class:`simcore.engine.Batch` of a
     spinning model) with event capacity ``cap``; ``pos``, ``vel``, ``omega``,
@@ -712,5 +699,5 @@ def run(batch, pos, vel, omega, time, cap, parallel, tan, keep=True):
                       np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
                       np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
                       np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
-    (_simulate_parallel if parallel else _simulate_serial)(batch, out, tan)
+    drivers.run_each(_run_one, batch, out, tan, parallel)
     return out

@@ -45,11 +45,18 @@ from .events import (
 from .integrate import sample, stop_time, vth_crossing
 from .laws import PairLaw
 
-EV_BODY_BODY = int(EventKind.BODY_BODY)
-EV_BODY_WALL = int(EventKind.BODY_WALL)
-EV_BODY_GROUND = int(EventKind.BODY_GROUND)
-EV_STOP = int(EventKind.STOP)
-EV_START = int(EventKind.START)
+# Event kinds, and the partner or slip flag of an event that has none, as
+# int64 scalars: numba types a global Python int as a literal and would
+# compile :func:`log` once for every kind and partner it is passed.
+EV_BODY_BODY = np.int64(EventKind.BODY_BODY)
+EV_BODY_WALL = np.int64(EventKind.BODY_WALL)
+EV_BODY_GROUND = np.int64(EventKind.BODY_GROUND)
+EV_STOP = np.int64(EventKind.STOP)
+EV_START = np.int64(EventKind.START)
+NA = np.int64(-1)
+# impact_plane's ``propagated``, a boolean for the same reason.
+FRESH = np.bool_(False)
+PROPAGATED = np.bool_(True)
 
 # What ended a segment (the driver's event code).
 NONE = 0
@@ -411,8 +418,8 @@ def log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb, t
     for i in range(modes.shape[1]):
         if modes[STARTED, i]:
             any_started = True
-            n_ev = log(ev_f, ev_i, n_ev, t, EV_START, i, -1, start_dir[i], 0.0, 0.0, zero3, zero3,
-                       -1)
+            n_ev = log(ev_f, ev_i, n_ev, t, EV_START, i, NA, start_dir[i], 0.0, 0.0, zero3, zero3,
+                       NA)
             tdva[:] = 0.0
             log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdva)
             modes[ABOVE, i] = False
@@ -437,7 +444,7 @@ def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dv
                 vel[i, 0] = 0.0
                 vel[i, 1] = 0.0
                 modes[RESTING, i] = True
-                n_ev = log(ev_f, ev_i, n_ev, t, EV_STOP, i, -1, zero3, 0.0, 0.0, dva, zero3, -1)
+                n_ev = log(ev_f, ev_i, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
         modes[STARTING, i] = False
         if plane_contact[i, 0]:
             modes[ABOVE, i] = horizontal_speed(vel[i]) >= g_vth[i]
@@ -694,7 +701,7 @@ def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
             modes[RESTING, i] = True
             modes[STARTING, i] = False
             modes[ABOVE, i] = False
-            n_ev = log(ev.f, ev.i, n_ev, t, EV_STOP, i, -1, zero3, 0.0, 0.0, dva, zero3, -1)
+            n_ev = log(ev.f, ev.i, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
             tdvb[:] = 0.0
             log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, ttau, tdva, tdvb)
         return n_ev, 0
@@ -715,7 +722,7 @@ def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
         return n_ev, tangent.ND_STICK if ttau.shape[0] > 0 else 0
     ground = planes.d[0]
     if code == IMPACT_PLANE:
-        n_ev = impact_plane(i, j, n_ev, t, ground, False, bodies, planes, gc, pc, fl, v3, ev, tg)
+        n_ev = impact_plane(i, j, n_ev, t, ground, FRESH, bodies, planes, gc, pc, fl, v3, ev, tg)
         modes[WORK, i] = True
     else:
         n_ev = impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg)
@@ -878,7 +885,7 @@ def propagate(n_ev, t, ground_z, bodies, planes, gc, pc, fl, v3, ev, tg):
                 vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
                 if vn < -V_ROUND:
                     plane_contact[i, k] = False
-                    n_ev = impact_plane(i, k, n_ev, t, ground_z, True, bodies, planes, gc, pc,
+                    n_ev = impact_plane(i, k, n_ev, t, ground_z, PROPAGATED, bodies, planes, gc, pc,
                                         fl, v3, ev, tg)
                     changed = True
                     modes[WORK, i] = True

@@ -16,7 +16,7 @@ def test_a_kernel_is_keyed_by_the_modules_it_can_read():
 
 
 def test_simcore_kernels_use_the_closure_stamp():
-    locator = engine._simulate_serial._cache._impl.locator
+    locator = engine._run_one._cache._impl.locator
     assert isinstance(locator, config._ClosureLocator)
     assert locator.get_source_stamp() == config.source_closure("engine")
     # One directory per source version: an index written by other sources
