@@ -14,13 +14,16 @@ to their records' fields would cost more than their arithmetic.  Numba
 refuses to compile an allocation in a borrowing kernel, so the promise is
 checked at compile time.
 
-Numba gives every kernel a C-callable entry point besides its own and
-the CPython one, for calls through its address; it costs compile time on
-an empty cache, so only the per-scenario kernels that
-:func:`simcore.drivers.run_each` calls through their address keep it,
-``jit(address=True)``.  (Dropping the CPython entry point of the kernels
-Python never calls would save about as much again, but a call from Python
-to a kernel without one crashes the interpreter instead of raising.)
+Numba gives every kernel two entry points besides its own: a CPython
+one (for calls from Python, unboxing every argument) and a C-callable one
+(for calls through its address).  Each costs compile time on an empty
+cache, so a kernel keeps only those it is called through: the C-callable
+one with ``jit(address=True)`` (the per-scenario kernels that
+:func:`simcore.drivers.run_each` calls through their address); the
+borrowing kernels, which other kernels call, no CPython one unless
+``jit(borrow=True, python=True)`` (the stages the tests call one at a
+time).  Called from Python, a kernel without one raises a ``TypeError``
+naming it (numba itself would crash on the null entry point).
 
 Tolerances (SI units):
 
@@ -56,6 +59,7 @@ from pathlib import Path
 
 from numba import njit
 from numba.core import caching
+from numba.core.registry import CPUDispatcher
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -188,14 +192,32 @@ ROOT_MAXITER = 200
 MAX_LOOP = 50_000_000
 
 
-def jit(fn=None, *, borrow=False, address=False, **overrides):
+class _KernelOnly(CPUDispatcher):
+    """A kernel compiled without a CPython entry point: other kernels call
+    it, Python gets an error (see the module docstring)."""
+
+    def __call__(self, *args, **kws):
+        f = self.py_func
+        raise TypeError(f"{f.__module__}.{f.__qualname__} is called by other kernels only: "
+                        "it has no Python entry point (jit(python=True) gives it one)")
+
+
+def jit(fn=None, *, borrow=False, python=None, address=False, **overrides):
     """``numba.njit`` with the project policy (``cache``, ``nogil``, no
-    fastmath); ``borrow``: a kernel that only borrows arrays; ``address``:
-    one called through its address (see above)."""
+    fastmath); ``borrow``: a kernel that only borrows arrays; ``python``:
+    callable from Python (by default, all but the borrowing kernels);
+    ``address``: callable through its address (see above)."""
     opts = dict(JIT, **overrides)
+    python = not borrow if python is None else python
     opts["no_cfunc_wrapper"] = not address
+    opts["no_cpython_wrapper"] = not python
     if borrow:
         opts["_nrt"] = False
-    if fn is None:
-        return njit(**opts)
-    return njit(**opts)(fn)
+
+    def compile_(f):
+        kernel = njit(**opts)(f)
+        if not python:
+            kernel.__class__ = _KernelOnly  # the same dispatcher; only its Python call differs
+        return kernel
+
+    return compile_ if fn is None else compile_(fn)

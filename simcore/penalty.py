@@ -176,7 +176,7 @@ def spring_damper_of(law, row, x, v_i):
     return row[C_K_IMP] * x ** row[C_N1_IMP], row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def normal_force(law, row, x, xd, v_i):
     """The normal force [N] of the contact law ``law`` at penetration ``x``
     [m] and rate ``xd`` [m/s] (:func:`spring_damper_of`), clamped at >= 0."""
@@ -186,7 +186,7 @@ def normal_force(law, row, x, xd, v_i):
     return max(spring + damping * xd, 0.0)
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def stiction(row, s):
     """The friction coefficient at slip speed ``s`` [m/s]: the stiction curve
     of ``003_*`` (``mu_s`` up to ``v_e1``, ``mu_k`` from ``v_e2``, the cubic

@@ -154,7 +154,7 @@ def gyro_solve(inertia, w0, w1, w2, h, r0, r1, r2):
             (c20 * r0 + c21 * r1 + c22 * r2) / det)
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def integrate_orientation(q, w0, w1, w2, h):
     """``q <- exp(h w / 2) q`` for a constant world angular velocity ``w``
     over ``h``: the exact rotation by the angle ``h |w|`` about ``w``."""

@@ -379,7 +379,7 @@ def initial_contacts(shape, pos, vel, radius, plane_n, plane_d, g_vth, fl, tpos,
 
 # -- stages 1-3: forces, contacts, kick ----------------------------------------
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def forces(t, lag, t_end, gravity, inv_m, c_body, c_t0, c_t1, c_force, force, free_acc):
     """Stage 1: gravity plus the control forces active at ``t`` (window ``q``
     acts over ``[c_t0[q] + lag, c_t1[q] + lag)``); returns the next window
@@ -409,7 +409,7 @@ def forces(t, lag, t_end, gravity, inv_m, c_body, c_t0, c_t1, c_force, force, fr
     return next_edge, window_edge
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb, ttau, tdva,
                zero3):
     """Stage 2's events: the bodies the contact solve started sliding;
@@ -426,7 +426,7 @@ def log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb, t
     return n_ev, any_started
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dva, zero3):
     """Stage 3 (symplectic): the kick ``v' = v + a h``; a ground slide never
     reverses (it stops, logged)."""
@@ -453,7 +453,7 @@ def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dv
 
 # -- stage 4: the next event ------------------------------------------------------
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def impact_events(s_best, code, ev_i, ev_j, shape, pos, vel, acc, radius, plane_n, plane_d,
                   plane_contact, body_contact, nrm):
     """Stage 4, impacts: the earliest impact before ``s_best`` of a body on a
@@ -503,7 +503,7 @@ def impact_events(s_best, code, ev_i, ev_j, shape, pos, vel, acc, radius, plane_
     return code, ev_i, ev_j, s_best
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def slide_events(s_best, shape, pos, vel, acc, g_vth, plane_contact, body_contact, modes, nrm,
                  rel, at):
     """Stage 4, slides (the exact integrator): the earliest stop, ``v_th``
@@ -654,7 +654,7 @@ def samples_now(ks, k_end, pos, vel, acc, out_pos, out_vel, meas, ts, sums):
     return k_end
 
 
-@jit(borrow=True)
+@jit(borrow=True, python=True)
 def sample_segment(t, t_new, ks, pos, vel, acc, samp_t, out_pos, out_vel):
     """Stage 5: write the samples from ``ks`` up to ``t_new`` (the state at
     ``t`` moved along its parabola); returns the next sample index."""

@@ -1,5 +1,8 @@
 """The numba cache: keyed by what each kernel can read, and the CLI's notice."""
 
+import numpy as np
+import pytest
+
 from simcore import config, engine
 
 
@@ -46,3 +49,14 @@ def test_cli_says_nothing_of_compiling_when_the_input_is_bad(tmp_path, monkeypat
     code = cli.main(["simulate", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
     out = capsys.readouterr()
     assert code == 1 and "compiling" not in out.out + out.err
+
+
+def test_a_kernel_without_a_python_entry_point_says_so():
+    """The borrowing kernels go without numba's CPython entry point unless
+    marked ``python=True`` (the stages test_stages.py calls); called from
+    Python they raise, naming themselves (numba itself would crash)."""
+    from simcore import stages
+
+    with pytest.raises(TypeError, match=r"simcore\.stages\.log is called by other kernels only"):
+        stages.log(np.zeros((1, 9)), np.zeros((1, 4), np.int64), 0, 0.0, 0, 0, -1, np.zeros(3),
+                   0.0, 0.0, np.zeros(3), np.zeros(3), -1)
