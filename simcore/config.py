@@ -25,6 +25,12 @@ borrowing kernels, which other kernels call, no CPython one unless
 time).  Called from Python, a kernel without one raises a ``TypeError``
 naming it (numba itself would crash on the null entry point).
 
+The kernels compile without LLVM's loop vectoriser (numba's
+``LOOP_VECTORIZE``, switched off while a kernel compiles, under numba's
+compiler lock, and restored after): their loops run over three
+components or a few contacts, where it gains nothing at run time
+(``docs/PERFORMANCE.md``), and it cost 5 s of the first run's minute.
+
 Tolerances (SI units):
 
 ``GAP_TOL``
@@ -59,6 +65,8 @@ from pathlib import Path
 
 from numba import njit
 from numba.core import caching
+from numba.core import config as numba_config
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -192,7 +200,21 @@ ROOT_MAXITER = 200
 MAX_LOOP = 50_000_000
 
 
-class _KernelOnly(CPUDispatcher):
+class _Kernel(CPUDispatcher):
+    """A simcore kernel: compiled without LLVM's loop vectoriser (see the
+    module docstring); numba's setting is left as it was for other code."""
+
+    def compile(self, sig):
+        with global_compiler_lock:
+            vectorize = numba_config.LOOP_VECTORIZE
+            numba_config.LOOP_VECTORIZE = False
+            try:
+                return super().compile(sig)
+            finally:
+                numba_config.LOOP_VECTORIZE = vectorize
+
+
+class _KernelOnly(_Kernel):
     """A kernel compiled without a CPython entry point: other kernels call
     it, Python gets an error (see the module docstring)."""
 
@@ -216,8 +238,7 @@ def jit(fn=None, *, borrow=False, python=None, address=False, **overrides):
 
     def compile_(f):
         kernel = njit(**opts)(f)
-        if not python:
-            kernel.__class__ = _KernelOnly  # the same dispatcher; only its Python call differs
+        kernel.__class__ = _Kernel if python else _KernelOnly
         return kernel
 
     return compile_ if fn is None else compile_(fn)

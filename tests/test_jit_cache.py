@@ -60,3 +60,28 @@ def test_a_kernel_without_a_python_entry_point_says_so():
     with pytest.raises(TypeError, match=r"simcore\.stages\.log is called by other kernels only"):
         stages.log(np.zeros((1, 9)), np.zeros((1, 4), np.int64), 0, 0.0, 0, 0, -1, np.zeros(3),
                    0.0, 0.0, np.zeros(3), np.zeros(3), -1)
+
+
+def test_kernels_compile_without_the_loop_vectoriser_and_leave_numbas_setting():
+    """simcore's kernels compile without LLVM's loop vectoriser; numba's own
+    setting is as it was before and after, for other code."""
+    from numba.core import config as numba_config, event
+
+    seen = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            seen.append(numba_config.LOOP_VECTORIZE)
+
+        def on_end(self, ev):
+            pass
+
+    def twice(x):
+        return 2.0 * x
+
+    kernel = config.jit(twice, cache=False)
+    before = numba_config.LOOP_VECTORIZE
+    with event.install_listener("numba:compile", Listener()):
+        assert kernel(1.5) == 3.0
+    assert seen and not any(seen)
+    assert numba_config.LOOP_VECTORIZE == before
