@@ -517,7 +517,7 @@ def build_parser():
 
 #: Seconds the first run of a command spends compiling the kernels with an
 #: empty numba cache on 2 cores (docs/PERFORMANCE.md, "Cold start").
-COMPILE_S = {"simulate": 60, "calibrate": 80, "recalibrate": 80}
+COMPILE_S = {"simulate": 55, "calibrate": 70, "recalibrate": 70}
 
 
 def _compile_notice(command):
