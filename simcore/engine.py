@@ -235,8 +235,8 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
         tangent.seed(nb, tan.t_vel, tvel)
     _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm)
     t = t_start
-    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos, out_vel,
-                       meas, ts, sums)
+    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos,
+                       out_vel, meas, ts, sums)
     # int64 from the start (a literal 0 would compile the callees once more for it)
     n_ev, status, zero_steps = np.int64(0), STATUS_OK, 0
     need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
