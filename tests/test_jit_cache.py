@@ -1,4 +1,5 @@
-"""The numba cache: keyed by what each kernel can read, and the CLI's notice."""
+"""The numba cache (keyed by what each kernel can read), the compile policy
+(entry points, no loop vectoriser) and the CLI's notice."""
 
 import numpy as np
 import pytest
