@@ -89,10 +89,11 @@ def profile(top=25):
     listener = Listener()
     for kind in ("numba:compile", "numba:llvm_lock"):
         event.register(kind, listener)
-    from flows import cli
-
     with tempfile.TemporaryDirectory() as tmp:
+        # Before simcore is imported: its kernels find their cache directory then.
         os.environ["NUMBA_CACHE_DIR"] = str(Path(tmp) / "numba")
+        from flows import cli
+
         t0 = time.perf_counter()
         cli.main(_args("simulate", str(Path(tmp) / "out")))
         total = time.perf_counter() - t0
