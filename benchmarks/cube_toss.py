@@ -2,7 +2,7 @@
 tosses open-loop, and score the predictions as published work does.
 
 ``python -m benchmarks.cube_toss [--json] [--dataset DIR] [--config YAML]
-[--train N] [--params fit.json]``: reads ``datasets/cube-toss`` (``contactfit import cube-toss``
+[--train N] [--params fit.json] [--spread N] [--ceiling] [--curve]``: reads ``datasets/cube-toss`` (``contactfit import cube-toss``
 of the ContactNets tosses; its ``scenarios.split`` holds the duplicate-aware
 validation split), fits the coefficients ``datasets/cube-toss/calibrate.yaml``
 names on the ``train`` tosses (the first ``N`` of them with ``--train``),
@@ -36,6 +36,14 @@ exact, about the share of final faces its start's uncertainty would still
 leave right), and the perturbed copies' mean ``spread_right_face``,
 ``spread_pos_cm`` and ``spread_rot_deg``.
 
+``--ceiling``: how far the model itself is from the target, whatever the
+calibration.  The held-out tosses are simulated with every coefficient set
+of :data:`CEILING_GRID` (225: ``mu_k``, ``e_bg``, ``mu_s`` and the table's
+``ground_offset``), and the benchmark prints the best mean position error,
+rotation error and ``e_q`` and the largest right-face share any of them
+reaches (``ceiling_*``; each may come from another set): figures chosen on
+the very tosses they score, which no fit on other tosses can beat.
+
 ``--curve``: the data-efficiency curve instead, as the ContactNets paper
 plots it: for 1, 4, 16, 64, 256 and all training tosses (the first ``N``
 in id order), the held-out figures and the fitted coefficients, one row
@@ -68,6 +76,11 @@ CURVE = (1, 4, 16, 64, 256, 10 ** 6)
 #: 0.14 rad/s in magnitude).
 SPREAD_VEL = 0.02
 SPREAD_OMEGA = 0.1
+#: The coefficient sets ``--ceiling`` tries (every combination; ``mu_s``
+#: below ``mu_k`` is taken as ``mu_k``): around the fits of every variant in
+#: the data set's README, each range twice as wide as the fits spread.
+CEILING_GRID = {"mu_k": (0.16, 0.175, 0.19, 0.205, 0.22), "e_bg": (0.15, 0.25, 0.32, 0.4, 0.5),
+                "mu_s": (0.0, 0.36, 0.6), "ground_offset": (-1.5e-3, -0.75e-3, 0.0)}
 
 
 def face_down(q):
@@ -104,12 +117,14 @@ def summary(s, prefix=""):
             f"{prefix}e_q": s["e_q"].mean(), f"{prefix}right_face": s["face"].mean()}
 
 
-def baseline(problem, mu=BASELINE_MU, gravity=9.81):
+def baseline(problem, mu=BASELINE_MU, gravity=None):
     """The trivial baseline's positions and orientations at the sample times
-    of ``problem``'s scenarios (see the module docstring)."""
+    of ``problem``'s scenarios (see the module docstring), under ``gravity``
+    [m/s^2] (default: the model's)."""
     from simcore.rigid import integrate_orientation, lowest, quat_matrix
 
     st, m = problem.state, problem.model
+    gravity = m.gravity if gravity is None else gravity
     ground = m.ground_z
     pos, quat = [], []
     for s, ts in enumerate(problem.targets.sample_times):
@@ -200,7 +215,30 @@ def spread(problem, theta, copies, seed=0):
                for k in ("right_face", "pos_cm", "rot_deg")}}
 
 
-def run(dataset=DATASET, config=None, train=None, params=None, copies=0):
+def ceiling(problem, theta, grid=None):
+    """The ``--ceiling`` figures: the best each score of :func:`summary`
+    reaches on ``problem``'s tosses over the coefficient sets of ``grid``
+    (default :data:`CEILING_GRID`; the others as in ``theta``), each set
+    chosen on the very tosses it is scored on.  No calibration of the model
+    can predict them better than this (within the grid's spacing): the
+    distance to the target is the model's, not the fit's."""
+    import itertools
+
+    grid = CEILING_GRID if grid is None else grid
+    layout = problem.model.layout
+    base = dict(zip(layout.names, theta))
+    rows = []
+    for values in itertools.product(*grid.values()):
+        p = {**base, **dict(zip(grid, values))}
+        p["mu_s"] = max(p["mu_s"], p["mu_k"])
+        s, _ = _predict(problem, layout.vector(p))
+        rows.append(summary(s))
+    best = {k: min(r[k] for r in rows) for k in ("pos_cm", "rot_deg", "e_q")}
+    return {"ceiling_points": len(rows), **{f"ceiling_{k}": v for k, v in best.items()},
+            "ceiling_right_face": max(r["right_face"] for r in rows)}
+
+
+def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=False):
     """The figures (see the module docstring)."""
     from dataclasses import replace
 
@@ -234,7 +272,8 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0):
     base = _score(test, *baseline(replace(test, model=test.model.with_params(theta))))
     return {"train_tosses": len(train_ids), "test_tosses": len(test_ids),
             **summary(ours), **summary(base, "baseline_"), **fitted,
-            **(spread(test, theta, copies) if copies else {})}
+            **(spread(test, theta, copies) if copies else {}),
+            **(ceiling(test, theta) if grid else {})}
 
 
 def main(argv=None):
@@ -248,6 +287,9 @@ def main(argv=None):
                     help="also simulate the held-out tosses from N perturbed starts")
     ap.add_argument("--curve", action="store_true",
                     help="held-out figures against the number of training tosses")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also the best figures any coefficient set of a grid reaches, "
+                         "chosen on the held-out tosses themselves")
     args = ap.parse_args(argv)
     if args.curve:
         rows = {}
@@ -259,8 +301,8 @@ def main(argv=None):
                 break
         emit(rows, args.json, width=24)
         return
-    emit(run(args.dataset, args.config, args.train, args.params, args.spread), args.json,
-         width=24)
+    emit(run(args.dataset, args.config, args.train, args.params, args.spread, args.ceiling),
+         args.json, width=24)
 
 
 if __name__ == "__main__":

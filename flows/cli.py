@@ -263,6 +263,15 @@ def cmd_import(args):
     out = importers.cube_tosses(args.src, args.out, duplicates=args.duplicates,
                                 test_share=args.test_share)
     print(f"wrote {out}/")
+    try:
+        g, tosses = importers.imported_flight_gravity(out)
+    except ValueError:  # no toss flies long enough to tell
+        return 0
+    print(f"free fall in the recorded poses: {g:.3f} m/s^2 ({tosses} tosses); the model's "
+          f"gravity: {importers.FLIGHT_GRAVITY} m/s^2 (dataset.yaml)")
+    if abs(g - importers.FLIGHT_GRAVITY) > importers.FLIGHT_MISMATCH:
+        print("  these tosses fall otherwise than the ContactNets recordings: set gravity in "
+              f"{out}/dataset.yaml to their free fall")
     return 0
 
 

@@ -18,9 +18,10 @@ from simcore.rigid import integrate_orientation, quat_angle, quat_matrix
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
 
 
-def _long_table(path, tosses=(3, 7, 12), n=30):
+def _long_table(path, tosses=(3, 7, 12), n=30, g=I.FLIGHT_GRAVITY):
     """A long table of ``tosses`` in ContactNets' format: cubes in free
-    flight (exact poses) spinning about a known body-frame rate."""
+    flight (exact poses, falling at ``g``) spinning about a known
+    body-frame rate."""
     rows = {c: [] for c in I.COLUMNS}
     for k, toss in enumerate(tosses):
         q0 = np.array([np.cos(0.3 + k), np.sin(0.3 + k), 0.0, 0.0])
@@ -31,7 +32,7 @@ def _long_table(path, tosses=(3, 7, 12), n=30):
             q = q0.copy()
             integrate_orientation(q, *w_world, t)
             vals = dict(toss_id=toss, step=step, t=t, x=0.1 * k + 0.5 * t, y=-0.2, vx=0.5,
-                        vy=0.0, z=0.4 - 4.905 * t * t, vz=-9.81 * t, qw=q[0], qx=q[1], qy=q[2],
+                        vy=0.0, z=0.4 - 0.5 * g * t * t, vz=-g * t, qw=q[0], qx=q[1], qy=q[2],
                         qz=q[3])
             wb = quat_matrix(q).T @ w_world  # the body-frame rate at that sample
             vals.update(wx=wb[0], wy=wb[1], wz=wb[2])
@@ -42,13 +43,15 @@ def _long_table(path, tosses=(3, 7, 12), n=30):
     return path
 
 
-def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path):
+def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path, capsys):
     src = _long_table(tmp_path / "tosses.parquet")
     (tmp_path / "LICENSE").write_text("BSD-3-Clause\n")
     assert main(["import", "cube-toss", str(src), str(tmp_path / "out")]) == 0
+    assert "free fall in the recorded poses: 9.610 m/s^2 (3 tosses)" in capsys.readouterr().out
     ds = D.read(tmp_path / "out")
     assert (tmp_path / "out" / "LICENSE").read_text() == "BSD-3-Clause\n"
     assert ds.meta["ground_z"] == I.TABLE_Z and ds.meta["laws"] == {"body_ground": "hunt_crossley"}
+    assert ds.gravity == I.FLIGHT_GRAVITY
     prob = Problem.from_dataset(ds)
     assert prob.ids == ["toss12", "toss3", "toss7"]
     k = prob.ids.index("toss7")
@@ -62,13 +65,39 @@ def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path
     assert ts[0] == 0.0 and ts.size == 30 and np.allclose(np.diff(ts), 1 / 148.0)
     ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
     meas = prob.targets.measured[ptr[k]:ptr[k + 1], 0]
-    assert np.allclose(meas[:, 2], 0.4 - 4.905 * ts ** 2)
+    assert np.allclose(meas[:, 2], 0.4 - 0.5 * I.FLIGHT_GRAVITY * ts ** 2)
     # a free flight replays exactly from the imported state
     from simcore.engine import simulate
     sim = simulate(prob.model, prob.state, prob.targets.sample_times)
     assert np.abs(sim.samp_pos[ptr[k]:ptr[k + 1], 0] - meas).max() < 1e-3
     assert quat_angle(sim.samp_quat[ptr[k]:ptr[k + 1], 0],
                    prob.targets.states["quat"][ptr[k]:ptr[k + 1], 0]).max() < 1e-6
+
+
+def test_flight_gravity_is_the_free_fall_before_the_first_touch(tmp_path, capsys):
+    """Each toss falls at 7.3 m/s^2 until its lowest corner reaches the
+    table, then rests on it: the parabola through the flight gives 7.3
+    exactly, whatever the rest."""
+    rows = {k: [] for k in ("toss", "t", "z")}
+    half, g = 0.05, 7.3
+    for toss, (z0, vz0) in enumerate([(0.3, 0.5), (0.25, -0.2), (0.05, 0.0)]):
+        for step in range(60):
+            t = step / 148.0
+            rows["toss"].append(toss)
+            rows["t"].append(t)
+            rows["z"].append(max(z0 + vz0 * t - 0.5 * g * t * t, half))
+    quat = np.tile([1.0, 0.0, 0.0, 0.0], (len(rows["t"]), 1))  # flat: the face is the corner
+    got, tosses = I.flight_gravity(rows["toss"], rows["t"], rows["z"], quat, half=half,
+                                   table_z=0.0)
+    assert got == pytest.approx(g, rel=1e-9) and tosses == 2  # the third never flies
+    with pytest.raises(ValueError, match="no toss has 6 samples of free flight"):
+        I.flight_gravity([0, 0], [0.0, 0.01], [half, half], quat[:2], half=half, table_z=0.0)
+    # the shipped tosses fall at the model's gravity, and other tosses are told otherwise
+    shipped, n = I.imported_flight_gravity(SHIPPED)
+    assert shipped == pytest.approx(I.FLIGHT_GRAVITY, abs=0.01) and n >= 440
+    src = _long_table(tmp_path / "earth.parquet", g=9.81)
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "o")]) == 0
+    assert "fall otherwise than the ContactNets recordings" in capsys.readouterr().out
 
 
 def test_duplicate_recordings_share_a_side_of_the_split(tmp_path):
@@ -149,6 +178,24 @@ def test_baseline_flies_snaps_flat_and_slides_to_rest():
     assert np.allclose(pos[~fly & (ts > hit + 1e-3), 2], half)
     assert quat_angle(quat[-1:], np.array([[1.0, 0, 0, 0]]))[0] < 1e-9
     assert pos[-1, 0] == pytest.approx(hit * 1.0 + 1.0 / (2 * 0.2 * 9.81), rel=2e-3)
+
+
+def test_ceiling_takes_the_best_of_each_score_over_the_grid(tmp_path):
+    src = _long_table(tmp_path / "tosses.parquet", tosses=(3, 7))
+    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o"))
+    theta = prob.model.layout.vector()
+    # free flights: friction changes nothing, the table's height nothing
+    nominal, _ = B._predict(prob, theta)
+    got = B.ceiling(prob, theta, {"mu_k": (0.1, 0.3), "ground_offset": (0.0, 0.01)})
+    assert got["ceiling_points"] == 4 and got["ceiling_right_face"] == 1.0
+    assert got["ceiling_pos_cm"] == pytest.approx(100 * nominal["pos"].mean(), abs=1e-9)
+    # a start that flies wrong: the best of the grid is the set that flies right
+    moved = prob.state.body_vel.copy()
+    moved[:, 0, 0] += 0.5
+    from dataclasses import replace
+    off = replace(prob, state=replace(prob.state, body_vel=moved))
+    worse = B.ceiling(off, theta, {"mu_k": (0.1, 0.3)})
+    assert worse["ceiling_pos_cm"] > 100 * nominal["pos"].mean() + 1.0
 
 
 def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypatch):
