@@ -52,7 +52,8 @@ TABLES = {
                "hx": ("float", False), "hy": ("float", False), "hz": ("float", False),
                "ixx": ("float", False), "iyy": ("float", False), "izz": ("float", False),
                "fixed": ("bool", False), "qw0": ("float", False), "qx0": ("float", False),
-               "qy0": ("float", False), "qz0": ("float", False)},
+               "qy0": ("float", False), "qz0": ("float", False), "com_x": ("float", False),
+               "com_y": ("float", False), "com_z": ("float", False)},
     "trajectories": {"scenario_id": ("str", True), "body_id": ("int", True), "t": ("float", True),
                      "x": ("float", True), "y": ("float", True), "z": ("float", True),
                      "vx": ("float", False), "vy": ("float", False), "vz": ("float", False),
@@ -78,11 +79,15 @@ REQUIRED_TABLES = ("bodies", "trajectories")
 #: optional per-body values (empty: the default).  Empty numbers read as
 #: NaN, an empty ``fixed`` as false.
 NULLABLE = {"bodies": {"radius", "hx", "hy", "hz", "ixx", "iyy", "izz", "fixed", "qw0", "qx0",
-                       "qy0", "qz0"}}
+                       "qy0", "qz0", "com_x", "com_y", "com_z"}}
 #: The shape-specific columns of ``bodies`` (a box's half extents).
 BOX_COLS = ("hx", "hy", "hz")
+#: A box's centre of mass in its body frame, from its centre (empty: the
+#: centre); ``x0..vz0`` and the trajectories stay the centre's.
+COM_COLS = ("com_x", "com_y", "com_z")
 # Which columns are lengths, times, speeds or forces (for unit conversion).
-_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d", "height", "hx", "hy", "hz"}
+_LENGTH_COLS = {"radius", "x0", "y0", "z0", "x", "y", "z", "d", "height", "hx", "hy", "hz",
+                "com_x", "com_y", "com_z"}
 #: Moments of inertia [kg length^2].
 _INERTIA_COLS = {"ixx", "iyy", "izz"}
 _SPEED_COLS = {"vx0", "vy0", "vz0", "vx", "vy", "vz", "dvx", "dvy", "dvz"}
@@ -112,8 +117,8 @@ KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unkno
          "non-positive mass or radius", "unknown shape", "duplicate body",
          "duplicate or decreasing t", "body without trajectory", "trajectory without body",
          "control without body", "control window reversed", "zero wall normal",
-         "non-positive duration or dt", "unknown split", "non-unit quaternion",
-         "below the ground at the first sample", "spheres overlapping at the first sample")
+         "non-positive duration or dt", "unknown split", "centre of mass outside the body",
+         "non-unit quaternion", "below the ground at the first sample", "spheres overlapping at the first sample")
 
 
 class Report:
@@ -842,12 +847,15 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
 def _rigid_columns(b_np, rows):
     """A scenario's rigid-body fields (:class:`simcore.model.Scenario`) from
     the ``bodies`` columns that are there: half extents, inertia (empty:
-    uniform), ``fixed``, the initial quaternion (empty: identity)."""
+    uniform), the centre of mass (empty: the centre), ``fixed``, the initial
+    quaternion (empty: identity)."""
     out = {}
     if all(c in b_np for c in BOX_COLS):
         out["extent"] = np.stack([b_np[c][rows] for c in BOX_COLS], axis=1)
     if all(c in b_np for c in ("ixx", "iyy", "izz")):
         out["inertia"] = np.stack([b_np[c][rows] for c in ("ixx", "iyy", "izz")], axis=1)
+    if all(c in b_np for c in COM_COLS):
+        out["com"] = np.nan_to_num(np.stack([b_np[c][rows] for c in COM_COLS], axis=1))
     if "fixed" in b_np:
         out["fixed"] = b_np["fixed"][rows].astype(bool)
     if all(c in b_np for c in ("qw0", "qx0", "qy0", "qz0")):
@@ -1586,7 +1594,8 @@ def _check_rules(ds, scan, report):
 
 def _check_sizes(ds, f, report, shapes, b_sid):
     """Masses > 0; a sphere's radius, a box's half extents > 0 (given);
-    moments of inertia, where given, > 0; initial quaternions of norm 1."""
+    moments of inertia, where given, > 0; a centre of mass off the centre
+    only in a box, and inside it; initial quaternions of norm 1."""
     cols = ds.tables["bodies"].column_names
     sphere, box = shapes == "sphere", shapes == "box"
     bad = np.flatnonzero(_col(ds, "bodies", "mass") <= 0)
@@ -1613,6 +1622,22 @@ def _check_sizes(ds, f, report, shapes, b_sid):
             if bad.size:
                 report.add_rows("non-positive mass or radius", f["bodies"], "bodies", c, bad,
                                 f"{c} must be > 0 (or empty: a uniform body)", b_sid)
+    com = [c for c in COM_COLS if c in cols]
+    if com and len(com) < 3:
+        report.add("missing column", f"{f['bodies']}: table bodies",
+                   "columns com_x, com_y, com_z go together (a centre of mass)")
+    elif com:
+        for c, h in zip(COM_COLS, BOX_COLS):
+            v = np.nan_to_num(_col(ds, "bodies", c))
+            bad = np.flatnonzero(~box & (v != 0.0))
+            if bad.size:
+                report.add_rows("centre of mass outside the body", f["bodies"], "bodies", c,
+                                bad, "only a box takes a centre of mass off its centre", b_sid)
+            if box.any() and h in cols:
+                bad = np.flatnonzero(box & ~(np.abs(v) < _col(ds, "bodies", h)))
+                if bad.size:
+                    report.add_rows("centre of mass outside the body", f["bodies"], "bodies", c,
+                                    bad, f"|{c}| must be below the half extent {h}", b_sid)
     quat = [c for c in ("qw0", "qx0", "qy0", "qz0") if c in cols]
     if quat and len(quat) < 4:
         report.add("missing column", f"{f['bodies']}: table bodies",

@@ -656,7 +656,8 @@ def _rigid_batch(model, samp_ptr, samp_t):
     m = model
     rows_g, rows_b, rows_w = m.layout.penalty_rows()
     return rigid_engine.Batch(
-        m.body_count, m.body_shape, m.body_ext, m.body_mass, m.body_inertia, m.body_fixed,
+        m.body_count, m.body_shape, m.body_ext, m.body_mass, m.body_inertia,
+        np.zeros_like(m.body_ext) if m.body_com is None else m.body_com, m.body_fixed,
         m.body_material, m.wall_count, m.wall_normal, m.wall_offset, m.wall_material,
         m.ctrl_ptr, m.ctrl_body, m.ctrl_t0, m.ctrl_t1, m.ctrl_force, m.ctrl_torque,
         m.scen_t_end, m.scen_dt,

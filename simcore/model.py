@@ -50,8 +50,10 @@ class Scenario:
     half extents [m] (a sphere's row is unread), ``inertia`` (nbody, 3)
     principal inertia [kg m^2] (None or NaN rows: a uniform body), ``fixed``
     (nbody,) bodies that never move, ``quat`` (nbody, 4) orientations
-    (None: identity) and ``omega`` the angular velocities; ``radius`` is read
-    for spheres only.  ``dt`` None: the time-stepper's stable step.
+    (None: identity), ``omega`` the angular velocities and ``com`` (nbody, 3)
+    a box's centre of mass in its body frame from its centre [m] (None: the
+    centre; ``pos``, ``vel`` and the samples stay the centre's, ``inertia``
+    is about the centre of mass); ``radius`` is read for spheres only.  ``dt`` None: the time-stepper's stable step.
     """
 
     radius: np.ndarray
@@ -73,6 +75,7 @@ class Scenario:
     inertia: np.ndarray | None = None
     fixed: np.ndarray | None = None
     quat: np.ndarray | None = None
+    com: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Model:
     body_ext: np.ndarray | None = None
     body_inertia: np.ndarray | None = None
     body_fixed: np.ndarray | None = None
+    body_com: np.ndarray | None = None
     cone: int = 0
     notes: tuple = ()
     ctrl_torque: np.ndarray | None = None
@@ -179,7 +183,7 @@ class Model:
         per_scen = ("body_count", "body_shape", "body_radius", "body_mass", "body_material",
                     "wall_count", "wall_normal", "wall_offset", "wall_material",
                     "scen_t_end", "scen_dt") + tuple(
-            f for f in ("wall_height", "body_ext", "body_inertia", "body_fixed")
+            f for f in ("wall_height", "body_ext", "body_inertia", "body_fixed", "body_com")
             if getattr(self, f) is not None)
         per_ctrl = ("ctrl_body", "ctrl_t0", "ctrl_t1", "ctrl_force", "ctrl_torque")
         return replace(self, ctrl_ptr=ptr,
@@ -445,7 +449,7 @@ def _lowest(shape, p, q, ext, n):
 
 def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     """The rigid bodies of one scenario (the time-stepper's): ``(ext, inertia,
-    fixed, quat, omega)``, each validated with an error naming the body and
+    fixed, quat, omega, com)``, each validated with an error naming the body and
     the field; a moving body within :data:`TOUCH_TOL` below the ground or
     behind a wall is moved out (``pos`` updated), deeper is an error."""
     nb = radius.shape[0]
@@ -472,6 +476,18 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
         quat[i] /= norm
     omega = _rows(label, "omega", sc.omega, nb, 3, np.zeros((nb, 3)))
     _finite(label, "omega", omega)
+    com = _rows(label, "com", sc.com, nb, 3, np.zeros((nb, 3)))
+    _finite(label, "com", com)
+    for i in np.flatnonzero(np.any(com != 0.0, axis=1)):
+        if sphere[i]:
+            raise ValueError(f"{label} body {i}: a sphere with a centre of mass (com_x, com_y, "
+                             "com_z) off its centre: only boxes take one")
+        out = np.flatnonzero(np.abs(com[i]) >= ext[i])
+        if out.size:
+            a = int(out[0])
+            raise ValueError(f"{label} body {i}: {('com_x', 'com_y', 'com_z')[a]} = "
+                             f"{com[i, a]:g}: expected inside the box (|{'xyz'[a]}| < "
+                             f"{('hx', 'hy', 'hz')[a]} = {ext[i, a]:g} m)")
     fixed = (np.zeros(nb, bool) if sc.fixed is None
              else np.asarray(sc.fixed, dtype=bool).reshape(nb).copy())
     inertia = _rows(label, "inertia", sc.inertia, nb, 3, np.full((nb, 3), np.nan))
@@ -501,7 +517,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
                                  f"{what} (more than the {TOUCH_TOL:g} m taken as touching)")
             if depth > 0.0:
                 pos[i] += depth * n
-    return ext, inertia, fixed, quat, omega
+    return ext, inertia, fixed, quat, omega, com
 
 
 def _stable_step(rows, codes, vec, mass, ext, inertia, fixed, shapes, material, wall_mat,
@@ -675,20 +691,21 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
 
 def _with_rigid(model, state, checked, rigids, cone, strict):
     """``model`` with its rigid bodies (``body_ext``, ``body_inertia``,
-    ``body_fixed``), orientations into ``state``, and each scenario's step
+    ``body_fixed``, ``body_com``), orientations into ``state``, and each scenario's step
     bounded by its stable step (:func:`_stable_step`), with a note, or an
     error when ``strict``."""
     nscen, nbmax = model.body_mass.shape
     ext = np.ones((nscen, nbmax, 3))
     inertia = np.ones((nscen, nbmax, 3))
     fixed = np.zeros((nscen, nbmax), bool)
+    com = np.zeros((nscen, nbmax, 3))
     dt = model.scen_dt.copy()
     vec = model.params if model.params.ndim == 1 else model.params[0]
     over = []
     rows, codes = model.layout.penalty_rows(), model.layout.law_codes
-    for s, (arrays, (e, inert, fx, quat, _)) in enumerate(zip(checked, rigids)):
+    for s, (arrays, (e, inert, fx, quat, _, c)) in enumerate(zip(checked, rigids)):
         nb = e.shape[0]
-        ext[s, :nb], inertia[s, :nb], fixed[s, :nb] = e, inert, fx
+        ext[s, :nb], inertia[s, :nb], fixed[s, :nb], com[s, :nb] = e, inert, fx, c
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
                                              np.linalg.norm(e, axis=1))
@@ -710,5 +727,5 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
             raise ValueError(line.replace("sub-stepped to", "have a dt over") +
                              "; strict: refused (give dt <= h, or soften the contact law)")
         notes = (line,)
-    return replace(model, body_ext=ext, body_inertia=inertia, body_fixed=fixed,
+    return replace(model, body_ext=ext, body_inertia=inertia, body_fixed=fixed, body_com=com,
                    scen_dt=dt, cone=cone, notes=notes)

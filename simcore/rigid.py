@@ -83,6 +83,13 @@ def corner(pos, q, ext, k):
 
 
 @jit(borrow=True)
+def com_arm(q, com):
+    """``R(q) c``: the centre of mass, at ``com`` in the body frame from the
+    box's centre, from that centre in the world frame [m] (a tuple)."""
+    return quat_rotate(q, com[0], com[1], com[2])
+
+
+@jit(borrow=True)
 def inv_inertia_times(q, inertia, v0, v1, v2):
     """``I_w^-1 v`` with ``I_w = R diag(inertia) R^T`` (a tuple; zero for a
     body of infinite inertia, ``inertia = inf``)."""

@@ -53,7 +53,7 @@ from .penalty import (
     C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
 )
 from . import drivers, rigid_tangent
-from .rigid import angular_kick, integrate_orientation, inv_inertia_times
+from .rigid import angular_kick, com_arm, integrate_orientation, inv_inertia_times
 from .tangent import accumulate
 
 #: Gauss-Seidel sweeps of the friction impulses per step.
@@ -68,8 +68,9 @@ class Batch(NamedTuple):
     """A batch of scenarios as the time-stepper reads it (see
     :class:`simcore.model.Model` for the per-scenario arrays).  ``body_ext
     (nscen, nb, 3)``: half extents (a sphere: its radius in each);
-    ``body_inertia (nscen, nb, 3)``: principal inertia; ``body_fixed``:
-    bool; ``scen_h (nscen,)``: the largest step; ``rows_g (nmat, 15)``,
+    ``body_inertia (nscen, nb, 3)``: principal inertia (about the centre of
+    mass); ``body_com (nscen, nb, 3)``: the centre of mass in the body frame,
+    from the box's centre; ``body_fixed``: bool; ``scen_h (nscen,)``: the largest step; ``rows_g (nmat, 15)``,
     ``rows_b``, ``rows_w (nmat, nmat, 15)``: the vector rows of each contact
     kind's coefficient columns (:data:`simcore.penalty.OWN` then ``SHARED``,
     -1: not held); ``laws (3,)`` the law codes of the kinds; ``cone``."""
@@ -79,6 +80,7 @@ class Batch(NamedTuple):
     body_ext: np.ndarray
     body_mass: np.ndarray
     body_inertia: np.ndarray
+    body_com: np.ndarray
     body_fixed: np.ndarray
     body_material: np.ndarray
     wall_count: np.ndarray
@@ -126,9 +128,12 @@ class Outputs(NamedTuple):
 
 class Bodies(NamedTuple):
     """One scenario's bodies: ``count``; the state ``pos``, ``quat``,
-    ``vel``, ``omega``; ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed),
-    ``shape``, ``ext``, ``mat``, ``fixed``; the step's ``force`` and
-    ``torque (nb, 3)``."""
+    ``vel``, ``omega`` (while a scenario runs: of the centre of mass;
+    outside, and in the samples: of the box's centre, :func:`_shift`);
+    ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed), ``shape``, ``ext``,
+    ``com`` (the centre of mass from the box's centre, body frame), ``mat``,
+    ``fixed``; the step's ``force`` and ``torque (nb, 3)``; ``centre (nb,
+    3)``: the box centres at the last :func:`_centres`."""
 
     count: int
     pos: np.ndarray
@@ -139,10 +144,12 @@ class Bodies(NamedTuple):
     inertia: np.ndarray
     shape: np.ndarray
     ext: np.ndarray
+    com: np.ndarray
     mat: np.ndarray
     fixed: np.ndarray
     force: np.ndarray
     torque: np.ndarray
+    centre: np.ndarray
 
 
 class Planes(NamedTuple):
@@ -246,15 +253,42 @@ def _add_force(b, i, p, sign, f0, f1, f2):
 
 
 @jit(borrow=True)
+def _shift(b, sign):
+    """Move the state from the box centres to the centres of mass (``sign``
+    1) or back (-1): ``x_m = x_c + R c``, ``v_m = v_c + w x R c``."""
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        w = b.omega[i]
+        b.pos[i, 0] += sign * r[0]
+        b.pos[i, 1] += sign * r[1]
+        b.pos[i, 2] += sign * r[2]
+        b.vel[i, 0] += sign * (w[1] * r[2] - w[2] * r[1])
+        b.vel[i, 1] += sign * (w[2] * r[0] - w[0] * r[2])
+        b.vel[i, 2] += sign * (w[0] * r[1] - w[1] * r[0])
+
+
+@jit(borrow=True)
+def _centres(b):
+    """``b.centre``: each box's centre ``x - R c`` (the geometry's origin)."""
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        for a in range(3):
+            b.centre[i, a] = b.pos[i, a] - r[a]
+
+
+@jit(borrow=True)
 def detect(b, pl, pts):
     """Stage 1: the contact points of every body against the planes and every
-    pair (a bounding-sphere test first).  False when the record overflowed."""
+    pair (a bounding-sphere test first), from the box centres (the points'
+    arms, their torques, from the centres of mass).  False when the record
+    overflowed."""
     pts.count[0] = 0
+    _centres(b)
     for i in range(b.count):
         if b.fixed[i]:
             continue
         for k in range(pl.count):
-            if not body_plane(pts, i, b.shape[i], b.pos[i], b.quat[i], b.ext[i],
+            if not body_plane(pts, i, b.shape[i], b.centre[i], b.quat[i], b.ext[i],
                               pl.normal[k], pl.offset[k], k, KIND_GROUND if k == 0 else KIND_WALL):
                 return False
     for i in range(b.count):
@@ -264,18 +298,18 @@ def detect(b, pl, pts):
             si, sj = b.shape[i] == SHAPE_SPHERE, b.shape[j] == SHAPE_SPHERE
             ri = b.ext[i, 0] if si else np.sqrt(b.ext[i, 0] ** 2 + b.ext[i, 1] ** 2 + b.ext[i, 2] ** 2)
             rj = b.ext[j, 0] if sj else np.sqrt(b.ext[j, 0] ** 2 + b.ext[j, 1] ** 2 + b.ext[j, 2] ** 2)
-            d0, d1, d2 = b.pos[i, 0] - b.pos[j, 0], b.pos[i, 1] - b.pos[j, 1], b.pos[i, 2] - b.pos[j, 2]
+            ci, cj = b.centre[i], b.centre[j]
+            d0, d1, d2 = ci[0] - cj[0], ci[1] - cj[1], ci[2] - cj[2]
             if d0 * d0 + d1 * d1 + d2 * d2 > (ri + rj) ** 2:
                 continue
             if si and sj:
-                ok = sphere_sphere(pts, i, j, b.pos[i], ri, b.pos[j], rj)
+                ok = sphere_sphere(pts, i, j, ci, ri, cj, rj)
             elif si:
-                ok = sphere_box(pts, i, j, b.pos[i], ri, b.pos[j], b.quat[j], b.ext[j])
+                ok = sphere_box(pts, i, j, ci, ri, cj, b.quat[j], b.ext[j])
             elif sj:
-                ok = sphere_box(pts, j, i, b.pos[j], rj, b.pos[i], b.quat[i], b.ext[i])
+                ok = sphere_box(pts, j, i, cj, rj, ci, b.quat[i], b.ext[i])
             else:
-                ok = box_box(pts, i, j, b.pos[i], b.quat[i], b.ext[i], b.pos[j], b.quat[j],
-                             b.ext[j])
+                ok = box_box(pts, i, j, ci, b.quat[i], b.ext[i], cj, b.quat[j], b.ext[j])
             if not ok:
                 return False
     return True
@@ -595,10 +629,16 @@ def step(b, pl, coef, w, tg, gravity, h):
 
 @jit(borrow=True)
 def _sample(b, out, k):
+    """Sample ``k``: the box centres' poses and velocities (``b.centre``
+    current)."""
     for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        w = b.omega[i]
+        out.out_vel[k, i, 0] = b.vel[i, 0] - (w[1] * r[2] - w[2] * r[1])
+        out.out_vel[k, i, 1] = b.vel[i, 1] - (w[2] * r[0] - w[0] * r[2])
+        out.out_vel[k, i, 2] = b.vel[i, 2] - (w[0] * r[1] - w[1] * r[0])
         for a in range(3):
-            out.out_pos[k, i, a] = b.pos[i, a]
-            out.out_vel[k, i, a] = b.vel[i, a]
+            out.out_pos[k, i, a] = b.centre[i, a]
             out.out_omega[k, i, a] = b.omega[i, a]
         for a in range(4):
             out.out_quat[k, i, a] = b.quat[i, a]
@@ -633,11 +673,13 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
             t = target
         if last:
             break
+        _centres(b)
         if keep:
             _sample(b, out, k)
         if meas:
-            accumulate(b.count, b.pos, tan.meas[k], tg.pos, tan.tr_sse[s:s + 1], tan.tr_grad[s],
-                       tan.tr_gn[s])
+            rigid_tangent.centres(b, tg, tg.centre)
+            accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
+                       tan.tr_grad[s], tan.tr_gn[s])
         k += 1
     out.time[s] = t
     out.steps[s] = steps
@@ -686,8 +728,8 @@ def _setup(batch, s, out, tan):
         for a in range(3):
             inertia[i, a] = np.inf if fixed else batch.body_inertia[s, i, a]
     b = Bodies(nb, out.pos[s], out.quat[s], out.vel[s], out.omega[s], inv_mass, inertia,
-               batch.body_shape[s], batch.body_ext[s], batch.body_material[s],
-               batch.body_fixed[s], np.zeros((nb, 3)), np.zeros((nb, 3)))
+               batch.body_shape[s], batch.body_ext[s], batch.body_com[s], batch.body_material[s],
+               batch.body_fixed[s], np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros((nb, 3)))
     normal = np.zeros((nw + 1, 3))
     offset = np.zeros(nw + 1)
     mat = np.zeros(nw + 1, np.int64)
@@ -720,14 +762,16 @@ def _run_one(s, batch, out, tan):
     keeps them (has rows for them), its sensitivities into ``tan``."""
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
     keep = out.out_pos.shape[0] > 0
+    _shift(b, 1.0)
+    rigid_tangent.seed_com(b, tg)
     out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
     if tg.nt:
         nb = b.count
-        tan.fin_tpos[s, :nb] = tg.pos
-        tan.fin_tvel[s, :nb] = tg.vel
+        rigid_tangent.to_centres(b, tg, tan.fin_tpos[s, :nb], tan.fin_tvel[s, :nb])
         tan.nondiff[s] = tg.nondiff[0]
         for p in range(tg.nt):
             tan.signal[s, p] = tg.used[p] if tg.pdir[p] >= 0 else 1
+    _shift(b, -1.0)
 
 
 @jit
@@ -736,6 +780,7 @@ def _report(batch, s, out, tan, h):
     is left as it was): the work record after the friction stage."""
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
     pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
+    _shift(b, 1.0)
     ok = detect(b, pl, w.pts)
     if ok:
         springs(b, pl, coef, w, tg)

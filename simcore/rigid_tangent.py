@@ -36,7 +36,7 @@ from .penalty import (
     C_N1_IMP, C_N_HC, C_P_MAX, C_VE1, C_VE2, LAW_HUNT_CROSSLEY, LAW_SPRING_DAMPER, NCOEF,
     V_IMPACT_MIN,
 )
-from .rigid import _sandwich, gyro_solve, gyroscopic, quat_rotate, quat_unrotate
+from .rigid import _sandwich, com_arm, gyro_solve, gyroscopic, quat_rotate, quat_unrotate
 from .tangent import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
 
 
@@ -53,7 +53,8 @@ class Tangents(NamedTuple):
     ``kmat``, ``kinv (C, 3, NT)``, ``pt (C, 2, NT)``, ``jac``, ``resp (C, 3,
     3, NT)`` (side i: a plane has none); ``used (NT,)``: contact point steps
     in which each direction's coefficient entered directly; ``nondiff (1,)``;
-    ``iinv (nb, 3, 3)`` each body's world inverse inertia this step.
+    ``iinv (nb, 3, 3)`` each body's world inverse inertia this step;
+    ``centre (nb, 3, NT)`` the box centres' tangents (:func:`centres`).
     """
 
     nt: int
@@ -85,6 +86,7 @@ class Tangents(NamedTuple):
     used: np.ndarray
     nondiff: np.ndarray
     iinv: np.ndarray
+    centre: np.ndarray
 
 
 @jit
@@ -116,7 +118,7 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
                   np.zeros((cap, 3, nt)), np.zeros((cap, 3, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros((cap, 2, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros(nt, np.int64), np.zeros(1, np.int64),
-                  np.zeros((nb, 3, 3)))
+                  np.zeros((nb, 3, 3)), np.zeros((nb, 3, nt)))
     seed(nb, t_vel, tg.vel)
     seed(nb, t_omega, tg.omega)
     for p in range(nt):
@@ -143,6 +145,48 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
 @jit(borrow=True)
 def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@jit(borrow=True)
+def seed_com(b, tg):
+    """The seeds moved to the centres of mass (the state's
+    :func:`simcore.rigid_engine._shift`): a spin direction ``dw`` moves the
+    centre of mass's velocity ``v_c + w x R c`` by ``dw x R c``."""
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        for p in range(tg.nt):
+            m = _cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
+            for a in range(3):
+                tg.vel[i, a, p] += m[a]
+
+
+@jit(borrow=True)
+def centres(b, tg, tc):
+    """``tc (nb, 3, NT)``: the tangents of the box centres ``x - R c``:
+    ``dx - rot x R c``."""
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        for p in range(tg.nt):
+            m = _cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            for a in range(3):
+                tc[i, a, p] = tg.pos[i, a, p] - m[a]
+
+
+@jit(borrow=True)
+def to_centres(b, tg, tpos, tvel):
+    """The tangents of the box centres' positions and velocities into
+    ``tpos``, ``tvel (nb, 3, NT)``: of ``x - R c`` (:func:`centres`) and of
+    ``v - w x R c``, ``dv - dw x R c - w x (rot x R c)``."""
+    centres(b, tg, tpos)
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        w = b.omega[i]
+        for p in range(tg.nt):
+            m = _cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
+            dr = _cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            n = _cross(w[0], w[1], w[2], dr[0], dr[1], dr[2])
+            for a in range(3):
+                tvel[i, a, p] = tg.vel[i, a, p] - m[a] - n[a]
 
 
 @jit(borrow=True)

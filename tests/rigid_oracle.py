@@ -33,11 +33,20 @@ def qmul(a, b):
 
 
 class Body:
-    def __init__(self, shape, pos, quat, vel, omega, mass, inertia, ext, mat=0, fixed=False):
+    """A body whose ``pos`` and ``v`` are its centre of mass's; ``com`` the
+    centre of mass in the body frame from the box's centre (the geometry's
+    origin, :meth:`centre`)."""
+
+    def __init__(self, shape, pos, quat, vel, omega, mass, inertia, ext, mat=0, fixed=False,
+                 com=(0.0, 0.0, 0.0)):
         self.shape, self.fixed, self.mat = shape, fixed, mat
         self.pos, self.q = np.array(pos, float), np.array(quat, float)
         self.v, self.w = np.array(vel, float), np.array(omega, float)
         self.m, self.I, self.ext = mass, np.array(inertia, float), np.array(ext, float)
+        self.com = np.array(com, float)
+
+    def centre(self):
+        return self.pos - rot(self.q) @ self.com
 
     def inv_m(self):
         return 0.0 if self.fixed else 1.0 / self.m
@@ -54,7 +63,7 @@ class Body:
 
 def corners(b):
     R = rot(b.q)
-    return [b.pos + R @ (np.array([1.0 if k & 1 else -1.0, 1.0 if k & 2 else -1.0,
+    return [b.centre() + R @ (np.array([1.0 if k & 1 else -1.0, 1.0 if k & 2 else -1.0,
                                     1.0 if k & 4 else -1.0]) * b.ext) for k in range(8)]
 
 
@@ -66,14 +75,14 @@ def face(b, f):
     a, s = f // 2, (1.0 if f % 2 else -1.0)
     R = rot(b.q)
     n = R[:, a]
-    return (b.pos + s * b.ext[a] * n, s * n, R[:, (a + 1) % 3], b.ext[(a + 1) % 3],
+    return (b.centre() + s * b.ext[a] * n, s * n, R[:, (a + 1) % 3], b.ext[(a + 1) % 3],
             R[:, (a + 2) % 3], b.ext[(a + 2) % 3])
 
 
 def least_overlap(a, b):
     """SAT on b's face axes: (face of b towards a, overlap)."""
     Ra, Rb = rot(a.q), rot(b.q)
-    d = Rb.T @ (a.pos - b.pos)
+    d = Rb.T @ (a.centre() - b.centre())
     overlap = b.ext + np.abs(Rb.T @ Ra) @ a.ext - np.abs(d)
     k = int(np.argmin(overlap))
     return 2 * k + (1 if d[k] >= 0 else 0), overlap[k]
@@ -166,7 +175,7 @@ def detect(bodies, planes):
                 continue
             ri = bi.ext[0] if bi.shape == "sphere" else np.linalg.norm(bi.ext)
             rj = bj.ext[0] if bj.shape == "sphere" else np.linalg.norm(bj.ext)
-            if np.sum((bi.pos - bj.pos) ** 2) > (ri + rj) ** 2:
+            if np.sum((bi.centre() - bj.centre()) ** 2) > (ri + rj) ** 2:
                 continue
             if bi.shape == "box" and bj.shape == "box":
                 box_box(pts, i, j, bi, bj)

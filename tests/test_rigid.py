@@ -28,7 +28,7 @@ def cube(pos, vel=(0, 0, 0), omega=(0, 0, 0), quat=(1, 0, 0, 0), t_end=1.0, dt=1
 
 def bodies(specs, t_end=1.0, dt=1e-3):
     """A scenario of several bodies: dicts of shape, pos, ext, mass, and optional quat,
-    vel, omega, fixed."""
+    vel, omega, fixed, com."""
     def get(key, default):
         return [s.get(key, default) for s in specs]
 
@@ -36,7 +36,8 @@ def bodies(specs, t_end=1.0, dt=1e-3):
                       mass=get("mass", MASS), pos=get("pos", None), vel=get("vel", (0, 0, 0)),
                       omega=get("omega", (0, 0, 0)), quat=get("quat", (1, 0, 0, 0)),
                       extent=[s["ext"] for s in specs], fixed=get("fixed", False),
-                      shape=tuple(get("shape", "box")), t_end=t_end, dt=dt)
+                      com=get("com", (0.0, 0.0, 0.0)), shape=tuple(get("shape", "box")),
+                      t_end=t_end, dt=dt)
 
 
 def simulate(scenarios, params=None, samples=None, **kw):
@@ -308,13 +309,15 @@ def test_serial_and_parallel_runs_are_bit_identical():
         assert np.array_equal(getattr(a, f), getattr(b, f))
 
 
-def test_numpy_reference_of_the_step_agrees_with_the_kernel():
+@pytest.mark.parametrize("com", [(0.0, 0.0, 0.0), (0.01, -0.005, 0.012)])
+def test_numpy_reference_of_the_step_agrees_with_the_kernel(com):
     """Two boxes, one on a fixed platform and one tumbling onto it and the
-    ground: 600 steps of the kernel against the NumPy reference."""
+    ground (its mass at ``com`` from its centre): 600 steps of the kernel
+    against the NumPy reference."""
     q1 = quat_about((1, 2, 0.5), 0.7)
     specs = [_platform(top=0.1, half=(0.2, 0.2, 0.05)),
              dict(shape="box", ext=(H, 0.04, 0.03), pos=(0.1, 0.0, 0.13), vel=(0.4, 0.1, -0.5),
-                  omega=(3, -2, 5), quat=tuple(q1), mass=0.3),
+                  omega=(3, -2, 5), quat=tuple(q1), mass=0.3, com=com),
              dict(shape="box", ext=(H, H, H), pos=(-0.1, 0.05, 0.1 + H - 5e-4), mass=0.5)]
     h, n = 1e-4, 600
     sc = bodies(specs, t_end=h * n, dt=h)
@@ -325,20 +328,64 @@ def test_numpy_reference_of_the_step_agrees_with_the_kernel():
     lay = model.layout
     table = np.array(__import__("simcore.rigid_engine", fromlist=["x"])._coefficients(
         model.params, *lay.penalty_rows()))
-    ref = [O.Body(sh, state.body_pos[0, k], state.body_quat[0, k], state.body_vel[0, k],
-                  state.body_omega[0, k], model.body_mass[0, k], model.body_inertia[0, k],
-                  model.body_ext[0, k], fixed=bool(model.body_fixed[0, k]))
-           for k, sh in enumerate(("box", "box", "box"))]
+    ref = []
+    for k in range(3):  # the reference's state: the centre of mass's
+        arm = quat_matrix(state.body_quat[0, k]) @ model.body_com[0, k]
+        ref.append(O.Body("box", state.body_pos[0, k] + arm, state.body_quat[0, k],
+                          state.body_vel[0, k] + np.cross(state.body_omega[0, k], arm),
+                          state.body_omega[0, k], model.body_mass[0, k],
+                          model.body_inertia[0, k], model.body_ext[0, k],
+                          fixed=bool(model.body_fixed[0, k]), com=model.body_com[0, k]))
     planes = [(np.array([0, 0, 1.0]), 0.0)]
     memory, touched = {}, 0
     for step in range(n):
         pts = O.step(ref, planes, [0], table, lay.law_codes, 0, G, h, memory)
         touched += len(pts)
         for k in (1, 2):
-            assert np.allclose(ref[k].pos, res.samp_pos[step, k], rtol=0, atol=1e-10), step
+            assert np.allclose(ref[k].centre(), res.samp_pos[step, k], rtol=0, atol=1e-10), step
             assert np.allclose(ref[k].w, res.samp_omega[step, k], rtol=0, atol=1e-7), step
             assert np.allclose(ref[k].q, res.samp_quat[step, k], rtol=0, atol=1e-10), step
     assert touched > 400  # contacts were exercised
+
+
+def test_an_off_centre_mass_flies_about_its_centre_of_mass():
+    """In free flight the centre of mass falls on its parabola and the cube
+    (isotropic: no torque changes its spin) turns about it at its constant
+    rate: the sampled centre is ``x_m(t) - R(t) c``, its velocity ``v_m(t) -
+    w x R(t) c``, with ``x_m(t) = x_m0 + v_m0 t - g t (t + h) / 2`` (the
+    step's semi-implicit Euler, exact for a constant force, at steps ``h``)
+    from ``x_m0 = x0 + R0 c``, ``v_m0 = v0 + w x R0 c``."""
+    c, w, q0, h = np.array([0.01, -0.02, 0.015]), np.array([3.0, -5.0, 7.0]), \
+        quat_about((1, 1, 0), 0.4), 2e-4
+    times = 1e-3 * np.arange(1, 301)
+    sc = cube((0, 0, 2.0), vel=(0.5, 0.0, 1.0), omega=tuple(w), quat=tuple(q0), t_end=0.3, dt=h,
+              com=[c])
+    model, state, res = simulate([sc], samples=[times], strict=True)
+    arm = quat_matrix(q0) @ c
+    xm0, vm0 = state.body_pos[0, 0] + arm, state.body_vel[0, 0] + np.cross(w, arm)
+    for k, t in enumerate(times):
+        r = quat_matrix(quat_about(w, np.linalg.norm(w) * t)) @ quat_matrix(q0) @ c
+        xm = xm0 + vm0 * t - np.array([0.0, 0.0, G * t * (t + h) / 2])
+        vm = vm0 - np.array([0.0, 0.0, G * t])
+        assert np.allclose(res.samp_pos[k, 0], xm - r, rtol=0, atol=1e-12)
+        assert np.allclose(res.samp_vel[k, 0], vm - np.cross(w, r), rtol=0, atol=1e-12)
+    assert np.allclose(res.final.body_pos[0, 0], res.samp_pos[-1, 0])  # the state: the centre's
+
+
+def test_a_resting_box_presses_hardest_under_its_centre_of_mass():
+    """At rest the corner forces carry the weight and their centre of
+    pressure lies under the centre of mass, not under the box's centre."""
+    c = np.array([0.02, -0.012, 0.01])
+    sc = cube((0, 0, H), t_end=0.6, com=[c])
+    model, state, res = simulate([sc], {"e_bg": 0.3})
+    rep = E.contacts(model, res.final, 0)
+    f = rep["normal_force"][:, 2]
+    assert f.sum() == pytest.approx(MASS * G, rel=1e-9)
+    pressure = (f[:, None] * rep["point"]).sum(axis=0) / f.sum()
+    under = res.final.body_pos[0, 0] + quat_matrix(res.final.body_quat[0, 0]) @ c
+    assert np.allclose(pressure[:2], under[:2], rtol=0, atol=1e-9)
+    # it stays put: its corners sink unequally (micrometres) and tilt it a hair
+    assert np.abs(under[:2] - c[:2]).max() < 1e-5
 
 
 # --- the time-stepper against the event-exact engine ---------------------------
@@ -497,6 +544,8 @@ def test_a_box_dataset_reads_simulates_and_replays_with_orientations(tmp_path):
     ({"hy": -0.1}, "(?s)column hy.*half extent hy must be given and > 0"),
     ({"z0": 0.0}, "(?s)below the ground at the first sample.*lowest corner"),
     ({"fixed": 3}, "(?s)column fixed.*expected true or false"),
+    ({"com_x": 0.0, "com_y": 0.0, "com_z": 0.03},
+     "(?s)centre of mass outside the body.*column com_z.*below the half extent hz"),
 ])
 def test_bad_box_rows_are_named(tmp_path, change, message):
     from simcore import dataset as D
@@ -507,6 +556,23 @@ def test_bad_box_rows_are_named(tmp_path, change, message):
     with pytest.raises(D.DatasetError, match=message) as err:
         D.read(tmp_path / "ds")
     assert "row 0" in str(err.value)
+
+
+def test_an_off_centre_mass_is_read_and_only_a_box_takes_one(tmp_path):
+    from simcore import dataset as D
+
+    rows = _box_rows()
+    for r, com in zip(rows, ((0.01, 0.0, -0.02), (0.0, 0.0, 0.0), (None, None, None))):
+        r.update(com_x=com[0], com_y=com[1], com_z=com[2])
+    _write_box_dataset(tmp_path / "ok", rows, replayed=False)
+    model, state, _, ids = D.scenarios(D.read(tmp_path / "ok"))
+    toss = [sid for sid, _ in ids].index("toss")
+    assert model.body_com[toss, 0] == pytest.approx([0.01, 0.0, -0.02])
+    assert not model.body_com[1 - toss].any()
+    rows[2].update(com_x=0.01)
+    _write_box_dataset(tmp_path / "bad", rows, replayed=False)
+    with pytest.raises(D.DatasetError, match="(?s)column com_x, row 2.*only a box takes"):
+        D.read(tmp_path / "bad")
 
 
 def test_a_sphere_without_a_radius_is_named(tmp_path):

@@ -94,6 +94,27 @@ def test_tumbling_box_sensitivities_match_central_differences(law, cone, names):
     assert np.all(sens.signal[:, :len(names)].sum(axis=0) > 0)
 
 
+#: A centre of mass off the box's centre (body frame) [m].
+COM = (0.004, -0.002, 0.006)
+
+
+def _off_centre(scenarios):
+    return [replace(sc, com=[COM]) for sc in scenarios]
+
+
+def test_off_centre_mass_sensitivities_match_central_differences():
+    """The tumbling tosses with the mass off the centre: the samples and the
+    final state are the box centre's (``x - R c``, ``v - w x R c``), a spin
+    direction moves the centre of mass's start by ``dw x R c``."""
+    t_end = 0.4
+    model, state = M.build(_off_centre(_tosses(3, 7, t_end=t_end)[:2]),
+                           params=BASE["hunt_crossley"])
+    times = [np.linspace(0.05, t_end, 20)] * 2
+    sens = _check(model, state, times, ["mu_k", "e_bg", "ground_offset"],
+                  [("body_vel", 0, 0), ("body_omega", 0, 1), ("body_omega", 0, 2)], tol=2e-4)
+    assert np.all(sens.nondiff == 0)
+
+
 def test_static_friction_and_stiction_curve_on_a_slow_slide():
     """A box slid slowly enough to stay on the stiction curve's ramp and stop:
     mu_s, mu_k, v_e1, v_e2 all enter."""
@@ -127,11 +148,15 @@ def test_sphere_rolling_under_resistance():
     assert sens.final_pos[0, 0, 0, 0] < -1.0  # more resistance, shorter roll
 
 
-def test_trajectory_residual_gradient_and_gauss_newton_match_the_loss():
-    """``J^T r`` and ``J^T J`` of the sampled positions' residuals: the
-    gradient against central differences of half the residual sum."""
+@pytest.mark.parametrize("off_centre", [False, True])
+def test_trajectory_residual_gradient_and_gauss_newton_match_the_loss(off_centre):
+    """``J^T r`` and ``J^T J`` of the sampled positions' residuals (the box
+    centres', wherever the mass): the gradient against central differences
+    of half the residual sum."""
     t_end = 0.3
-    model, state = M.build(_tosses(2, 7, t_end=t_end), params=BASE["hunt_crossley"])
+    tosses = _tosses(2, 7, t_end=t_end)
+    model, state = M.build(_off_centre(tosses) if off_centre else tosses,
+                           params=BASE["hunt_crossley"])
     times = [np.linspace(0.02, t_end, 15)] * 2
     names = ["mu_k", "e_bg", "ground_offset"]
     truth = E.simulate(model.with_params({"mu_k": 0.25, "e_bg": 0.45}), state, times)
