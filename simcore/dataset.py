@@ -118,7 +118,8 @@ KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unkno
          "duplicate or decreasing t", "body without trajectory", "trajectory without body",
          "control without body", "control window reversed", "zero wall normal",
          "non-positive duration or dt", "unknown split", "centre of mass outside the body",
-         "non-unit quaternion", "below the ground at the first sample", "spheres overlapping at the first sample")
+         "non-unit quaternion", "below the ground at the first sample",
+         "spheres overlapping at the first sample")
 
 
 class Report:

@@ -53,7 +53,8 @@ class Scenario:
     (None: identity), ``omega`` the angular velocities and ``com`` (nbody, 3)
     a box's centre of mass in its body frame from its centre [m] (None: the
     centre; ``pos``, ``vel`` and the samples stay the centre's, ``inertia``
-    is about the centre of mass); ``radius`` is read for spheres only.  ``dt`` None: the time-stepper's stable step.
+    is about the centre of mass); ``radius`` is read for spheres only.
+    ``dt`` None: the time-stepper's stable step.
     """
 
     radius: np.ndarray

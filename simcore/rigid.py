@@ -10,8 +10,15 @@ Conventions (SI units, float64):
   body frame (its axes are the box's edges); the world inertia is
   ``R diag(inertia) R^T``;
 * a box has half extents ``(hx, hy, hz)`` [m] along its body axes; its
-  corners are ``(sx hx, sy hy, sz hz)`` with ``s = +-1``, numbered by the
-  bits of ``k = 0..7`` (bit 0: x, bit 1: y, bit 2: z; a set bit is ``+``).
+  corners are ``(sx hx, sy hy, sz hz)`` with ``s = +-1`` from its centre,
+  numbered by the bits of ``k = 0..7`` (bit 0: x, bit 1: y, bit 2: z; a set
+  bit is ``+``);
+* a box's centre of mass sits at ``c = (com_x, com_y, com_z)`` [m] in the
+  body frame from its centre (default 0); the inertia is about it, and the
+  body turns about it.  A state's and a sample's position and velocity are
+  the centre's, ``x = x_m - R c`` and ``v = v_m - w x R c`` (what a tracker
+  of the box reports); the time-stepper moves the centre of mass
+  (:func:`simcore.rigid_engine._shift`).
 
 The angular velocity of one step (:func:`angular_kick`) integrates Euler's
 equations in the body frame with the gyroscopic term implicit (one Newton

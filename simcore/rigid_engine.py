@@ -70,8 +70,9 @@ class Batch(NamedTuple):
     (nscen, nb, 3)``: half extents (a sphere: its radius in each);
     ``body_inertia (nscen, nb, 3)``: principal inertia (about the centre of
     mass); ``body_com (nscen, nb, 3)``: the centre of mass in the body frame,
-    from the box's centre; ``body_fixed``: bool; ``scen_h (nscen,)``: the largest step; ``rows_g (nmat, 15)``,
-    ``rows_b``, ``rows_w (nmat, nmat, 15)``: the vector rows of each contact
+    from the box's centre; ``body_fixed``: bool; ``scen_h (nscen,)``: the
+    largest step; ``rows_g (nmat, 15)``, ``rows_b``, ``rows_w (nmat, nmat,
+    15)``: the vector rows of each contact
     kind's coefficient columns (:data:`simcore.penalty.OWN` then ``SHARED``,
     -1: not held); ``laws (3,)`` the law codes of the kinds; ``cone``."""
 

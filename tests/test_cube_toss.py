@@ -68,7 +68,8 @@ def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path
     assert ts[0] == 0.0 and ts.size == 30 and np.allclose(np.diff(ts), 1 / 148.0)
     ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
     meas = prob.targets.measured[ptr[k]:ptr[k + 1], 0]
-    arm = np.array([quat_matrix(q) @ I.CUBE_COM for q in prob.targets.states["quat"][ptr[k]:ptr[k + 1], 0]])
+    quat = prob.targets.states["quat"][ptr[k]:ptr[k + 1], 0]
+    arm = np.array([quat_matrix(q) @ I.CUBE_COM for q in quat])
     assert np.allclose(meas[:, 2], 0.4 - 0.5 * I.FLIGHT_GRAVITY * ts ** 2 - arm[:, 2])
     assert np.allclose(prob.model.body_com[k, 0], I.CUBE_COM)
     # a free flight replays exactly from the imported state
