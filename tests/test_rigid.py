@@ -372,6 +372,21 @@ def test_an_off_centre_mass_flies_about_its_centre_of_mass():
     assert np.allclose(res.final.body_pos[0, 0], res.samp_pos[-1, 0])  # the state: the centre's
 
 
+def test_the_stable_step_measures_the_arm_from_the_centre_of_mass():
+    """A corner's arm from an off-centre mass reaches ``|ext + |c||``: a
+    lighter effective mass, a stiffer contact for it, a shorter step."""
+    steps = []
+    for com in ((0.0, 0.0, 0.0), (0.03, -0.03, 0.03)):
+        model, _ = M.build([cube((0, 0, 0.2), t_end=0.1, dt=1.0, com=[com])])
+        steps.append(model.scen_dt[0])
+    reach = [np.sqrt(3) * H, np.sqrt(3) * (H + 0.03)]
+    inertia = MASS * (2 * H * H) / 3
+    m_eff = [1.0 / (1.0 / MASS + r * r / inertia) for r in reach]
+    assert steps[1] < steps[0]
+    # Hunt-Crossley's stiffness at the deepest dip: the step scales as m_eff^(1/2.5)
+    assert steps[1] / steps[0] == pytest.approx((m_eff[1] / m_eff[0]) ** 0.4, rel=0.05)
+
+
 def test_a_resting_box_presses_hardest_under_its_centre_of_mass():
     """At rest the corner forces carry the weight and their centre of
     pressure lies under the centre of mass, not under the box's centre."""
