@@ -207,6 +207,22 @@ def test_ceiling_takes_the_best_of_each_score_over_the_grid(tmp_path):
     assert worse["ceiling_pos_cm"] > 100 * nominal["pos"].mean() + 1.0
 
 
+def test_com_z_moves_the_cubes_centre_of_mass_for_the_run(tmp_path):
+    """The recorded free flights turn about a centre of mass at
+    ``I.CUBE_COM``: scored with it they fly as recorded, with the mass moved
+    to the centre they do not."""
+    import json
+
+    src = _long_table(tmp_path / "tosses.parquet", tosses=tuple(range(10)))
+    out = I.cube_tosses(src, tmp_path / "o", test_share=0.5)
+    (tmp_path / "fit.json").write_text(json.dumps({"params": {}}))
+    config = SHIPPED / "calibrate.yaml"
+    right = B.run(out, config, params=tmp_path / "fit.json")
+    moved = B.run(out, config, params=tmp_path / "fit.json", com_z=0.0)
+    assert right["test_tosses"] > 0 and right["pos_cm"] < 0.02  # the stepper's 0.1 mm
+    assert moved["pos_cm"] - right["pos_cm"] > 0.02  # the 7 mm arm's swing, 0.2 mm on average
+
+
 def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypatch):
     src = _long_table(tmp_path / "tosses.parquet", tosses=(3, 7, 12, 20))
     prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o"))
