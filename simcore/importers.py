@@ -15,8 +15,8 @@ imported the same way simulate with the same model.
 
 The model takes the recording's units as they are.  Its free flights fall
 at :data:`FLIGHT_GRAVITY`, not 9.81 m/s^2 (:func:`flight_gravity`): the
-recording's lengths or its clock are 2 % off (which of the two the poses
-cannot tell: a cube tumbles alike under either), so ``dataset.yaml``'s
+recording's lengths or its clock are 2 % off (which of the two, the tosses
+do not settle: a model of either predicts them alike), so ``dataset.yaml``'s
 ``gravity`` is the free fall as recorded, and every flight lasts as long in
 the simulation as in the recording.  The cube's mass is not at its centre
 (:data:`CUBE_COM`, the ``bodies`` columns ``com_x, com_y, com_z``): the

@@ -521,20 +521,21 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     return ext, inertia, fixed, quat, omega, com
 
 
-def _stable_step(rows, codes, vec, mass, ext, inertia, fixed, shapes, material, wall_mat,
-                 pos, vel, omega, controls, gravity, ground_z, com):
+def _stable_step(rows, codes, vec, mass, arm, inertia, fixed, shapes, material, wall_mat,
+                 pos, vel, omega, controls, gravity, ground_z):
     """The largest step [s] the stiffest contact of a scenario allows
     (:func:`simcore.penalty.stable_step`): each moving body against the
     ground and the walls, and against the other bodies, with the effective
     mass of a contact at its farthest point from the centre of mass
-    (``1/m + r^2 / I_min``, ``r = |ext + |c||``), met at
+    (``1/m + r^2 / I_min``, ``r = |arm|``: a box's ``ext + |c|`` for its
+    half extents and centre of mass ``c``), met at
     the fastest speed its energy allows (kinetic, potential above the
     ground, and the controls' impulses) and pressed by the weight of every
     moving body."""
     ground, body, wall = rows  # the layout's penalty_rows, per kind
     moving = ~fixed
     weight = float(np.sum(mass[moving])) * gravity
-    reach = np.where(shapes == SHAPE_SPHERE, 0.0, np.linalg.norm(ext + np.abs(com), axis=1))
+    reach = np.where(shapes == SHAPE_SPHERE, 0.0, np.linalg.norm(arm, axis=1))
     m_eff = 1.0 / (1.0 / mass + reach ** 2 / inertia.min(axis=1))
     kick = np.zeros(mass.shape[0])
     for row in controls:
@@ -711,11 +712,11 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
                                              np.linalg.norm(e, axis=1))
-        h = _stable_step(rows, codes, vec, arrays[1], e, inert, fx,
+        h = _stable_step(rows, codes, vec, arrays[1], e + np.abs(c), inert, fx,
                          arrays[6], model.body_material[s, :nb],
                          model.wall_material[s, :model.wall_count[s]], state.body_pos[s, :nb],
                          state.body_vel[s, :nb], state.body_omega[s, :nb], arrays[5],
-                         model.gravity, model.ground_z, c)
+                         model.gravity, model.ground_z)
         if dt[s] > h:
             over.append((s, dt[s], h))
             dt[s] = h
