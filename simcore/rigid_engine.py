@@ -254,18 +254,23 @@ def _add_force(b, i, p, sign, f0, f1, f2):
 
 
 @jit(borrow=True)
+def _arm(b, i):
+    """Body ``i``'s centre of mass from its box centre, ``r = R c``, and that
+    arm's velocity ``w x r`` (two tuples)."""
+    r = com_arm(b.quat[i], b.com[i])
+    w = b.omega[i]
+    return r, (w[1] * r[2] - w[2] * r[1], w[2] * r[0] - w[0] * r[2], w[0] * r[1] - w[1] * r[0])
+
+
+@jit(borrow=True)
 def _shift(b, sign):
     """Move the state from the box centres to the centres of mass (``sign``
     1) or back (-1): ``x_m = x_c + R c``, ``v_m = v_c + w x R c``."""
     for i in range(b.count):
-        r = com_arm(b.quat[i], b.com[i])
-        w = b.omega[i]
-        b.pos[i, 0] += sign * r[0]
-        b.pos[i, 1] += sign * r[1]
-        b.pos[i, 2] += sign * r[2]
-        b.vel[i, 0] += sign * (w[1] * r[2] - w[2] * r[1])
-        b.vel[i, 1] += sign * (w[2] * r[0] - w[0] * r[2])
-        b.vel[i, 2] += sign * (w[0] * r[1] - w[1] * r[0])
+        r, u = _arm(b, i)
+        for a in range(3):
+            b.pos[i, a] += sign * r[a]
+            b.vel[i, a] += sign * u[a]
 
 
 @jit(borrow=True)
@@ -633,13 +638,10 @@ def _sample(b, out, k):
     """Sample ``k``: the box centres' poses and velocities (``b.centre``
     current)."""
     for i in range(b.count):
-        r = com_arm(b.quat[i], b.com[i])
-        w = b.omega[i]
-        out.out_vel[k, i, 0] = b.vel[i, 0] - (w[1] * r[2] - w[2] * r[1])
-        out.out_vel[k, i, 1] = b.vel[i, 1] - (w[2] * r[0] - w[0] * r[2])
-        out.out_vel[k, i, 2] = b.vel[i, 2] - (w[0] * r[1] - w[1] * r[0])
+        u = _arm(b, i)[1]
         for a in range(3):
             out.out_pos[k, i, a] = b.centre[i, a]
+            out.out_vel[k, i, a] = b.vel[i, a] - u[a]
             out.out_omega[k, i, a] = b.omega[i, a]
         for a in range(4):
             out.out_quat[k, i, a] = b.quat[i, a]
