@@ -90,6 +90,13 @@ def corner(pos, q, ext, k):
 
 
 @jit(borrow=True)
+def cross(a0, a1, a2, b0, b1, b2):
+    """The cross product ``a x b`` of two vectors given by their components
+    (a tuple)."""
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@jit(borrow=True)
 def com_arm(q, com):
     """``R(q) c``: the centre of mass, at ``com`` in the body frame from the
     box's centre, from that centre in the world frame [m] (a tuple)."""

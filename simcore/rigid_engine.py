@@ -53,7 +53,7 @@ from .penalty import (
     C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha, spring_damper_of, stiction,
 )
 from . import drivers, rigid_tangent
-from .rigid import angular_kick, com_arm, integrate_orientation, inv_inertia_times
+from .rigid import angular_kick, com_arm, cross, integrate_orientation, inv_inertia_times
 from .tangent import accumulate
 
 #: Gauss-Seidel sweeps of the friction impulses per step.
@@ -259,7 +259,7 @@ def _arm(b, i):
     arm's velocity ``w x r`` (two tuples)."""
     r = com_arm(b.quat[i], b.com[i])
     w = b.omega[i]
-    return r, (w[1] * r[2] - w[2] * r[1], w[2] * r[0] - w[0] * r[2], w[0] * r[1] - w[1] * r[0])
+    return r, cross(w[0], w[1], w[2], r[0], r[1], r[2])
 
 
 @jit(borrow=True)

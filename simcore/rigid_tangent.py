@@ -36,7 +36,9 @@ from .penalty import (
     C_N1_IMP, C_N_HC, C_P_MAX, C_VE1, C_VE2, LAW_HUNT_CROSSLEY, LAW_SPRING_DAMPER, NCOEF,
     V_IMPACT_MIN,
 )
-from .rigid import _sandwich, com_arm, gyro_solve, gyroscopic, quat_rotate, quat_unrotate
+from .rigid import (
+    _sandwich, com_arm, cross, gyro_solve, gyroscopic, quat_rotate, quat_unrotate,
+)
 from .tangent import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
 
 
@@ -143,11 +145,6 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
 
 
 @jit(borrow=True)
-def _cross(a0, a1, a2, b0, b1, b2):
-    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
-
-
-@jit(borrow=True)
 def seed_com(b, tg):
     """The seeds moved to the centres of mass (the state's
     :func:`simcore.rigid_engine._shift`): a spin direction ``dw`` moves the
@@ -155,7 +152,7 @@ def seed_com(b, tg):
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
         for p in range(tg.nt):
-            m = _cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
+            m = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
             for a in range(3):
                 tg.vel[i, a, p] += m[a]
 
@@ -167,7 +164,7 @@ def centres(b, tg, tc):
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
         for p in range(tg.nt):
-            m = _cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            m = cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
             for a in range(3):
                 tc[i, a, p] = tg.pos[i, a, p] - m[a]
 
@@ -182,9 +179,9 @@ def to_centres(b, tg, tpos, tvel):
         r = com_arm(b.quat[i], b.com[i])
         w = b.omega[i]
         for p in range(tg.nt):
-            m = _cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
-            dr = _cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
-            n = _cross(w[0], w[1], w[2], dr[0], dr[1], dr[2])
+            m = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
+            dr = cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            n = cross(w[0], w[1], w[2], dr[0], dr[1], dr[2])
             for a in range(3):
                 tvel[i, a, p] = tg.vel[i, a, p] - m[a] - n[a]
 
@@ -200,9 +197,9 @@ def _rotate_back(m, th, a, u0, u1, u2, du0, du1, du2):
     """``d(I_w^-1 u)`` for the orientation tangent ``th`` and ``du``:
     ``th x a + I_w^-1 (du - th x u)`` with ``a = I_w^-1 u`` and ``m =
     I_w^-1`` (a tuple)."""
-    tu = _cross(th[0], th[1], th[2], u0, u1, u2)
+    tu = cross(th[0], th[1], th[2], u0, u1, u2)
     b = _times(m, du0 - tu[0], du1 - tu[1], du2 - tu[2])
-    ta = _cross(th[0], th[1], th[2], a[0], a[1], a[2])
+    ta = cross(th[0], th[1], th[2], a[0], a[1], a[2])
     return ta[0] + b[0], ta[1] + b[1], ta[2] + b[2]
 
 
@@ -256,7 +253,7 @@ def detect(b, pl, pts, tg):
             d0, d1, d2 = tg.pos[i, 0, p], tg.pos[i, 1, p], tg.pos[i, 2, p]
             if not sphere:
                 th = tg.rot[i, :, p]
-                m = _cross(th[0], th[1], th[2], r0, r1, r2)
+                m = cross(th[0], th[1], th[2], r0, r1, r2)
                 d0, d1, d2 = d0 + m[0], d1 + m[1], d2 + m[2]
             dd = tg.offset[k, p] - (n[0] * d0 + n[1] * d1 + n[2] * d2)
             tg.depth[c, p] = dd
@@ -338,7 +335,7 @@ def springs(b, pl, coef, w, tg):
         rho1 = pts.point[c, 1] - b.pos[i, 1]
         rho2 = pts.point[c, 2] - b.pos[i, 2]
         w0, w1, w2 = b.omega[i, 0], b.omega[i, 1], b.omega[i, 2]
-        m = _cross(w0, w1, w2, rho0, rho1, rho2)
+        m = cross(w0, w1, w2, rho0, rho1, rho2)
         v0, v1, v2 = b.vel[i, 0] + m[0], b.vel[i, 1] + m[1], b.vel[i, 2] + m[2]
         vn = v0 * nrm[0] + v1 * nrm[1] + v2 * nrm[2]
         vt0, vt1, vt2 = v0 - vn * nrm[0], v1 - vn * nrm[1], v2 - vn * nrm[2]
@@ -351,8 +348,8 @@ def springs(b, pl, coef, w, tg):
             dr0 = tg.point[c, 0, p] - tg.pos[i, 0, p]
             dr1 = tg.point[c, 1, p] - tg.pos[i, 1, p]
             dr2 = tg.point[c, 2, p] - tg.pos[i, 2, p]
-            a = _cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], rho0, rho1, rho2)
-            e = _cross(w0, w1, w2, dr0, dr1, dr2)
+            a = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], rho0, rho1, rho2)
+            e = cross(w0, w1, w2, dr0, dr1, dr2)
             dv0 = tg.vel[i, 0, p] + a[0] + e[0]
             dv1 = tg.vel[i, 1, p] + a[1] + e[1]
             dv2 = tg.vel[i, 2, p] + a[2] + e[2]
@@ -377,8 +374,8 @@ def springs(b, pl, coef, w, tg):
             tg.force[i, 0, p] += df0
             tg.force[i, 1, p] += df1
             tg.force[i, 2, p] += df2
-            t1 = _cross(dr0, dr1, dr2, f0, f1, f2)
-            t2 = _cross(rho0, rho1, rho2, df0, df1, df2)
+            t1 = cross(dr0, dr1, dr2, f0, f1, f2)
+            t2 = cross(rho0, rho1, rho2, df0, df1, df2)
             tg.torque[i, 0, p] += t1[0] + t2[0]
             tg.torque[i, 1, p] += t1[1] + t2[1]
             tg.torque[i, 2, p] += t1[2] + t2[2]
@@ -417,19 +414,19 @@ def kick(b, tg, h):
             th = tg.rot[i, :, p]
             dt = tg.torque[i, :, p]
             dw = tg.omega[i, :, p]
-            m = _cross(th[0], th[1], th[2], tq[0], tq[1], tq[2])
+            m = cross(th[0], th[1], th[2], tq[0], tq[1], tq[2])
             dtb = quat_unrotate(q, dt[0] - m[0], dt[1] - m[1], dt[2] - m[2])
-            m = _cross(th[0], th[1], th[2], om[0], om[1], om[2])
+            m = cross(th[0], th[1], th[2], om[0], om[1], om[2])
             dwb = quat_unrotate(q, dw[0] - m[0], dw[1] - m[1], dw[2] - m[2])
             d0, d1, d2 = dwb[0] + h * dtb[0] / i0, dwb[1] + h * dtb[1] / i1, dwb[2] + h * dtb[2] / i2
             if newton:
-                a1 = _cross(d0, d1, d2, i0 * y0, i1 * y1, i2 * y2)
-                a2 = _cross(i0 * d0, i1 * d1, i2 * d2, y0, y1, y2)
+                a1 = cross(d0, d1, d2, i0 * y0, i1 * y1, i2 * y2)
+                a2 = cross(i0 * d0, i1 * d1, i2 * d2, y0, y1, y2)
                 d0, d1, d2 = gyro_solve(iner, x0, x1, x2, h, i0 * d0 + h * (a1[0] - a2[0]),
                                         i1 * d1 + h * (a1[1] - a2[1]),
                                         i2 * d2 + h * (a1[2] - a2[2]))
             dww = quat_rotate(q, d0, d1, d2)
-            m = _cross(th[0], th[1], th[2], wn[0], wn[1], wn[2])
+            m = cross(th[0], th[1], th[2], wn[0], wn[1], wn[2])
             dw[0], dw[1], dw[2] = dww[0] + m[0], dww[1] + m[1], dww[2] + m[2]
 
 
@@ -474,7 +471,7 @@ def prepare(b, w, tg, c):
         for k in range(3):
             d = w.dirs[c, k]
             jac = w.jac[c, 0, k]
-            dj = _cross(dr0, dr1, dr2, d[0], d[1], d[2])
+            dj = cross(dr0, dr1, dr2, d[0], d[1], d[2])
             dres = _rotate_back(m, th, w.resp[c, 0, k], jac[0], jac[1], jac[2], dj[0], dj[1],
                                 dj[2])
             for a in range(3):
@@ -625,7 +622,7 @@ def rolling(b, w, tg, c, row, trow, h, e0, e1, e2, mag, k, free, d):
     nrm = w.pts.normal[c]
     m = tg.iinv[i]
     a = _times(m, e0, e1, e2)
-    axe = _cross(a[0], a[1], a[2], e0, e1, e2)
+    axe = cross(a[0], a[1], a[2], e0, e1, e2)
     fn = w.fn[c]
     for p in range(tg.nt):
         dw = tg.omega[i, :, p]
@@ -677,8 +674,8 @@ def drift(b, tg, h):
             th = tg.rot[i, :, p]
             r = _sandwich(cs, s * w0, s * w1, s * w2, th[0], th[1], th[2])
             v0, v1, v2 = h * tg.omega[i, 0, p], h * tg.omega[i, 1, p], h * tg.omega[i, 2, p]
-            m = _cross(f0, f1, f2, v0, v1, v2)
-            mm = _cross(f0, f1, f2, m[0], m[1], m[2])
+            m = cross(f0, f1, f2, v0, v1, v2)
+            mm = cross(f0, f1, f2, m[0], m[1], m[2])
             th[0] = r[0] + v0 + ca * m[0] + cb * mm[0]
             th[1] = r[1] + v1 + ca * m[1] + cb * mm[1]
             th[2] = r[2] + v2 + ca * m[2] + cb * mm[2]

@@ -53,6 +53,7 @@ from . import frictional_inelastic, stronge
 from .config import jit
 from .impulse import capped
 from .laws import LAW_FRICTIONAL_INELASTIC, LAW_STRONGE_COMPLIANT
+from .rigid import cross
 from .spin import INERTIA
 
 #: ``W_t / W`` of two solid spheres, and of a solid sphere on a fixed surface.
@@ -161,11 +162,6 @@ def cushion_normal(n_wall, gap, rise, out):
 
 
 @jit
-def _cross(a0, a1, a2, b0, b1, b2):
-    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
-
-
-@jit
 def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
     """Velocity and spin changes of balls i, j (module docstring) under
     ``law`` (a :class:`simcore.laws.PairLaw`: the body-body law's code and
@@ -182,8 +178,8 @@ def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
     inv_sum = 1.0 / mi + 1.0 / mj
     jn = -(1.0 + e) * un / inv_sum
     # Contact points' slip of j over i: v + w x c at c_j = -R_j n, c_i = R_i n.
-    aj = _cross(wj[0], wj[1], wj[2], -rj * n[0], -rj * n[1], -rj * n[2])
-    ai = _cross(wi[0], wi[1], wi[2], ri * n[0], ri * n[1], ri * n[2])
+    aj = cross(wj[0], wj[1], wj[2], -rj * n[0], -rj * n[1], -rj * n[2])
+    ai = cross(wi[0], wi[1], wi[2], ri * n[0], ri * n[1], ri * n[2])
     u0 = vj[0] + aj[0] - vi[0] - ai[0]
     u1 = vj[1] + aj[1] - vi[1] - ai[1]
     u2 = vj[2] + aj[2] - vi[2] - ai[2]
@@ -206,7 +202,7 @@ def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
     p1 = jn * n[1] - jt * t1
     p2 = jn * n[2] - jt * t2
     # dw = (c x P) / I: both balls turn by -5/(2 m R) n x P_j.
-    q = _cross(n[0], n[1], n[2], p0, p1, p2)
+    q = cross(n[0], n[1], n[2], p0, p1, p2)
     ki = -1.0 / (INERTIA * mi * ri)
     kj = -1.0 / (INERTIA * mj * rj)
     for d, pd in enumerate((p0, p1, p2)):
@@ -229,7 +225,7 @@ def ball_cushion(law, e, mu, ratio, v, w, m, r, n, dv, dw):
     if vn.real >= 0.0:
         return 0.0 * vn, 0.0 * vn, False
     # Contact point velocity v + w x (-R n); w x n is tangential.
-    a = _cross(w[0], w[1], w[2], -r * n[0], -r * n[1], -r * n[2])
+    a = cross(w[0], w[1], w[2], -r * n[0], -r * n[1], -r * n[2])
     t0 = v[0] + a[0] - vn * n[0]
     t1 = v[1] + a[1] - vn * n[1]
     t2 = v[2] + a[2] - vn * n[2]
@@ -250,7 +246,7 @@ def ball_cushion(law, e, mu, ratio, v, w, m, r, n, dv, dw):
     p0 = jn * n[0] - jt * t0
     p1 = jn * n[1] - jt * t1
     p2 = jn * n[2] - jt * t2
-    q = _cross(n[0], n[1], n[2], p0, p1, p2)
+    q = cross(n[0], n[1], n[2], p0, p1, p2)
     k = -1.0 / (INERTIA * m * r)
     for d, pd in enumerate((p0, p1, p2)):
         dv[d] = pd / m
