@@ -87,11 +87,11 @@ def _registered(uri):
     for models registered before the spinning model)."""
     import mlflow
 
-    from flows import settings, tracking
+    from flows import settings, store
 
     track = settings.tracking()
-    mlflow.set_tracking_uri(tracking.store_uri(track.tracking_uri))
-    mlflow.set_registry_uri(tracking.store_uri(track.registry_uri))
+    mlflow.set_tracking_uri(store.store_uri(track.tracking_uri))
+    mlflow.set_registry_uri(store.store_uri(track.registry_uri))
     try:
         config = mlflow.pyfunc.load_model(uri).model_config
     except mlflow.exceptions.MlflowException as exc:

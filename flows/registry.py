@@ -16,16 +16,16 @@ always names a version that won its comparison.
 """
 
 import contextlib
-import fcntl
 import os
 import tempfile
 import warnings
 from pathlib import Path
-from urllib.parse import urlparse
 
 import mlflow
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, Schema
+
+from .store import store_lock
 
 MODEL_CODE = Path(__file__).with_name("pyfunc_model.py")
 #: ``predict``: a ``dataset`` column of dataset directories in, simulated
@@ -102,35 +102,6 @@ def set_champion(c, settings, version):
     c.set_registered_model_alias(settings.registered_model, settings.champion_alias, version)
 
 
-@contextlib.contextmanager
-def store_lock(uri, purpose):
-    """Exclusive ``flock`` on ``<store>.<purpose>.lock`` beside a local store
-    (``sqlite:`` or a file path), shared by every process on this machine;
-    a no-op for a server store (the server serialises its own writes)."""
-    path = _store_file(uri)
-    if path is None:
-        yield
-        return
-    lock = Path(f"{path}.{purpose}.lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def champion_lock(settings):
     """Exclusive lock for alias decisions on a local registry store (no-op otherwise)."""
     return store_lock(settings.registry_uri, "champion")
-
-
-def _store_file(uri):
-    u = urlparse(uri)
-    if u.scheme == "sqlite":
-        # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
-        return Path(uri[len("sqlite:///"):].split("?", 1)[0]).resolve()
-    if u.scheme in ("", "file"):
-        return Path(u.path).resolve()
-    return None

@@ -33,14 +33,12 @@ from mlflow.data.dataset_source_registry import get_dataset_source_from_json
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 
+from . import store
+from .store import StoreLocked, store_lock, store_uri
+
 #: MLflow's batch limits (metrics per call, params per call).
 MAX_METRICS, MAX_PARAMS = 1000, 100
 
-
-#: How long a command waits for a local SQLite store that another process
-#: holds locked [s] (``CONTACTFIT_STORE_WAIT_S``; SQLite's own wait, as MLflow
-#: opens it, ends after about 20 s with "database is locked").
-STORE_WAIT_S = 120.0
 
 #: A tracking server that stops answering fails a run in seconds, not after
 #: MLflow's default of 7 retries with doubling waits (about 4 minutes per
@@ -53,27 +51,13 @@ for _name, _value in HTTP_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
 
-def store_uri(uri):
-    """``uri`` with SQLite's busy timeout set to the store wait (a ``sqlite:``
-    URI that names no ``timeout`` of its own); other URIs unchanged."""
-    if not uri.startswith("sqlite:") or "timeout=" in uri:
-        return uri
-    wait = float(os.environ.get("CONTACTFIT_STORE_WAIT_S", STORE_WAIT_S))
-    return f"{uri}{'&' if '?' in uri else '?'}timeout={wait:g}"
-
-
-class StoreLocked(RuntimeError):
-    """The local store stayed locked by another process beyond the wait."""
-
-
 def client(settings):
-    """A client on the settings' stores, the stores created and migrated and
-    the experiment created under a file lock beside a local store (MLflow's
-    schema migration of a fresh SQLite file races between processes: one of
-    them would fail, or leave the store unusable)."""
-    from .registry import store_lock
-
+    """A client on the settings' stores: a local store created whole, or
+    waited for while another client creates it (:func:`flows.store.prepare`),
+    and the experiment created under a file lock beside it."""
     try:
+        store.prepare(settings.tracking_uri)
+        store.prepare(settings.registry_uri)
         with store_lock(settings.tracking_uri, "create"):
             c = MlflowClient(tracking_uri=store_uri(settings.tracking_uri),
                              registry_uri=store_uri(settings.registry_uri))
@@ -83,10 +67,9 @@ def client(settings):
             c.search_registered_models(max_results=1)  # creates the registry's tables
     except Exception as exc:
         if "database is locked" in str(exc):
-            wait = store_uri(settings.tracking_uri).rsplit("timeout=", 1)[-1]
             raise StoreLocked(f"the MLflow store {settings.tracking_uri} stayed locked by "
-                              f"another process for {wait} s (CONTACTFIT_STORE_WAIT_S); try "
-                              "again when it is done") from None
+                              f"another process for {store.wait_s():g} s "
+                              "(CONTACTFIT_STORE_WAIT_S); try again when it is done") from None
         raise
     reap(c, exp_id)
     return c, exp_id

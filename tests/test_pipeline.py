@@ -15,6 +15,7 @@ from prefect.testing.utilities import prefect_test_harness
 
 from flows import pipeline, registry, settings, tracking
 from flows.cli import main
+from flows.store import StoreLocked
 from simcore import synth
 
 TABLE = str(Path("datasets/synthetic-table").resolve())
@@ -670,10 +671,90 @@ def test_a_locked_store_is_waited_on_then_reported(tmp_path, monkeypatch):
     locker = hold(6)
     monkeypatch.setenv("CONTACTFIT_STORE_WAIT_S", "1")
     t0 = time.monotonic()
-    with pytest.raises(tracking.StoreLocked, match="stayed locked by another process for 1 s"):
+    with pytest.raises(StoreLocked, match="stayed locked by another process for 1 s"):
         tracking.client(track)
     assert time.monotonic() - t0 < 5.0
     locker.communicate()
+
+
+_FOREIGN_MIGRATION = """
+import sys, time, sqlalchemy
+from mlflow.store.db.utils import _upgrade_db
+from mlflow.store.tracking.dbmodels.initial_models import Base as InitialBase
+engine = sqlalchemy.create_engine("sqlite:///" + sys.argv[1])
+InitialBase.metadata.create_all(engine)
+print("half", flush=True)
+time.sleep(2.0)
+_upgrade_db(engine)
+"""
+
+
+def test_a_store_another_client_is_migrating_is_waited_for(tmp_path, monkeypatch):
+    """Another MLflow client has created the store's first tables and is
+    still migrating it: our client waits for the head revision instead of
+    migrating the same file again, then works."""
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+    foreign = subprocess.Popen([sys.executable, "-c", _FOREIGN_MIGRATION, str(db)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert foreign.stdout.readline() == b"half\n"
+    t0 = time.monotonic()
+    c, exp_id = tracking.client(settings.tracking())
+    assert time.monotonic() - t0 > 1.0  # it waited for the other client
+    _, err = foreign.communicate(timeout=60)
+    assert foreign.returncode == 0, err.decode()[-2000:]
+    run = c.create_run(exp_id)
+    assert c.get_run(run.info.run_id).info.status == "RUNNING"
+
+
+_OURS = "from flows import settings, tracking; tracking.client(settings.tracking()); print('ok')"
+_THEIRS = """
+import sys, time, mlflow
+c = mlflow.MlflowClient(tracking_uri=sys.argv[1], registry_uri=sys.argv[1])
+for _ in range(600):
+    try:
+        c.search_experiments(); c.search_registered_models(); print("ok"); break
+    except Exception:
+        time.sleep(0.1)
+"""
+
+
+def test_first_creation_of_a_store_is_safe_against_any_concurrent_client(tmp_path):
+    """Three of our commands and a plain MLflow client (as a notebook or
+    ``mlflow ui`` opens it) start at once on a store that does not exist yet,
+    three times over: every one of ours succeeds, and the store ends at
+    MLflow's head revision."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    for k in range(3):
+        db = tmp_path / f"s{k}" / "mlflow.db"
+        db.parent.mkdir()
+        env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{db}")
+        env.pop("MLFLOW_REGISTRY_URI", None)
+        procs = [subprocess.Popen([sys.executable, "-c", _OURS], env=env, cwd=db.parent,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(3)]
+        procs.append(subprocess.Popen([sys.executable, "-c", _THEIRS, f"sqlite:///{db}"],
+                                      env=env, cwd=db.parent, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE))
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0 and out.strip() == b"ok", err.decode()[-3000:]
+        with sqlite3.connect(db) as con:
+            (rev,), = con.execute("SELECT version_num FROM alembic_version")
+        assert rev == _get_latest_schema_revision()
+        assert not list(db.parent.glob(".*.creating"))
 
 
 def test_losing_the_tracking_server_mid_run_fails_quickly_and_registers_nothing(tmp_path):
