@@ -134,3 +134,37 @@ def test_ordered_builds_and_contiguous_views(ragged):
                                copy.loss_only(theta, per_scenario=True), rtol=1e-14)
     with pytest.raises(ValueError, match="'nope' is not in the dataset"):
         Problem.from_dataset(ds, order=["nope"])
+
+
+# --- pinned outputs of the shipped datasets ---------------------------------
+
+
+def _digest(tables):
+    """sha256 over every column of the simulated tables, in table and column
+    order (ids as text, numbers as their float64 / int64 bytes)."""
+    h = __import__("hashlib").sha256()
+    for name in ("trajectories", "events", "final"):
+        for col, values in tables[name].items():
+            h.update(f"{name}.{col}".encode())
+            h.update("\n".join(values).encode() if isinstance(values, list)
+                     else np.ascontiguousarray(values).tobytes())
+    return h.hexdigest()
+
+
+#: ``contactfit simulate`` of each shipped dataset on its own coefficients:
+#: the sliding engine (synthetic-table), the spinning one (billiards) and the
+#: rigid time-stepper (cube-toss), to the bit.
+PINNED_DATASETS = {
+    "billiards": "b9adea53914a03284506bf5a15d8194087dd529123b3109208e85d36d848fa7c",
+    "cube-toss": "8058fcd6612682065218cf351501d4405018a2f16a6fee6571549171ac382e02",
+    "synthetic-table": "ac8f165983e7447fefa1c10c8004c709651bfac90a0a5d03d6eaaffd1b300f97",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_DATASETS))
+def test_shipped_datasets_simulate_to_their_pinned_bits(name):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "datasets" / name
+    digest = _digest(replay.simulate_dataset(root))
+    assert digest == PINNED_DATASETS[name], digest
