@@ -110,7 +110,8 @@ def main(argv=None):
                     help="an interpreter where pooltool 0.6 imports (default: this one, if it does)")
     args = ap.parse_args(argv)
 
-    from simcore import dataset as D, problem as PB
+    from simcore.data import dataset as D
+    from simcore.identify import problem as PB
     from simcore.engine import simulate
 
     ds = D.read(DATASET)

@@ -93,7 +93,7 @@ CEILING_GRID = {"mu_k": (0.16, 0.175, 0.19, 0.205, 0.22), "e_bg": (0.15, 0.25, 0
 def face_down(q):
     """The face a box rests on: (body axis index, sign) of the body axis
     nearest world -z, as one code ``2 k + (sign < 0)``."""
-    from simcore.rigid import quat_matrix
+    from simcore.geometry.rigid import quat_matrix
 
     col = quat_matrix(q)[2]  # world z of each body axis
     k = int(np.argmax(np.abs(col)))
@@ -104,7 +104,7 @@ def scores(pred_pos, pred_quat, meas_pos, meas_quat, ptr, half):
     """Per-toss figures of predictions against measurements (rows split by
     ``ptr``): mean position error [m], mean rotation error [rad], e_q,
     right final face."""
-    from simcore.rigid import quat_angle
+    from simcore.geometry.rigid import quat_angle
 
     out = {"pos": [], "rot": [], "e_q": [], "face": []}
     for a, b in zip(ptr[:-1], ptr[1:]):
@@ -128,7 +128,7 @@ def baseline(problem, mu=BASELINE_MU, gravity=None):
     """The trivial baseline's positions and orientations at the sample times
     of ``problem``'s scenarios (see the module docstring), under ``gravity``
     [m/s^2] (default: the model's)."""
-    from simcore.rigid import integrate_orientation, lowest, quat_matrix
+    from simcore.geometry.rigid import integrate_orientation, lowest, quat_matrix
 
     st, m = problem.state, problem.model
     gravity = m.gravity if gravity is None else gravity
@@ -252,9 +252,9 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
     from dataclasses import replace
 
     from flows import settings
-    from simcore import dataset as D
-    from simcore import fit as F
-    from simcore.problem import Problem
+    from simcore.data import dataset as D
+    from simcore.identify import fit as F
+    from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
     cfg = settings.calibration(config or Path(dataset) / "calibrate.yaml")

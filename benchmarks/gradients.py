@@ -15,8 +15,8 @@ import time
 from benchmarks._emit import best as _best, emit
 from simcore import params as P
 from simcore.engine import Directions, simulate
-from simcore.fit import fit
-from simcore.problem import Problem
+from simcore.identify.fit import fit
+from simcore.identify.problem import Problem
 
 TABLE = "datasets/synthetic-table"
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]

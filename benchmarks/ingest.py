@@ -6,11 +6,11 @@ dictionary-encoded ids, then, each in a fresh process so its peak memory
 is its own:
 
 - validates it as ``contactfit validate`` does
-  (:func:`simcore.dataset.validate_stream`: the trajectories read in
+  (:func:`simcore.data.dataset.validate_stream`: the trajectories read in
   batches, every contract check and the summary, collision detection
   included), in bounded memory;
 - reads it whole into memory as a calibration does
-  (:func:`simcore.dataset.read`: column projection, casts, unit
+  (:func:`simcore.data.dataset.read`: column projection, casts, unit
   conversion, every check).
 
 Prints rows per second and peak resident memory of each.  JSON keys:
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from simcore import dataset
+from simcore.data import dataset
 
 
 def write_big(root, samples, nbody=2, per_body=500, seed=0):

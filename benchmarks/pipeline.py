@@ -3,7 +3,7 @@
 ``python -m benchmarks.pipeline [--json] [--data DIR] [--scenarios N]``
 calibrates the 8 coefficients on a generated dataset of ``N`` (10,000)
 scenarios x 2 s sampled at 1 kHz (made once into ``DIR`` by
-:func:`simcore.synth.generate`, seed 11, and reused while its recorded
+:func:`simcore.data.synth.generate`, seed 11, and reused while its recorded
 generator settings match), through :func:`flows.pipeline.calibrate` run as
 the CLI runs it (:func:`flows.pipeline.run`: the default thread runner,
 task-run logs at WARNING, no heartbeats on the temporary server), with a
@@ -64,7 +64,7 @@ class Busy:
 
 
 def _dataset(path, scenarios):
-    from simcore import synth
+    from simcore.data import synth
 
     path = Path(path)
     want = dict(SETTINGS, scenarios=scenarios)
@@ -96,8 +96,8 @@ def main(argv=None):
     from prefect import flow
 
     from flows import pipeline, settings, tracking
-    from simcore import replay
-    from simcore.problem import Problem
+    from simcore.data import replay
+    from simcore.identify.problem import Problem
 
     busy = Busy()
     for name in ("from_dataset", "evaluate", "loss_only", "subset", "truncated"):

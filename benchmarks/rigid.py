@@ -7,7 +7,7 @@
 sliding and coming to rest), each run for ``S`` seconds:
 
 * ``step`` [s]: the time-stepper's stable step for these tosses under the
-  default Hunt-Crossley contact (:func:`simcore.penalty.stable_step`); both
+  default Hunt-Crossley contact (:func:`simcore.laws.penalty.stable_step`); both
   engines run at it;
 * ``box_steps_per_s`` (one core, the serial driver) and
   ``box_steps_per_s_parallel`` (the ``prange`` driver over every core),
@@ -20,7 +20,7 @@ sliding and coming to rest), each run for ``S`` seconds:
   same run (this machine is shared and noisy; ratios hold better than rates);
 * ``gradient_cost_ratio``: the same rollouts with the exact sensitivities of
   their final states to four coefficients (``mu_s``, ``mu_k``, ``e_bg``,
-  ``k_hc``; :mod:`simcore.rigid_tangent`) over the forward run alone, one
+  ``k_hc``; :mod:`simcore.rigid.rigid_tangent`) over the forward run alone, one
   core, the two alternated;
 * ``recovery`` (skipped by ``--no-recovery``): the identification of
   :data:`RECOVERY_FREE` from the defaults on ``contactfit generate --shape
@@ -55,9 +55,9 @@ def recovery(tosses=40, seed=7):
     import tempfile
     import time
 
-    from simcore import fit as F
-    from simcore import synth
-    from simcore.problem import Problem
+    from simcore.identify import fit as F
+    from simcore.data import synth
+    from simcore.identify.problem import Problem
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = synth.GeneratorSettings(shape="box", scenarios=tosses, seed=seed, duration=1.2,

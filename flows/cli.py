@@ -103,8 +103,8 @@ def _registered(uri):
 def cmd_simulate(args):
     from dataclasses import replace
 
-    from simcore import dataset, replay
-    from simcore import laws as contact_laws
+    from simcore.data import dataset, replay
+    from simcore.laws import registry as contact_laws
 
     t_start = time.perf_counter()
     ds = dataset.read(args.dataset)
@@ -139,7 +139,7 @@ def cmd_simulate(args):
 
 
 def cmd_validate(args):
-    from simcore import dataset
+    from simcore.data import dataset
 
     # In batches: a dataset of any length is checked in bounded memory.
     report, summary = dataset.validate_stream(args.dataset)
@@ -176,8 +176,8 @@ def cmd_params(args):
     from rich.console import Console
     from rich.table import Table
 
-    from simcore import dataset
-    from simcore import laws as contact_laws
+    from simcore.data import dataset
+    from simcore.laws import registry as contact_laws
     from simcore import params as P
 
     table = Table(title="coefficients", title_justify="left")
@@ -236,7 +236,7 @@ def _laws(items):
 
 
 def cmd_generate(args):
-    from simcore import synth
+    from simcore.data import synth
 
     box = args.shape == "box"
     if box and (args.materials or args.wall_material):
@@ -258,7 +258,7 @@ def cmd_generate(args):
 
 
 def cmd_import(args):
-    from simcore import importers
+    from simcore.data import importers
 
     out = importers.cube_tosses(args.src, args.out, duplicates=args.duplicates,
                                 test_share=args.test_share)
@@ -441,7 +441,7 @@ def cmd_serve(args):
 
 
 def build_parser():
-    from simcore.integrate import INTEGRATORS
+    from simcore.sliding.integrate import INTEGRATORS
 
     parser = argparse.ArgumentParser(prog="contactfit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -533,7 +533,7 @@ def _compile_notice(command):
     """Say so before a command's first run compiles the kernels (once its
     input was read and checked); returns whether it will, and then the
     caller calls :func:`_compiled` once the run succeeded."""
-    from simcore import config
+    from simcore.kernel import config
 
     if command not in COMPILE_S or config.compiled(command):
         return False
@@ -542,7 +542,7 @@ def _compile_notice(command):
 
 
 def _compiled(command):
-    from simcore import config
+    from simcore.kernel import config
 
     config.mark_compiled(command)
 

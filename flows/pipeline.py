@@ -47,11 +47,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from simcore import dataset as D
-from simcore import fit as F
+from simcore.data import dataset as D
+from simcore.identify import fit as F
 from simcore import params as P
-from simcore import replay
-from simcore.problem import Problem, ShardedProblem
+from simcore.data import replay
+from simcore.identify.problem import Problem, ShardedProblem
 
 from . import registry, report, settings, tracking
 
@@ -157,7 +157,7 @@ def _validated(path):
 
 def preload(path):
     """Read and validate ``path`` now (a bad dataset raises
-    :class:`~simcore.dataset.DatasetError` before any flow or run exists);
+    :class:`~simcore.data.dataset.DatasetError` before any flow or run exists);
     the next ``load`` of the same path in this process reuses it.  Returns
     the dataset."""
     _VALIDATED[str(path)] = _validated(path)
@@ -205,7 +205,7 @@ def _load(path, cfg, need_test):
 @task(cache_policy=NO_CACHE)
 def make_shards(loaded, n):
     """``n`` deterministic shards of the train scenarios, balanced by samples
-    (:func:`simcore.dataset.shards`); the load has put each one's scenarios
+    (:func:`simcore.data.dataset.shards`); the load has put each one's scenarios
     side by side, so a shard's problem is a view."""
     if loaded.shards and loaded.shards[0] == n:
         return loaded.shards[1]

@@ -22,7 +22,7 @@ class CoefficientModel(PythonModel):
         self.spin = (context.model_config.get("model") or {}).get("spin")
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        from simcore import replay
+        from simcore.data import replay
 
         if "dataset" not in model_input.columns:
             raise ValueError("predict: expected a 'dataset' column of dataset directories, "

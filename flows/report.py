@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 
-from simcore import fit as F
+from simcore.identify import fit as F
 
 def status_word(result):
-    """The word of ``result``'s status (:data:`simcore.fit.STATUSES`): the same
+    """The word of ``result``'s status (:data:`simcore.identify.fit.STATUSES`): the same
     in the terminal, ``fit.json``, the MLflow tags and the report."""
     return F.STATUSES[result.status].word
 

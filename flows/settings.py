@@ -27,9 +27,9 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from simcore import fit as F
-from simcore.dataset import safe_yaml
-from simcore import losses as L
+from simcore.identify import fit as F
+from simcore.data.dataset import safe_yaml
+from simcore.identify import losses as L
 from simcore import params as P
 
 TRACKING_DEFAULTS = {
@@ -109,7 +109,7 @@ def _check_tracking(values, path):
 
 @dataclass
 class CalibrationConfig:
-    """What a calibration fits and how (see :func:`simcore.fit.fit`)."""
+    """What a calibration fits and how (see :func:`simcore.identify.fit.fit`)."""
 
     fit: list = None                 # free coefficients; None: all not fixed by the dataset
     start: dict = field(default_factory=dict)   # initial values (else dataset params, defaults)
@@ -141,7 +141,7 @@ class CalibrationConfig:
     gate_floor_m: float = 0.05
 
     def fit_options(self):
-        """Keyword arguments of :func:`simcore.fit.fit`."""
+        """Keyword arguments of :func:`simcore.identify.fit.fit`."""
         return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
                     step_sigma=self.step_sigma, patience=self.patience, max_iter=self.max_iter, starts=self.starts,
                     seed=self.seed, nuisance=self.nuisance, horizons=tuple(self.horizons),

@@ -4,7 +4,7 @@ Pure computation: nothing here imports Prefect or MLflow.
 """
 
 from .engine import SimResult, simulate
-from .events import EVENT_KINDS, EventKind
+from .kernel.events import EVENT_KINDS, EventKind
 from .model import Model, Scenario, State, build
 from .params import DEFAULTS, NAMES
 

@@ -28,12 +28,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import buffers, contact, drivers, rigid_engine, spin_engine, tangent
-from . import stages as S
-from .config import MAX_LOOP, jit
-from .events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH  # noqa: F401
-from .integrate import INTEGRATOR_PENALTY, INTEGRATOR_SYMPLECTIC, drift
-from .parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
+from .kernel import buffers, drivers
+from .rigid import rigid_engine
+from .sliding import contact, tangent
+from .spin import spin_engine
+from .sliding import stages as S
+from .kernel.config import MAX_LOOP, jit
+from .kernel.events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH
+from .sliding.integrate import INTEGRATOR_PENALTY, INTEGRATOR_SYMPLECTIC, drift
+from .kernel.parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
 
 #: The offsets of the measurement set-up that the loop applies (see the
 #: docstring of :func:`_scenario`): not material properties but nuisance
@@ -96,7 +99,7 @@ class Run(NamedTuple):
     """A run's scalars and coefficients: start and end time, step, gravity,
     nominal ground height, integrator code; the coefficient vector, the
     material tables (:class:`simcore.params.Layout`) and the law code of each
-    contact kind (:mod:`simcore.laws`)."""
+    contact kind (:mod:`simcore.laws.registry`)."""
 
     t_start: float
     t_end: float
@@ -112,7 +115,7 @@ class Run(NamedTuple):
 
 
 class TangentIO(NamedTuple):
-    """Sensitivity inputs and outputs (see :mod:`simcore.tangent`): the
+    """Sensitivity inputs and outputs (see :mod:`simcore.sliding.tangent`): the
     directions ``t_param``, ``t_vel``, ``t_ctrl (NT,)``; the measured
     positions ``meas (ns, nbmax, 3)`` at the sample times (NaN: missing; no
     rows: no trajectory loss) and the residual sums ``tr_sse``, ``tr_grad
@@ -201,8 +204,8 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
 
     ``scene``, ``run``: its constants; the state ``pos``, ``vel (nb, 3)`` is
     advanced in place; samples go to ``out_pos``, ``out_vel``, events to ``ev``
-    (:class:`simcore.stages.EventLog`), sensitivities to ``tan`` (:class:`TangentIO`).
-    The loop is the list of stages of :mod:`simcore.stages`; the record fields
+    (:class:`simcore.sliding.stages.EventLog`), sensitivities to ``tan`` (:class:`TangentIO`).
+    The loop is the list of stages of :mod:`simcore.sliding.stages`; the record fields
     it reads are unpacked before it (a field read in the loop costs a reference
     count per pass).  A window logged as ``[t0, t1)`` acts over ``[t0 + lag,
     t1 + lag)``, ``lag = params[TIME_OFFSET]``; its edges move with the lag.
@@ -417,9 +420,9 @@ class SimResult:
     ``sens`` holds the :class:`Sensitivities` when ``simulate`` was asked for
     them (``directions``) or for the trajectory residuals (``measured``).
     ``samp_omega (M, nbody, 3)``: the sampled angular velocities [rad/s] of a
-    spinning model (:mod:`simcore.spin`) or of rigid bodies (None for the
+    spinning model (:mod:`simcore.spin.spin`) or of rigid bodies (None for the
     sliding one, whose bodies do not turn); ``final.body_omega`` holds the
-    final ones.  Rigid bodies (the time-stepper, :mod:`simcore.rigid_engine`)
+    final ones.  Rigid bodies (the time-stepper, :mod:`simcore.rigid.rigid_engine`)
     also have ``samp_quat (M, nbody, 4)`` and ``final.body_quat``, the
     orientations, and ``steps (nscen,)``, the steps each scenario took; the
     time-stepper logs no events (its contacts are forces, not impacts).
@@ -643,7 +646,7 @@ def _run(batch, pos, vel, time, cap, parallel, tan, keep=True):
 def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` from the state ``st`` (their subset,
     advanced in place) under the model's motion: the spinning model's loop
-    (:mod:`simcore.spin_engine`) or the sliding one (:func:`_run`)."""
+    (:mod:`simcore.spin.spin_engine`) or the sliding one (:func:`_run`)."""
     batch = _batch(model, scen, samp_ptr, samp_t)
     if model.spin:
         return spin_engine.run(batch, st.body_pos, st.body_vel, st.body_omega, st.time, cap,
@@ -652,7 +655,7 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
 
 
 def _rigid_batch(model, samp_ptr, samp_t):
-    """The time-stepper's :class:`simcore.rigid_engine.Batch` of ``model``."""
+    """The time-stepper's :class:`simcore.rigid.rigid_engine.Batch` of ``model``."""
     m = model
     rows_g, rows_b, rows_w = m.layout.penalty_rows()
     return rigid_engine.Batch(
@@ -669,7 +672,7 @@ def contacts(model, state, s):
     """The contact points of scenario ``s`` of a time-stepped ``model`` at
     ``state``, with the forces of one step there (per point, as the document
     ``003_*`` lists them: contact flag, normal, friction and total force,
-    penetration; see :func:`simcore.rigid_engine.report`)."""
+    penetration; see :func:`simcore.rigid.rigid_engine.report`)."""
     if model.integrator != INTEGRATOR_PENALTY:
         raise ValueError("contacts(): the model is not time-stepped (boxes or penalty laws)")
     st = state.copy()
@@ -681,8 +684,8 @@ def contacts(model, state, s):
 
 def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, measured,
                     gauss_newton):
-    """:func:`simulate` on the time-stepper (:mod:`simcore.rigid_engine`),
-    with the sensitivities of :mod:`simcore.rigid_tangent` when asked."""
+    """:func:`simulate` on the time-stepper (:mod:`simcore.rigid.rigid_engine`),
+    with the sensitivities of :mod:`simcore.rigid.rigid_tangent` when asked."""
     m = model
     batch = _rigid_batch(model, samp_ptr, samp_t)
     final = state.copy()

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import laws as contact_laws
+from .laws import registry as contact_laws
 from . import params as P
-from . import penalty, rigid
-from .collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
-from .integrate import choose
+from .geometry import rigid
+from .laws import penalty
+from .geometry.collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
+from .sliding.integrate import choose
 
 MAX_BODIES = 32
 
@@ -46,7 +47,7 @@ class Scenario:
     velocities [rad/s] (None: zero) and ``wall_height`` (nwall,) each wall's
     nose height above the ground [m] (NaN or None: a vertical plane).
     Rigid bodies (boxes, or any body under a penalty law; see
-    :mod:`simcore.rigid` for the conventions): ``extent`` (nbody, 3) a box's
+    :mod:`simcore.geometry.rigid` for the conventions): ``extent`` (nbody, 3) a box's
     half extents [m] (a sphere's row is unread), ``inertia`` (nbody, 3)
     principal inertia [kg m^2] (None or NaN rows: a uniform body), ``fixed``
     (nbody,) bodies that never move, ``quat`` (nbody, 4) orientations
@@ -101,7 +102,7 @@ class Model:
     The time-stepper's rigid bodies (``integrator`` ``penalty``):
     ``body_ext``, ``body_inertia (nscen, nbody, 3)`` half extents (a sphere's
     radius thrice) and principal inertia, ``body_fixed (nscen, nbody)``
-    bool; ``cone`` the friction cone (:data:`simcore.penalty.CONES`);
+    bool; ``cone`` the friction cone (:data:`simcore.laws.penalty.CONES`);
     ``scen_dt`` is then the step it takes at most (the stability guard's,
     when the scenario's own was longer); ``notes`` what :func:`build` has to
     say about the batch (one line each: sub-stepping).
@@ -148,7 +149,7 @@ class Model:
 
     @property
     def spin(self):
-        """Whether the spheres spin (:mod:`simcore.spin`): the layout's model."""
+        """Whether the spheres spin (:mod:`simcore.spin.spin`): the layout's model."""
         return self.layout.spin
 
     def with_params(self, values):
@@ -524,7 +525,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
 def _stable_step(rows, codes, vec, mass, arm, inertia, fixed, shapes, material, wall_mat,
                  pos, vel, omega, controls, gravity, ground_z):
     """The largest step [s] the stiffest contact of a scenario allows
-    (:func:`simcore.penalty.stable_step`): each moving body against the
+    (:func:`simcore.laws.penalty.stable_step`): each moving body against the
     ground and the walls, and against the other bodies, with the effective
     mass of a contact at its farthest point from the centre of mass
     (``1/m + r^2 / I_min``, ``r = |arm|``: a box's ``ext + |c|`` for its
@@ -567,16 +568,16 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
 
     ``integrator``: a registered name (checked against the shapes), or None
     for the first registered one that runs them
-    (:func:`simcore.integrate.choose`).  ``materials``: the material names
+    (:func:`simcore.sliding.integrate.choose`).  ``materials``: the material names
     (ids 1, 2, ... of the scenarios' integer materials); None takes the
     sorted names the scenarios use, or ``m1``, ``m2``, ... for integer ids.
     The layout has the per-material entries ``coefficients`` and those that
     ``params`` (a mapping, or a vector of that layout) names; ``laws`` the
-    contact law of each kind (``{kind: name}``, :mod:`simcore.laws`; absent:
+    contact law of each kind (``{kind: name}``, :mod:`simcore.laws.registry`; absent:
     the impulse law everywhere, or ``hunt_crossley`` for boxes and beside
-    another penalty law); ``spin`` the spinning model (:mod:`simcore.spin`:
+    another penalty law); ``spin`` the spinning model (:mod:`simcore.spin.spin`:
     spheres on the ground that slide, roll and spin).  Boxes or penalty laws
-    run on the time-stepper (:mod:`simcore.rigid_engine`) with the friction
+    run on the time-stepper (:mod:`simcore.rigid.rigid_engine`) with the friction
     ``cone`` (``elliptic`` or ``pyramidal``); a scenario whose ``dt`` is over
     its contacts' stable step (or None) is sub-stepped and
     ``Model.notes`` says so, or, with ``strict``, refused.

@@ -2,7 +2,7 @@
 
 The registry (:data:`REGISTRY`) gathers what each physics module declares
 (``PARAMETERS`` of :mod:`contact`, :mod:`impulse` and :mod:`engine`, see
-:class:`simcore.parameter.Parameter`); the names, defaults, bounds, units and
+:class:`simcore.kernel.parameter.Parameter`); the names, defaults, bounds, units and
 the identifiability report's wording all come from it.  Defaults are typical
 of phenolic billiard balls on cloth with rubber cushions: starting points for
 a fit, not measured truth.  ``contactfit params`` prints the table.
@@ -12,7 +12,7 @@ Per-material coefficients
 A coefficient vector has the ten global entries (:data:`NAMES`, fixed slots
 the kernels know), then the coefficients of the contact laws its layout uses
 (``mu_bb_b``, ``mu_bb_c`` with ``frictional_inelastic``, see
-:mod:`simcore.laws`), then the per-material entries its :class:`Layout`
+:mod:`simcore.laws.registry`), then the per-material entries its :class:`Layout`
 names.  Materials are the names of the ``material`` column of ``bodies`` and
 ``walls``; a body or wall without one has none.
 
@@ -42,12 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import contact, engine, frictional_inelastic, impulse, penalty, stronge
-from . import spin as spin_model
-from . import laws as contact_laws
-from .parameter import (  # noqa: F401  (the slots, re-exported)
-    E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM, TIME_OFFSET, V_TH,
-)
+from . import engine
+from .laws import frictional_inelastic, impulse, penalty, stronge
+from .sliding import contact
+from .spin import spin as spin_model
+from .laws import registry as contact_laws
+from .kernel.parameter import (E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM,
+    TIME_OFFSET, V_TH)
 
 #: The parameters every model reads, in slot order.
 FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS,
@@ -222,7 +223,7 @@ class Layout:
 
     ``materials``: the material names; material id ``k >= 1`` is
     ``materials[k - 1]``, id 0 is "no material".  ``laws``: the contact law
-    of each kind (``{kind: name}``, :func:`simcore.laws.resolve`), and
+    of each kind (``{kind: name}``, :func:`simcore.laws.registry.resolve`), and
     ``law_codes`` the kernels' array of them.  ``names``: the vector's
     entries, :data:`NAMES` first, then the plain coefficients of the laws in
     use, then the per-material ones (canonical).  Tables (int64, rows of the
@@ -251,7 +252,7 @@ class Layout:
     def build(cls, materials=(), names=(), laws=None, spin=False):
         """The layout of the named ``materials`` under the contact ``laws``
         (a ``{kind: name}`` mapping; absent kinds take the default law) and,
-        with ``spin``, the spinning model (:mod:`simcore.spin`), with the
+        with ``spin``, the spinning model (:mod:`simcore.spin.spin`), with the
         per-material entries ``names`` (plain names among them are ignored:
         they are always there)."""
         materials = tuple(materials)
@@ -311,7 +312,7 @@ class Layout:
 
     def penalty_rows(self):
         """The vector rows of the penalty laws' coefficient columns
-        (:data:`simcore.penalty.OWN` of the kind, then ``SHARED``; -1: not
+        (:data:`simcore.laws.penalty.OWN` of the kind, then ``SHARED``; -1: not
         held): ``(ground (nmat, 15), body (nmat, nmat, 15), wall (nmat, nmat,
         15))``, indexed by material ids as ``bg``, ``bb``, ``bw``."""
         row = {n: k for k, n in enumerate(self.names)}

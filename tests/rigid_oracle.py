@@ -11,7 +11,7 @@ trajectory agrees to rounding.
 
 import numpy as np
 
-from simcore import penalty as PN
+from simcore.laws import penalty as PN
 
 KIND_GROUND, KIND_BODY, KIND_WALL = 0, 1, 2
 SWEEPS = 8

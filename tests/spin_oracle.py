@@ -1,4 +1,4 @@
-"""A slow, plain NumPy reference of the spinning model (``simcore.spin*``).
+"""A slow, plain NumPy reference of the spinning model (``simcore.spin.spin*``).
 
 Written apart from ``simcore`` and in another style (vectors and
 ``np.cross``, one ball's state as a dict), it shares no code with the

@@ -1,9 +1,9 @@
-"""simcore.buffers: large arrays mapped at once behave as NumPy's own."""
+"""simcore.kernel.buffers: large arrays mapped at once behave as NumPy's own."""
 
 import numpy as np
 import pytest
 
-from simcore import buffers
+from simcore.kernel import buffers
 
 
 @pytest.mark.parametrize("min_bytes", [0, 1 << 40])  # mapped, and NumPy's

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from simcore import dataset, synth
+from simcore.data import dataset, synth
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ MAX_POSITIONAL = 16
 
 
 def _functions():
-    for path in sorted(SIMCORE.glob("*.py")):
+    for path in sorted(SIMCORE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield f"{path.name}:{node.lineno} {node.name}", node
+                yield f"{path.relative_to(SIMCORE)}:{node.lineno} {node.name}", node
 
 
 @pytest.mark.parametrize("limit", ["lines", "positional"])

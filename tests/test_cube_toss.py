@@ -10,10 +10,10 @@ import pytest
 
 from benchmarks import cube_toss as B
 from flows.cli import main
-from simcore import dataset as D
-from simcore import importers as I
-from simcore.problem import Problem
-from simcore.rigid import integrate_orientation, quat_angle, quat_matrix
+from simcore.data import dataset as D
+from simcore.data import importers as I
+from simcore.identify.problem import Problem
+from simcore.geometry.rigid import integrate_orientation, quat_angle, quat_matrix
 
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
 
@@ -167,7 +167,7 @@ def test_scores_and_faces():
 
 def test_baseline_flies_snaps_flat_and_slides_to_rest():
     from simcore import model as M
-    from simcore.losses import Targets
+    from simcore.identify.losses import Targets
     half = 0.0524
     q0 = np.array([np.cos(0.2), np.sin(0.2), 0.0, 0.0])  # tilted 0.4 rad about x
     model, state = M.build([M.Scenario(radius=[np.nan], mass=[0.37], pos=[(0, 0, 0.3)],
@@ -253,7 +253,7 @@ def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypat
 
 def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
     from flows import report
-    from simcore import replay, synth
+    from simcore.data import replay, synth
     assert replay.tilt(np.array([1.0, 0, 0, 0])) == pytest.approx(0.0)
     corner = np.r_[np.cos(np.arctan(np.sqrt(2)) / 2),
                    np.sin(np.arctan(np.sqrt(2)) / 2) * np.array([1.0, -1.0, 0]) / np.sqrt(2)]

@@ -221,7 +221,7 @@ def test_sensitivities_never_change_the_forward_result():
 def test_integrator_is_chosen_by_capability():
     """The registry picks the first integrator that runs the batch's shapes;
     a named one is checked; an unknown name is an error."""
-    from simcore import integrate
+    from simcore.sliding import integrate
 
     assert integrate.choose({"sphere"}).name == "exact"
     assert integrate.choose({"sphere"}, "symplectic").code == integrate.INTEGRATOR_SYMPLECTIC

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import yaml
 
-from simcore import fit as F
-from simcore.problem import Problem, project
+from simcore.identify import fit as F
+from simcore.identify.problem import Problem, project
 
 TABLE = "datasets/synthetic-table"
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
@@ -51,7 +51,7 @@ def test_recovers_known_coefficients_within_half_a_percent(table):
 
 
 def _generated(tmp_path_factory, seed):
-    from simcore import synth
+    from simcore.data import synth
 
     out = tmp_path_factory.mktemp(f"gen{seed}")
     synth.generate(out, synth.GeneratorSettings(scenarios=100, seed=seed))
@@ -157,7 +157,7 @@ def test_batched_finite_differences_match_one_coefficient_at_a_time(tmp_path_fac
                                        - sub.loss_only(dn, per_scenario=True)) / (up[q] - dn[q])
         assert np.allclose(ev.loss.grad[bad, c], ref, rtol=1e-7, atol=1e-9 * np.abs(ref).max())
     # Split into one batch per scenario (a tiny sample-row budget): the same.
-    import simcore.problem as PR
+    import simcore.identify.problem as PR
 
     both = prob.subset(np.r_[np.arange(prob.nscen), bad])  # each of ``bad`` twice
     one = both.evaluate(theta, free)
@@ -273,7 +273,7 @@ def test_unknown_pushes_recovered_with_mu_k(table):
     (a plateau no local method leaves) is restarted from the window's
     measured motion and comes back within 1 %, as the bulk of the others do;
     scenarios caught in a local minimum of their own are rescued (see
-    simcore.fit).  Every push is reported with its standard error."""
+    simcore.identify.fit).  Every push is reported with its standard error."""
     truth = table.model.ctrl_force.copy()
     wrong = replace(table.model, ctrl_force=truth * 0.85)
     prob = Problem(wrong, table.state, table.targets,
@@ -369,7 +369,7 @@ def test_push_from_data_closed_form_and_plateau():
     """Along the motion the window's quadratic gives ``F = m (a + mu_k g)``
     exactly; a given push that leaves the body at rest while the data show
     it moving is flagged stuck, with a start over the static threshold."""
-    from simcore import losses as L
+    from simcore.identify import losses as L
     from simcore import simulate
     from simcore.model import Scenario, build
 
@@ -432,7 +432,7 @@ def test_gd_and_adam_converge_with_their_defaults_on_the_shipped_set(method):
 
 
 def test_clustered_stderr_agrees_with_the_plain_one_unless_the_model_is_wrong():
-    from simcore import synth
+    from simcore.data import synth
     prob = Problem.from_dataset("datasets/synthetic-table")
     informed = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
     r = F.fit(prob, free=informed)

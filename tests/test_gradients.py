@@ -6,7 +6,7 @@ import pytest
 import simcore
 from simcore import params as P
 from simcore.engine import Directions, simulate
-from simcore.problem import Problem
+from simcore.identify.problem import Problem
 
 from .scenes import random_params, random_scenario
 

@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from simcore import config, engine
+from simcore import engine
+from simcore.kernel import config
 
 
 def test_a_kernel_is_keyed_by_the_modules_it_can_read():
@@ -12,11 +13,12 @@ def test_a_kernel_is_keyed_by_the_modules_it_can_read():
     collision, parameters, event kinds and tolerances; not the optimiser,
     the problem, the losses or the reader, so editing those recompiles nothing."""
     reads = config.closure_modules("engine")
-    assert {"engine", "contact", "impulse", "tangent", "collision", "integrate", "params",
-            "config", "events"} <= reads
-    assert not reads & {"fit", "problem", "losses", "dataset", "model", "synth"}
-    assert "engine" in config.closure_modules("problem")  # problem reads the engine
-    assert config.source_closure("engine") != config.source_closure("contact")
+    assert {"engine", "sliding.contact", "laws.impulse", "sliding.tangent", "geometry.collision",
+            "sliding.integrate", "params", "kernel.config", "kernel.events"} <= reads
+    assert not reads & {"identify.fit", "identify.problem", "identify.losses", "data.dataset",
+                        "model", "data.synth"}
+    assert "engine" in config.closure_modules("identify.problem")  # problem reads the engine
+    assert config.source_closure("engine") != config.source_closure("sliding.contact")
 
 
 def test_simcore_kernels_use_the_closure_stamp():
@@ -27,6 +29,47 @@ def test_simcore_kernels_use_the_closure_stamp():
     # (which numba unpickles before it compares stamps) is never read.
     assert locator.get_cache_path().startswith(config.cache_root())
     assert locator.get_cache_path().endswith(config.source_closure("engine")[:16])
+
+
+def test_kernels_in_subpackages_are_keyed_by_every_module_they_can_read(tmp_path, monkeypatch):
+    """The locator serves kernels at any depth of simcore: editing a module
+    in one subpackage (geometry/rigid.py) changes the stamp of a kernel in
+    another that imports it (rigid/rigid_engine.py, through a relative
+    ``..geometry`` import) and of nothing that cannot read it; two modules
+    of one file name in different subpackages keep apart."""
+    import shutil
+    from pathlib import Path
+
+    from simcore.rigid import rigid_engine
+
+    locator = rigid_engine._run_one._cache._impl.locator
+    assert isinstance(locator, config._ClosureLocator)
+    assert locator.get_source_stamp() == config.source_closure("rigid.rigid_engine")
+    assert "geometry.rigid" in config.closure_modules("rigid.rigid_engine")
+    assert config.module_name(rigid_engine.__file__) == "rigid.rigid_engine"
+
+    copy = tmp_path / "simcore"
+    shutil.copytree(Path(config.__file__).parents[1], copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(config, "_PACKAGE", copy)
+    config._source.cache_clear()
+    config.source_closure.cache_clear()
+    before = {m: config.source_closure(m) for m in
+              ("rigid.rigid_engine", "geometry.faces", "laws.impulse", "spin.spin_impact")}
+    edited = copy / "geometry" / "rigid.py"
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    config._source.cache_clear()
+    config.source_closure.cache_clear()
+    after = {m: config.source_closure(m) for m in before}
+    assert after["rigid.rigid_engine"] != before["rigid.rigid_engine"]
+    assert after["geometry.faces"] != before["geometry.faces"]  # faces imports .rigid
+    assert after["laws.impulse"] == before["laws.impulse"]  # cannot read it
+    # spin/spin.py and the spin package are told apart from geometry/rigid.py's neighbours
+    assert config.module_name(copy / "spin" / "spin.py") == "spin.spin"
+    assert config.module_name(copy / "spin" / "__init__.py") == "spin"
+    assert config.module_name(tmp_path / "elsewhere.py") is None
+    config._source.cache_clear()
+    config.source_closure.cache_clear()
 
 
 def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
@@ -56,9 +99,9 @@ def test_a_kernel_without_a_python_entry_point_says_so():
     """The borrowing kernels go without numba's CPython entry point unless
     marked ``python=True`` (the stages test_stages.py calls); called from
     Python they raise, naming themselves (numba itself would crash)."""
-    from simcore import stages
+    from simcore.sliding import stages
 
-    with pytest.raises(TypeError, match=r"simcore\.stages\.log is called by other kernels only"):
+    with pytest.raises(TypeError, match=r"simcore\.sliding\.stages\.log is called by other kernels only"):
         stages.log(np.zeros((1, 9)), np.zeros((1, 4), np.int64), 0, 0.0, 0, 0, -1, np.zeros(3),
                    0.0, 0.0, np.zeros(3), np.zeros(3), -1)
 

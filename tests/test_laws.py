@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import simcore
-from simcore import laws
+from simcore.laws import registry as laws
 from simcore import params as P
-from simcore.dataset import DatasetError, read
+from simcore.data.dataset import DatasetError, read
 from simcore.engine import Directions, simulate
 
 from .oracle import Oracle
@@ -211,7 +211,7 @@ def test_frictional_inelastic_sensitivities_match_central_differences():
 # --- dataset.yaml -----------------------------------------------------------------
 
 def _dataset(tmp_path, extra):
-    from simcore import synth
+    from simcore.data import synth
     root = tmp_path / "ds"
     synth.generate(root, synth.GeneratorSettings(scenarios=3, seed=1))
     meta = (root / "dataset.yaml").read_text()
@@ -224,7 +224,7 @@ def test_dataset_yaml_chooses_the_law(tmp_path):
                               "params:\n  mu_bb_b: 0.1\n")
     ds = read(root)
     assert ds.laws["body_body"] == "frictional_inelastic"
-    model, *_ = simcore.dataset.scenarios(ds)
+    model, *_ = simcore.data.dataset.scenarios(ds)
     assert model.layout.laws == ds.laws
     assert model.layout.as_dict(model.params)["mu_bb_b"] == 0.1
 
@@ -247,9 +247,9 @@ def test_a_fit_recovers_the_laws_coefficients(tmp_path):
     """Synthetic data simulated under frictional_inelastic (``generate --law``):
     mu_bb, mu_bb_b, mu_bb_c and e_bb fitted from 0.8 x the truth land within
     3 standard errors and 5 % of it."""
-    from simcore import fit as F
-    from simcore import synth
-    from simcore.problem import Problem
+    from simcore.identify import fit as F
+    from simcore.data import synth
+    from simcore.identify.problem import Problem
 
     truth = dict(synth.TRUTH, mu_bb=0.02, mu_bb_b=0.12, mu_bb_c=1.1)
     out = synth.generate(tmp_path / "fi", synth.GeneratorSettings(scenarios=40, seed=11,

@@ -5,17 +5,17 @@ The scenes are chosen so every quantity has a closed form: a ball sliding on
 the ground (stop distance, speed at a fixed time), a head-on impact of two
 equal balls (velocity jumps), a push (control effort).  With ``S``
 scenarios and ``n_s`` residual terms each, a component is
-``w (1/S) sum_s SSE_s / n_s`` (``simcore.losses``).
+``w (1/S) sum_s SSE_s / n_s`` (``simcore.identify.losses``).
 """
 
 import numpy as np
 import pytest
 
 import simcore
-from simcore import fit as F
-from simcore import losses as L
+from simcore.identify import fit as F
+from simcore.identify import losses as L
 from simcore import params as P
-from simcore.problem import Problem
+from simcore.identify.problem import Problem
 
 G = 9.81
 R = 0.03

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import yaml
 
-from simcore import dataset as D
-from simcore import fit as F
+from simcore.data import dataset as D
+from simcore.identify import fit as F
 from simcore import params as P
-from simcore import synth
+from simcore.data import synth
 from simcore.engine import simulate
 from simcore.model import Scenario, build
-from simcore.problem import Problem
+from simcore.identify.problem import Problem
 
 R, M, G = 0.03, 0.17, 9.81
 #: A frictionless ground: approach speeds stay what they were set to.

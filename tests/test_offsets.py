@@ -12,10 +12,10 @@ import pytest
 
 import simcore
 from simcore import params as P
-from simcore import synth
+from simcore.data import synth
 from simcore.engine import Directions, simulate
-from simcore.fit import fit
-from simcore.problem import Problem
+from simcore.identify.fit import fit
+from simcore.identify.problem import Problem
 
 from .scenes import random_params, random_scenario
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import simcore
-from simcore import collision as C
+from simcore.geometry import collision as C
 
 SPHERE = C.SHAPE_SPHERE
 #: A shape code no row of the table has (a shape added without its functions).
@@ -15,7 +15,7 @@ UNKNOWN = len(C.SHAPE_NAMES) + 3
 def test_every_body_shape_has_its_rows():
     """Every shape the event-exact integrators run has its rows (boxes are
     the time-stepper's, with the contact points of simcore/faces.py)."""
-    from simcore.integrate import REGISTRY
+    from simcore.sliding.integrate import REGISTRY
 
     shapes = {s for it in REGISTRY if it.family == "impulse" for s in it.shapes}
     C.check_shapes(shapes)

@@ -16,7 +16,7 @@ from prefect.testing.utilities import prefect_test_harness
 from flows import pipeline, registry, settings, tracking
 from flows.cli import main
 from flows.store import StoreLocked
-from simcore import synth
+from simcore.data import synth
 
 TABLE = str(Path("datasets/synthetic-table").resolve())
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]

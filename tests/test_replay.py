@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcore import dataset, params, replay, synth
-from simcore.problem import Problem
+from simcore import params
+from simcore.data import dataset, replay, synth
+from simcore.identify.problem import Problem
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flows import report
-from simcore import fit as F
+from simcore.identify import fit as F
 
 
 def _result(status=F.STATUS_FTOL, params=None, ci95=None, held=()):

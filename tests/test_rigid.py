@@ -6,8 +6,8 @@ import pytest
 
 from simcore import engine as E
 from simcore import model as M
-from simcore import penalty as PN
-from simcore.rigid import quat_angle, quat_matrix
+from simcore.laws import penalty as PN
+from simcore.geometry.rigid import quat_angle, quat_matrix
 
 from . import rigid_oracle as O
 
@@ -326,7 +326,7 @@ def test_numpy_reference_of_the_step_agrees_with_the_kernel(com):
     assert model.scen_dt[0] == h
     res = E.simulate(model, state, [h * np.arange(1, n + 1)])
     lay = model.layout
-    table = np.array(__import__("simcore.rigid_engine", fromlist=["x"])._coefficients(
+    table = np.array(__import__("simcore.rigid.rigid_engine", fromlist=["x"])._coefficients(
         model.params, *lay.penalty_rows()))
     ref = []
     for k in range(3):  # the reference's state: the centre of mass's
@@ -493,7 +493,7 @@ def _write_box_dataset(root, bodies, replayed=True):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from simcore import replay
+    from simcore.data import replay
 
     root.mkdir(parents=True, exist_ok=True)
     meta = "name: boxes\nunits: {length: m, time: s}\n"
@@ -528,8 +528,8 @@ def _box_rows():
 
 
 def test_a_box_dataset_reads_simulates_and_replays_with_orientations(tmp_path):
-    from simcore import dataset as D
-    from simcore import replay
+    from simcore.data import dataset as D
+    from simcore.data import replay
 
     _write_box_dataset(tmp_path / "ds", _box_rows())
     ds = D.read(tmp_path / "ds")
@@ -563,7 +563,7 @@ def test_a_box_dataset_reads_simulates_and_replays_with_orientations(tmp_path):
      "(?s)centre of mass outside the body.*column com_z.*below the half extent hz"),
 ])
 def test_bad_box_rows_are_named(tmp_path, change, message):
-    from simcore import dataset as D
+    from simcore.data import dataset as D
 
     rows = _box_rows()[:1]
     rows[0].update(change)
@@ -574,7 +574,7 @@ def test_bad_box_rows_are_named(tmp_path, change, message):
 
 
 def test_an_off_centre_mass_is_read_and_only_a_box_takes_one(tmp_path):
-    from simcore import dataset as D
+    from simcore.data import dataset as D
 
     rows = _box_rows()
     for r, com in zip(rows, ((0.01, 0.0, -0.02), (0.0, 0.0, 0.0), (None, None, None))):
@@ -591,7 +591,7 @@ def test_an_off_centre_mass_is_read_and_only_a_box_takes_one(tmp_path):
 
 
 def test_a_sphere_without_a_radius_is_named(tmp_path):
-    from simcore import dataset as D
+    from simcore.data import dataset as D
 
     rows = _box_rows()[1:]
     rows[1]["radius"] = None

@@ -6,15 +6,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simcore import dataset as D
+from simcore.data import dataset as D
 from simcore import engine as E
 from simcore import model as M
-from simcore import synth
-from simcore import tangent as T
-from simcore.problem import Problem
-from simcore import fit as F
-from simcore.problem import FLIGHT_CLEARANCE, SLOPE_HALF
-from simcore.rigid import integrate_orientation, lowest, quat_rate, window_state
+from simcore.data import synth
+from simcore.sliding import tangent as T
+from simcore.identify.problem import Problem
+from simcore.identify import fit as F
+from simcore.identify.problem import FLIGHT_CLEARANCE, SLOPE_HALF
+from simcore.geometry.rigid import integrate_orientation, lowest, quat_rate, window_state
 
 from .test_rigid import cube
 
@@ -203,7 +203,7 @@ def test_secant_fit_recovers_box_coefficients_from_a_chaotic_start(tosses):
 
 
 def test_orientation_loss_reads_turns_in_metres_and_is_differentiated(tosses):
-    from simcore import losses as L
+    from simcore.identify import losses as L
     q0 = np.array([[[1.0, 0, 0, 0]]])
     q1 = np.array([[[np.cos(0.05), 0, np.sin(0.05), 0]]])  # 0.1 rad about y
     assert np.allclose(L.turn_residuals(q1, q0, np.array([[0.05]])), [[[0, 0.005, 0]]])

@@ -1,4 +1,4 @@
-"""Sensitivities through the time-stepper (simcore.rigid_tangent) against
+"""Sensitivities through the time-stepper (simcore.rigid.rigid_tangent) against
 central finite differences of the forward runs."""
 
 from dataclasses import replace
@@ -8,9 +8,9 @@ import pytest
 
 from simcore import engine as E
 from simcore import model as M
-from simcore import penalty as PN
-from simcore import tangent as T
-from simcore.rigid_tangent import hc_alpha_slope
+from simcore.laws import penalty as PN
+from simcore.sliding import tangent as T
+from simcore.rigid.rigid_tangent import hc_alpha_slope
 
 from .test_rigid import _tosses, bodies, cube
 

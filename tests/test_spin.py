@@ -6,9 +6,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simcore import engine, model as M, spin, spin_impact, stronge
-from simcore.laws import PairLaw
-from simcore.events import EVENT_KINDS
+from simcore import engine, model as M
+from simcore.laws import stronge
+from simcore.spin import spin, spin_impact
+from simcore.laws.registry import PairLaw
+from simcore.kernel.events import EVENT_KINDS
 from tests import spin_oracle
 
 R, MASS, G = 0.028575, 0.170097, 9.81
@@ -358,7 +360,7 @@ def test_the_billiards_dataset_replays_pooltool_to_rounding():
     with pooltool 0.6 to a nanometre and 10 ns."""
     from pathlib import Path
 
-    from simcore import dataset as D, replay
+    from simcore.data import dataset as D, replay
 
     ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
     assert ds.spin and ds.laws["body_wall"] == "stronge_compliant"
@@ -484,7 +486,8 @@ def test_a_fit_recovers_the_cue_balls_spin_as_a_nuisance_unknown():
     path reveals; the vertical spin, which barely moves a ball, is held."""
     from pathlib import Path
 
-    from simcore import dataset as D, fit as F, problem as PB
+    from simcore.data import dataset as D
+    from simcore.identify import fit as F, problem as PB
 
     ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
     pr = PB.Problem.from_dataset(ds).subset(np.arange(12))

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from flows.cli import main
-from simcore import dataset, synth, targets
+from simcore.data import dataset, synth, targets
 
 
 def test_end_states_exact_on_a_noiseless_parabola():

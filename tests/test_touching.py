@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcore import dataset, synth
+from simcore.data import dataset, synth
 from simcore.engine import simulate
 from simcore.model import TOUCH_TOL, Scenario, build
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from simcore import dataset, synth
+from simcore.data import dataset, synth
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_shards_are_balanced_and_stable_across_processes(good):
     ds = dataset.read(good)
     a = dataset.shards(ds, 2)
     assert sorted(sum(a, [])) == ds.scenario_ids()
-    code = ("import sys, json; from simcore import dataset; "
+    code = ("import sys, json; from simcore.data import dataset; "
             f"print(json.dumps(dataset.shards(dataset.read({str(good)!r}), 2)))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env={"PYTHONHASHSEED": "123", "PATH": ""})

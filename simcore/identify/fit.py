@@ -1,0 +1,970 @@
+"""Coefficient identification: one ``fit(...) -> FitResult`` over three optimisers.
+
+* ``"lm"`` (default): bounded Levenberg-Marquardt on the stacked residuals.
+  The Gauss-Newton matrix ``2 J^T W J`` comes from the kernel's sensitivities
+  per scenario; nuisance unknowns of each scenario are eliminated by their
+  Schur complement (block-arrow structure), so the step costs ``O(S k^3)``
+  for ``S`` scenarios with ``k`` nuisance values each.  A step is accepted
+  only if the loss falls (the damping grows otherwise).
+* ``"gd"``: the source patent's update ``theta_{k+1} = theta_k - eta P grad L``
+  with the learning rate ``eta`` from the caller and a preconditioner ``P``
+  (``precondition``): by default the inverse Gauss-Newton matrix (the
+  natural gradient: each step is ``eta`` times the Gauss-Newton step, so the
+  correlated coefficients of a contact model, which a diagonal scaling leaves
+  ill-conditioned, converge in tens of steps), ``"jacobi"`` its diagonal,
+  ``False`` none (the patent's raw update); a step that raises the loss or
+  gives NaN is retried with ``eta / 2`` (backtracking), and after an accepted
+  step ``eta`` grows by ``lr_growth`` (1.0: the patent's fixed rate).
+* ``"adam"``: Adam (Kingma & Ba) with the same NaN/rise rejection.
+
+Horizon continuation (``horizons``, default ``HORIZONS``): the loss of a
+contact trajectory is only piecewise smooth in the coefficients (each change
+of the event sequence leaves a crease), and the creases multiply with the
+time span: a fit over the whole span from a far start stalls on one (on a
+100-scenario table from the defaults, ``v_th`` ended 35-73 % off).  So the
+fit runs first on the first quarter of every scenario, then on the first
+half, then on all of it, each stage starting from the last
+(:meth:`simcore.identify.problem.Problem.truncated`).  Short spans hold few events,
+so their loss is nearly smooth and its minimum is near the truth; each
+longer stage starts inside the basin of its own minimum.  These warm-up
+stages minimise a robust objective, ``sum_s a log(1 + l_s / a)`` over the
+scenarios' loss shares ``l_s`` with ``a = ROBUST x`` their median at the
+stage start (Cauchy, by IRLS), so that a scenario whose event sequence still
+differs (a missed collision: hundreds of times the noise level) cannot hold
+the others back; they end at a loose ``STAGE_FTOL`` (patience 1).  A last plain
+least-squares stage on the full span gives the estimate.  ``nit``, ``nfev``
+and ``history`` (each record tagged with its ``horizon``) cover all stages;
+the uncertainty and the report come from the full-span stage.
+
+Nuisance rescue (with ``nuisance``): each scenario's nuisance values are its
+own small non-convex problem, and a scenario can end in a local minimum of
+its own (a push that drives its body along another path of impacts).  After
+the full-span stage, a scenario whose loss share exceeds ``RESCUE`` times the
+median share (the noise floor) has its nuisance refitted alone, the
+coefficients fixed, from other starts: the data-driven push estimates
+(:meth:`simcore.identify.problem.Problem.push_from_data`), each (x, y) pair 30 %
+smaller and larger with the others kept, and at least ``RESCUE_STARTS`` in
+all with the current values scaled and turned at random (seeded).  If any
+scenario improves, the full-span stage runs again from there and is kept if
+its loss is lower.  The truncated warm-up stages hold push windows that their horizon
+cuts (:meth:`simcore.identify.problem.Problem.nuisance_cut`).
+
+Every iterate is projected onto the bounds (:func:`simcore.identify.problem.project`:
+``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
+the relative loss change stays below ``ftol`` for ``patience`` iterations
+(``"lm"``: or its Gauss-Newton model predicts a relative decrease below
+``ftol`` for the next step, which is then not tried, or that step moves
+every free coefficient by less than ``step_sigma`` of its standard error
+(the undamped step before the first trial, the damped one after trials
+that raised the loss):
+the estimate is then settled to a twentieth of its own uncertainty, and
+the 95 % intervals keep their coverage; on millions of samples the last
+relative loss changes are 1e-10, decided by the kinks of the few
+sustained-contact scenarios, and each rejected trial costs a full
+evaluation), or
+the scaled projected gradient ``|g * max(|theta|, 0.1)| / L`` falls below
+``gtol``, or ``max_iter`` ends the run (not converged).
+
+Uncertainty at the optimum, from the Gauss-Newton matrix and the residual
+variance: ``cov = (L / (N - P)) (J^T W J)^-1`` for the free coefficients
+(the nuisance marginalised through the Schur complement), ``N`` scalar
+residuals and ``P`` unknowns; the 95 % interval is ``theta +- 1.96 stderr``.
+The weights ``W`` are the loss normalisation, so this is exact for uniform
+weights and the usual weighted-least-squares estimate otherwise.
+
+Identifiability: a free coefficient that entered no event or segment of any
+scenario (``signal == 0``: e.g. no wall impact slipped) gets no gradient from
+the data; it is held at its start value and named in ``FitResult.held``
+and in the message beside the optimiser's status, with the reason (the fit
+of the others can still converge).  A coefficient with a relative standard
+error above ``WEAK_REL`` is reported as weakly identified.
+"""
+
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import params as P
+from .problem import NUISANCE, project
+
+METHODS = ("lm", "gd", "adam")
+
+
+class Status(NamedTuple):
+    """How a fit ended: its code, the word ``fit.json``, MLflow and the
+    report show, the message, and whether the optimiser converged."""
+
+    code: int
+    word: str
+    message: str
+    converged: bool
+
+
+STATUS_FTOL, STATUS_GTOL, STATUS_MAXITER, STATUS_NOSTEP, STATUS_NONFINITE, STATUS_STEP = range(6)
+#: The one table of fit statuses, by code.
+STATUSES = (
+    Status(STATUS_FTOL, "converged_ftol", "converged: relative loss change below ftol", True),
+    Status(STATUS_GTOL, "converged_gtol", "converged: scaled gradient below gtol", True),
+    Status(STATUS_MAXITER, "max_iter", "not converged: max_iter reached", False),
+    Status(STATUS_NOSTEP, "no_step", "not converged: no trial step lowered the loss", False),
+    Status(STATUS_NONFINITE, "nonfinite", "failed: the loss is not finite at the start", False),
+    Status(STATUS_STEP, "converged_step",
+           "converged: the next step is below step_sigma standard errors", True),
+)
+assert all(st.code == k for k, st in enumerate(STATUSES))
+STATUS_MESSAGES = tuple(st.message for st in STATUSES)
+#: Statuses of a converged optimiser.
+CONVERGED = tuple(st.code for st in STATUSES if st.converged)
+#: Default iteration limits per method: Adam's fixed-size steps need a few
+#: hundred iterations to settle correlated coefficients (311 on the shipped set).
+MAX_ITER = {"lm": 100, "gd": 100, "adam": 1000}
+#: Horizon continuation: the fractions of each scenario's span fitted in turn.
+HORIZONS = (0.25, 0.5, 1.0)
+#: Cauchy scale of the continuation stages, in medians of the scenarios' losses.
+ROBUST = 10.0
+#: Nuisance rescue: loss share over the median share that marks a scenario
+#: stuck in a local minimum of its own, and the extra starts it gets.
+RESCUE = 1.25
+RESCUE_STARTS = 8
+#: The nuisance kinds rescued: a stuck push or a guessed velocity or spin can
+#: start far from its value; a segment's state (``state``) starts from the
+#: measurements.
+RESCUED = ("velocity", "push", "spin")
+#: Relative loss change that ends a warm-up stage.
+STAGE_FTOL = 1e-6
+#: Largest relative change of a coefficient in one step.
+MAX_REL_STEP = 0.2
+#: Relative standard error above which a coefficient is weakly identified.
+WEAK_REL = 0.1
+#: LM stops when its next step moves every free coefficient by less than
+#: this many of its standard errors (``step_sigma``).
+STEP_SIGMA = 0.05
+
+
+@dataclass
+class FitResult:
+    """Outcome of :func:`fit` (shaped like scipy's ``OptimizeResult``).
+
+    ``params``: all coefficients (fixed ones included); ``free``: the fitted
+    names; ``stderr``, ``ci95`` (name -> (lo, hi)) and ``corr (nfree, nfree)``
+    for the free ones; ``loss`` and ``components``; ``grad`` (free);
+    ``nit``, ``nfev``; ``status`` (a code of :data:`STATUSES`), ``message``,
+    ``success`` (the optimiser converged), ``held``: the free coefficients
+    the data do not inform, held at their start; ``history``: one
+    dict per iteration (``loss``, ``components``, ``theta``, ``grad_norm``,
+    ``step``); ``identifiability``: name -> ``{"signal", "identifiable",
+    "weak", "reason"}``; ``nuisance (nscen, k)`` when fitted; ``unmatched``
+    measured events; ``nondiff`` scenarios (gradient by finite differences);
+    ``nuisance_held (nscen, k)``: nuisance values held at their start (no
+    data curvature: e.g. a push that never moves its body);
+    ``nuisance_stderr (nscen, k)``: their standard errors (``inf`` where held);
+    ``starts``: the per-start results of a multi-start, and ``spread``;
+    ``stderr_cluster``, ``corr_cluster (nfree, nfree)``: standard errors
+    and correlations that allow the residuals of a scenario to be
+    correlated (:func:`_cluster_cov`; None with a nuisance or fewer than
+    two scenarios per free coefficient).
+    """
+
+    params: dict
+    free: tuple
+    stderr: dict
+    ci95: dict
+    corr: np.ndarray
+    loss: float
+    components: dict
+    grad: np.ndarray
+    nit: int
+    nfev: int
+    status: int
+    message: str
+    success: bool
+    history: list
+    identifiability: dict
+    method: str = "lm"
+    nuisance: np.ndarray = None
+    unmatched: int = 0
+    nondiff: int = 0
+    nuisance_held: np.ndarray = None
+    nuisance_stderr: np.ndarray = None
+    fd_check: float = None
+    starts: list = field(default_factory=list)
+    spread: dict = field(default_factory=dict)
+    held: tuple = ()
+    stderr_cluster: dict = None
+    corr_cluster: np.ndarray = None
+
+
+def _free_indices(free, layout):
+    names = layout.coefficients if free is None else tuple(free)
+    out = []
+    for n in names:
+        try:
+            out.append(layout.index(n))
+        except ValueError as exc:
+            raise ValueError(f"free parameter {n!r}: {exc}") from None
+    if not out:
+        raise ValueError("no free parameter: give at least one name in free")
+    return sorted(set(out))
+
+
+def _schur(H, g, nf, k, scen_hold, lam=0.0):
+    """Eliminate each scenario's nuisance block from ``(H + lam D) x = -g``.
+
+    ``H (S, NT, NT)``, ``g (S, NT)`` per scenario, the first ``nf`` entries
+    the shared coefficients.  Returns ``(A, b, X)``: the reduced matrix and
+    right side of the coefficients, and ``X (S, k, nf + 1) = Hnn^-1 [Hng, g_n]``
+    for the back substitution (None without nuisance).  The nuisance damping
+    is ``lam diag(Hnn)``; nuisance values without curvature, or held by
+    ``scen_hold`` (``(S,)``: whole scenarios; ``(S, k)``: single values), are
+    pinned (unit diagonal, no coupling).
+    """
+    A = H[:, :nf, :nf].sum(axis=0)
+    b = g[:, :nf].sum(axis=0)
+    if not k:
+        return A, b, None
+    Hnn = H[:, nf:, nf:].copy()
+    gn = g[:, nf:].copy()
+    diag = np.einsum("sii->si", H[:, nf:, nf:])
+    held = scen_hold if scen_hold.ndim == 2 else scen_hold[:, None]
+    dead = (diag <= 1e-14 * max(diag.max(initial=0.0), 1e-300)) | held
+    idx = np.arange(k)
+    Hnn[:, idx, idx] += lam * np.where(dead, 1.0, diag) + dead
+    gn[dead] = 0.0
+    Hgn = np.where(dead[:, None, :], 0.0, H[:, :nf, nf:])
+    rhs = np.concatenate([np.transpose(Hgn, (0, 2, 1)), gn[..., None]], axis=2)
+    try:
+        X = np.linalg.solve(Hnn, rhs)
+    except np.linalg.LinAlgError:
+        # A combination of nuisance values the data leave free (a body's
+        # spin about a line its samples cannot see): the minimum-norm step.
+        X = np.linalg.pinv(Hnn, rcond=1e-12, hermitian=True) @ rhs
+    A = A - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
+    b = b - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
+    return A, b, X
+
+
+def _lm_step(H, g, nf, k, lam, hold, scen_hold):
+    """Damped Gauss-Newton step ``(H + lam D) d = -g`` with nuisance eliminated.
+
+    ``D`` is the diagonal of ``H``; ``hold``: free coefficients held (no
+    signal); ``scen_hold``: scenarios whose nuisance is held.  Returns
+    ``(d_global (nf,), d_nuis (S, k) or None)``.
+    """
+    dg_scale = np.maximum(np.diag(H[:, :nf, :nf].sum(axis=0)), 1e-30)
+    A, b, X = _schur(H, g, nf, k, scen_hold, lam)
+    A[np.diag_indices(nf)] += lam * dg_scale
+    for c in hold:
+        A[c, :] = 0.0
+        A[:, c] = 0.0
+        A[c, c] = 1.0
+        b[c] = 0.0
+    d = np.linalg.solve(A, -b)
+    dn = None
+    if k:
+        dn = -(X[:, :, nf] + np.einsum("snf,f->sn", X[:, :, :nf], d))
+    return d, dn
+
+
+def _ev_covariance(ev, nf, k, hold):
+    """:func:`_covariance` at the evaluation ``ev``, its nuisance held as the
+    fit holds it (:func:`_nuisance_hold`) and counted where it has a gradient."""
+    lv = ev.loss
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0)) if k else 0
+    return _covariance(lv.gn, nf, k, _nuisance_hold(ev, nf, k), lv.total, 3 * lv.count,
+                       nuis_count, hold)
+
+
+def _nuisance_stderr(ev, nf, k, hold, cov):
+    """Standard errors ``(S, k)`` of the nuisance values at the evaluation ``ev``.
+
+    The nuisance block of ``sigma^2 (J^T W J)^-1`` for the block-arrow matrix
+    is, scenario by scenario, ``sigma^2 Hnn^-1 + X cov X^T`` with ``X =
+    Hnn^-1 Hng`` and ``cov`` the coefficients' covariance (its ``sigma^2``
+    included; held coefficients are fixed, so they add nothing).  Values the
+    fit holds (:func:`_nuisance_hold`) get ``inf``.
+    """
+    lv = ev.loss
+    H = lv.gn[:, nf:, nf:] / 2.0
+    held = _nuisance_hold(ev, nf, k)
+    idx = np.arange(k)
+    H = np.where(held[:, :, None] | held[:, None, :], 0.0, H)
+    H[:, idx, idx] += held  # pinned: unit diagonal, no coupling
+    # (A pseudo-inverse: values that move the data only together, such as a
+    # ball's velocity and spin where only their slip is seen, leave H singular.)
+    inv = np.linalg.pinv(H)
+    Hng = np.where(held[:, :, None], 0.0, np.transpose(lv.gn[:, :nf, nf:], (0, 2, 1)) / 2.0)
+    X = inv @ Hng
+    nuis_count = int(np.count_nonzero(np.abs(lv.grad[:, nf:]) > 0))
+    sigma2 = lv.total / max(3 * lv.count - nf - nuis_count, 1)
+    c = np.where(np.isfinite(cov), cov, 0.0)
+    c[hold, :] = 0.0
+    c[:, hold] = 0.0
+    var = sigma2 * np.einsum("sii->si", inv) + np.einsum("snf,fg,sng->sn", X, c, X)
+    return np.where(held, np.inf, np.sqrt(np.maximum(var, 0.0)))
+
+
+def _cluster_cov(ev, nf, hold):
+    """Scenario-clustered (sandwich) covariance of the free
+    coefficients: ``H^-1 (sum_s g_s g_s^T) H^-1`` with ``g_s`` each
+    scenario's gradient of its loss share and ``H`` the Gauss-Newton matrix
+    of the total.  The plain standard errors take every residual term as
+    independent noise; under model error (a real toss its model does not
+    quite reproduce) a scenario's residuals move together, and its share
+    of the loss varies from scenario to scenario far beyond the noise: this
+    estimate lets it (scenarios independent of one another).  Held
+    coefficients' rows and columns are NaN, their variance ``inf``."""
+    lv = ev.loss
+    keep = [c for c in range(nf) if c not in hold]
+    out = np.full((nf, nf), np.nan)
+    out[hold, hold] = np.inf
+    if not keep:
+        return out
+    H = lv.gn[:, keep][:, :, keep].sum(axis=0)
+    g = lv.grad[:, keep]
+    try:
+        inv = np.linalg.inv(H)
+    except np.linalg.LinAlgError:
+        inv = np.linalg.pinv(H)
+    out[np.ix_(keep, keep)] = inv @ (g.T @ g) @ inv
+    return out
+
+
+def _correlation(cov):
+    """The correlation matrix of a covariance (NaN where a variance is 0,
+    infinite or unknown)."""
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    with np.errstate(all="ignore"):
+        corr = cov / np.outer(std, std)
+    corr[~np.isfinite(corr)] = np.nan
+    return corr
+
+
+def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
+    """``(L / (N - P)) (J^T W J)^-1`` of the free coefficients (nuisance
+    marginalised); held coefficients (no signal) get an infinite variance."""
+    A, _, _ = _schur(H / 2.0, np.zeros(H.shape[:2]), nf, k, scen_hold)
+    dof = max(count - nf - nuis_count, 1)
+    keep = np.array([c for c in range(nf) if c not in hold], np.int64)
+    cov = np.full((nf, nf), np.nan)
+    cov[hold, hold] = np.inf
+    if keep.size:
+        try:
+            cov[np.ix_(keep, keep)] = np.linalg.inv(A[np.ix_(keep, keep)]) * (loss / dof)
+        except np.linalg.LinAlgError:
+            cov[keep, keep] = np.inf
+    return cov
+
+
+def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
+        lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=None,
+        starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
+        step_sigma=STEP_SIGMA, secant=()):
+    """Fit the free coefficients of ``problem`` (see the module docstring).
+
+    ``params0``: start values (mapping; defaults fill the rest, and fix the
+    coefficients not in ``free``); ``free``: names to fit (None: the contact
+    coefficients of the model's layout, ``Layout.coefficients``; the global
+    offsets ``ground_offset`` and ``time_offset`` are fitted only when named);
+    ``nuisance``: "none", "velocity", "push", "spin" or "state" (see :mod:`simcore.identify.problem`;
+    the start is :meth:`~simcore.identify.problem.Problem.nuisance_start` at
+    ``params0``, where a push stuck on the static plateau restarts from its
+    window's measured motion);
+    ``starts > 1``: multi-start, the extra starts drawn uniformly within
+    ``[0.5, 2] x`` the start values (restitutions within [0.05, 1], offsets
+    within ``+-2 OFFSET_SCALE`` of theirs) from
+    ``seed``; the best is returned with the others in ``starts``.
+    ``fd_check``: compare the gradient with central finite differences at the
+    start (``FitResult.fd_check``: the largest relative gap; at the optimum
+    the gradient vanishes and the comparison would be rounding), for data
+    whose event sequence changes under small perturbations.
+    ``callback(record)`` sees each iteration's history record.
+    ``horizons``: increasing fractions of every scenario's time span for
+    horizon continuation, and ``robust`` the Cauchy scale of its warm-up
+    stages (see the module docstring; ``0``: no robust stage);
+    ``horizons=(1.0,)`` is one plain fit of the whole span.
+    ``secant``: decreasing relative steps (e.g. ``(0.01, 0.003)``; empty:
+    exact sensitivities).  The continuation runs with the derivatives of
+    the free coefficients by central differences over the first step (a
+    secant Jacobian), then one more fit of the whole span per further step;
+    the nuisance is held at its start.  For chaotic rollouts (a tumbling
+    box): there the loss is a funnel around the truth carrying micrometre
+    ripples (contacts chattering as a box rocks and slides on a face), so
+    the exact slope is the ripples' and far above the funnel's; a secant
+    over the coefficients' present uncertainty follows the funnel, and
+    shrinking it resolves the bottom.  The standard errors are then the
+    last secant's.
+
+    Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
+    ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
+    is ``lr`` times the Gauss-Newton step ``-(2 J^T W J)^-1 g`` (nuisance
+    eliminated as in ``lm``); ``"jacobi"``, ``-lr g / diag(2 J^T W J)``, so
+    that ``lr`` is dimensionless and coefficients of very different
+    sensitivity move alike; ``False``, the raw patent update ``-lr g``
+    (``lr`` then in units of theta^2 / loss).
+    """
+    if lr is None:
+        lr = 3e-3 if method == "adam" else 0.5
+    if max_iter is None:
+        max_iter = MAX_ITER.get(method, 100)
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {list(METHODS)}")
+    if nuisance not in NUISANCE:
+        raise ValueError(f"nuisance {nuisance!r}: expected one of {list(NUISANCE)}")
+    for name, v, ok in (("lr", lr, lr > 0), ("ftol", ftol, ftol >= 0), ("gtol", gtol, gtol >= 0),
+                        ("max_iter", max_iter, max_iter >= 0), ("starts", starts, starts >= 1),
+                        ("lr_growth", lr_growth, lr_growth >= 1.0),
+                        ("step_sigma", step_sigma, step_sigma >= 0)):
+        if not (np.isfinite(v) and ok):
+            raise ValueError(f"{name} = {v}: out of range")
+    if precondition not in (True, False, "gauss-newton", "jacobi"):
+        raise ValueError(f"precondition = {precondition!r}: expected 'gauss-newton', 'jacobi', "
+                         "True (gauss-newton) or False")
+    horizons = check_horizons(horizons)
+    secant = check_secant(secant)
+    if not (np.isfinite(robust) and robust >= 0):
+        raise ValueError(f"robust = {robust}: expected a finite number >= 0 (0: off)")
+    for what, names in (("free parameter", free or ()), ("params0", params0 or {})):
+        for n in names:
+            try:
+                P.parse(n)
+            except ValueError as exc:
+                raise ValueError(f"{what} {n!r}: {exc}") from None
+    problem = problem.with_coefficients([*(free or ()), *(params0 or {})])
+    lay = problem.model.layout
+    free_idx = _free_indices(free, lay)
+    theta0 = lay.vector(params0 or {})
+    kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
+              precondition=precondition, ftol=ftol,
+              gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
+              callback=callback, horizons=horizons, robust=robust, step_sigma=step_sigma,
+              secant=secant)
+    if starts == 1:
+        return _fit_continued(problem, theta0, free_idx, **kw)
+    rng = np.random.default_rng(seed)
+    results = [_fit_continued(problem, theta0, free_idx, **kw)]
+    for _ in range(starts - 1):
+        th = theta0.copy()
+        for q in free_idx:
+            root = P.base(lay.names[q])
+            if root.startswith("e_"):
+                th[q] = rng.uniform(0.05, 1.0)
+            elif root in P.OFFSET_SCALE:
+                th[q] = theta0[q] + P.OFFSET_SCALE[root] * rng.uniform(-2.0, 2.0)
+            else:
+                th[q] = theta0[q] * rng.uniform(0.5, 2.0)
+        results.append(_fit_continued(problem, project(th, free_idx, lay), free_idx, **kw))
+    finite = [r for r in results if np.isfinite(r.loss)]
+    best = min(finite, key=lambda r: r.loss) if finite else results[0]
+    names = [lay.names[q] for q in free_idx]
+    sol = np.array([[r.params[n] for n in names] for r in finite])
+    best.spread = {n: {"min": float(sol[:, c].min()), "max": float(sol[:, c].max()),
+                       "std": float(sol[:, c].std())} for c, n in enumerate(names)}
+    best.spread["agree"] = int(sum(abs(r.loss - best.loss) <= 1e-6 * abs(best.loss) + 1e-300
+                                   for r in finite))
+    best.starts = results
+    return best
+
+
+def check_horizons(horizons):
+    """``horizons`` as a tuple of floats, or ``ValueError``: increasing
+    fractions in (0, 1] ending with 1.0."""
+    h = np.atleast_1d(np.asarray(horizons, dtype=np.float64))
+    if h.size == 0 or not np.all(np.isfinite(h)) or np.any(h <= 0) or np.any(h > 1) \
+            or np.any(np.diff(h) <= 0) or h[-1] != 1.0:
+        raise ValueError(f"horizons {list(h)}: expected increasing fractions in (0, 1] "
+                         "ending with 1.0")
+    return tuple(float(x) for x in h)
+
+
+def check_secant(secant):
+    """``secant`` as a tuple of floats, or ``ValueError``: decreasing
+    relative steps in (0, 0.1] (empty: exact sensitivities)."""
+    s = np.atleast_1d(np.asarray(secant if secant is not None else (), dtype=np.float64))
+    if not np.all(np.isfinite(s)) or np.any(s <= 0) or np.any(s > 0.1) \
+            or np.any(np.diff(s) >= 0):
+        raise ValueError(f"secant {s.tolist()}: expected decreasing relative steps in (0, 0.1]")
+    return tuple(float(x) for x in s)
+
+
+def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check, secant,
+                   **kw):
+    """Horizon continuation: fit the first part of every scenario, then warm-start
+    on longer spans (robust stages), then the plain loss on the whole span;
+    with ``secant``, one more fit of the whole span per further step; the
+    last gives the result."""
+    if len(secant) > 1:
+        r = _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check,
+                           secant[:-1], **kw)
+        if not np.isfinite(r.loss):
+            return r
+        last = _fit_one(problem, problem.model.layout.vector(r.params), free_idx,
+                        callback=callback, fd_check=fd_check, horizon=1.0, it0=r.nit,
+                        nuis0=r.nuisance, secant=secant[-1], **kw)
+        last.history = r.history + last.history
+        last.nit += r.nit
+        last.nfev += r.nfev
+        return last
+    kw["secant"] = secant[0] if secant else 0.0
+    theta = theta0
+    # The nuisance start comes from the whole span: a truncated stage has no
+    # data on the later push windows.
+    nuis = problem.nuisance_start(kw["nuisance"], theta0) if problem.nuisance_size(
+        kw["nuisance"]) else None
+    history, nit, nfev = [], 0, 0
+    stages = [(h, robust) for h in horizons[:-1]]  # horizons end with 1.0
+    ftol = kw.pop("ftol")
+    for h, c2 in stages:
+        # A warm-up stage need only reach the basin: a loose ftol.
+        r = _fit_one(problem.truncated(h), theta, free_idx, callback=callback,
+                     fd_check=False, horizon=h, it0=nit, nuis0=nuis, robust=c2,
+                     ftol=max(ftol, STAGE_FTOL), **dict(kw, patience=1))
+        nfev += r.nfev
+        if not np.isfinite(r.loss):
+            continue
+        theta, nuis = problem.model.layout.vector(r.params), r.nuisance
+        history += r.history
+        nit += r.nit
+    r = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
+                 horizon=1.0, it0=nit, nuis0=nuis, ftol=ftol, **kw)
+    if nuis is not None and np.isfinite(r.loss):
+        theta = problem.model.layout.vector(r.params)
+        better, cost = _rescue(problem, theta, r.nuisance, ftol=ftol, **kw)
+        nfev += cost
+        if better is not None:
+            r2 = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
+                          horizon=1.0, it0=nit + r.nit, nuis0=better, ftol=ftol, **kw)
+            if r2.loss < r.loss:
+                r2.history = r.history + r2.history
+                r2.nit += r.nit
+                r2.nfev += r.nfev
+                r = r2
+            else:
+                nfev += r2.nfev
+    r.history = history + r.history
+    r.nit += nit
+    r.nfev += nfev
+    return r
+
+
+def _rescue(problem, theta, nuis, nuisance, **kw):
+    """Refit alone, from other starts, the nuisance of every scenario whose
+    loss share is over ``RESCUE`` times the median (see the module
+    docstring).  Returns ``(nuisance with the improved scenarios, or None if
+    none improved, evaluations spent)``."""
+    if nuisance not in RESCUED:
+        return None, 0
+    per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
+    bad = np.flatnonzero(per > RESCUE * np.median(per))
+    if not bad.size:
+        return None, 1
+    base = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
+    est = None
+    if nuisance == "push":
+        est, _ = base.push_from_data(theta)
+        m = base.model
+        owner = np.repeat(np.arange(base.nscen), np.diff(m.ctrl_ptr))
+    out, nfev, improved = nuis.copy(), 1, False
+    for s in bad:
+        sub = base.subset([s])
+        k = sub.nuisance_size(nuisance)  # its own width (fewer bodies or windows)
+        now = nuis[s, :k]
+        starts = []
+        if est is not None:
+            rows = np.flatnonzero(owner == s)
+            guess = now.copy()
+            pick = rows[np.isfinite(est[rows, 0])]
+            guess[2 * (pick - rows[0])] = est[pick, 0]
+            guess[2 * (pick - rows[0]) + 1] = est[pick, 1]
+            if not np.array_equal(guess, now):
+                starts.append(guess)
+        rng = np.random.default_rng(int(s))
+        pairs = now.reshape(-1, 2)
+        for j in range(len(pairs)):
+            # One pair at a time 30 % smaller and larger, the others kept.
+            for f in (0.7, 1.3):
+                one = now.copy()
+                one[2 * j:2 * j + 2] *= f
+                starts.append(one)
+        while len(starts) < RESCUE_STARTS:
+            # The current values, each pair scaled by [0.5, 1.5] and turned by
+            # up to 0.5 rad.
+            a = rng.uniform(-0.5, 0.5, len(pairs))
+            c, sn = np.cos(a), np.sin(a)
+            f = rng.uniform(0.5, 1.5, len(pairs))
+            starts.append((f[:, None] * np.stack([c * pairs[:, 0] - sn * pairs[:, 1],
+                                                  sn * pairs[:, 0] + c * pairs[:, 1]], 1)).ravel())
+        best = per[s]  # the subset's loss is its share times the scenario count
+        for start in starts:
+            r = _fit_one(sub, theta, [], nuisance=nuisance, fd_check=False, callback=None,
+                         nuis0=start[None, :], **dict(kw, patience=1))
+            nfev += r.nfev
+            share = r.loss / problem.nscen
+            if np.isfinite(share) and share < best:
+                best = share
+                out[s, :k] = r.nuisance[0]
+                improved = True
+    return (out if improved else None), nfev
+
+
+def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
+             gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
+             robust=0.0, step_sigma=0.0, secant=0.0):
+    nf = len(free_idx)
+    k = problem.nuisance_size(nuisance)
+    lay = problem.model.layout
+    names = tuple(lay.names[q] for q in free_idx)
+    # The trust region's floor of each free value's size: 1e-2 for a
+    # coefficient, 5 OFFSET_SCALE for an offset (whose value may be 0).
+    size_floor = np.array([5.0 * P.OFFSET_SCALE[P.base(n)] if P.base(n) in P.OFFSET_SCALE else 1e-2
+                           for n in names])
+    theta = project(theta0, free_idx, lay)
+    nuis = (problem.nuisance_start(nuisance, theta) if nuis0 is None else nuis0.copy()) \
+        if k else None
+    ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True, secant=secant)
+    cauchy_a = None
+    if robust:
+        # The Cauchy scale is fixed for the stage, so its objective is one function.
+        cauchy_a = robust * max(float(np.median(ev.loss.per_scenario)), 1e-300)
+        ev = _cauchy(ev, cauchy_a)
+    nfev = ev.nfev
+    loss = ev.loss.total
+    if not np.isfinite(loss):
+        return _result(problem, theta, nuis, ev, free_idx, method, 0, nfev, STATUS_NONFINITE,
+                       [], None, k, nuisance)
+    hold = [c for c in range(nf) if ev.signal[c] == 0]
+    history = []
+    fd_gap = _fd_check(problem, theta, free_idx, nuisance, nuis, ev) if fd_check else None
+    status = STATUS_MAXITER
+    lam = 1e-3
+    eta = lr
+    m1 = np.zeros(nf + (problem.nscen * k if k else 0))
+    m2 = np.zeros_like(m1)
+    quiet = 0
+    nit = 0
+    for it in range(1, max_iter + 1):
+        scen_hold = _nuisance_hold(ev, nf, k)
+        g_full = ev.loss.grad
+        gg, gnuis, pre_g, pre_n = _gradients(ev, nf, k, hold, scen_hold, precondition)
+        scale = np.maximum(np.abs(theta[free_idx]), 0.1)
+        gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
+        if nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
+            status = STATUS_GTOL
+            break
+        accepted = saw_nan = rose = False
+        lam_start = lam
+        for _trial in range(40):
+            d, dn = _step(method, precondition, ev, (g_full, gg, gnuis, pre_g, pre_n), (nf, k),
+                          (lam, eta), (hold, scen_hold), (m1, m2, it))
+            if not np.all(np.isfinite(d)) or (k and not np.all(np.isfinite(dn))):
+                # A singular or overflowing step: damp harder, or shrink the rate.
+                saw_nan = True
+                lam *= 4.0
+                eta *= 0.5
+                continue
+            d, dn = _trust_region(d, dn, theta[free_idx], size_floor)
+            if step_sigma and nf and not robust and not saw_nan and \
+                    (method == "lm" or _trial == 0) and \
+                    _settled(ev, nf, k, scen_hold, hold, step_sigma,
+                             None if _trial == 0 else d):
+                # The undamped step, or after trials that raised the loss the
+                # damped one about to be tried, is statistically nothing.
+                # gd and Adam stop by the same test (the Gauss-Newton step
+                # from where they are, never taken), as they approach the
+                # optimum too slowly for ftol.
+                status = STATUS_STEP
+                break
+            if method == "lm" and not saw_nan and \
+                    _predicted(ev.loss.gn, g_full, d, dn, nf) <= ftol * abs(loss):
+                # The Gauss-Newton model promises less than ftol (at once, or
+                # once steps that raised the loss have raised the damping):
+                # converged, without paying for trials that rounding decides.
+                status = STATUS_FTOL
+                break
+            cand = theta.copy()
+            cand[free_idx] += d
+            cand = project(cand, free_idx, lay)
+            cand_nuis = nuis + dn if k else None
+            if method == "lm" and _trial > 0:
+                # After a rejected trial the next is screened by its loss
+                # alone (no sensitivities): most of them fail too.
+                new = _screen(problem, cand, nuisance, cand_nuis, cauchy_a)
+                nfev += 1
+                if not (np.isfinite(new) and new <= loss):
+                    saw_nan = saw_nan or not np.isfinite(new)
+                    rose = rose or bool(np.isfinite(new))
+                    lam = max(4.0 * lam, 1.0)
+                    continue
+            try:
+                ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True,
+                                          secant=secant)
+                if cauchy_a is not None:
+                    ev_new = _cauchy(ev_new, cauchy_a)
+                new = ev_new.loss.total
+                nfev += ev_new.nfev
+            except RuntimeError:
+                new = np.nan
+            saw_nan = saw_nan or not np.isfinite(new)
+            # Adam may climb a little (it is not a descent method), never diverge.
+            if np.isfinite(new) and (new <= loss or (method == "adam" and new < 1.5 * loss)):
+                accepted = True
+                break
+            if method == "lm":
+                # The damping is relative to the curvature's diagonal, so a
+                # step only shrinks once lam nears 1: a rejected trial goes
+                # there at once (the next step is at most half as long)
+                # instead of paying for near-copies of the rejected one.
+                rose = rose or bool(np.isfinite(new))
+                lam = max(4.0 * lam, 1.0)
+            else:
+                eta *= 0.5
+        if status in (STATUS_FTOL, STATUS_STEP):
+            break
+        if not accepted:
+            status = STATUS_NOSTEP
+            break
+        nit = it
+        step = float(np.linalg.norm(cand[free_idx] - theta[free_idx]))
+        rel = abs(loss - new) / max(abs(loss), 1e-300)
+        theta, nuis, ev, loss = cand, cand_nuis, ev_new, new
+        if method == "lm":
+            # A failed run (NaN) says nothing of the Gauss-Newton model: the
+            # damping it forced is not carried into the next iteration (where
+            # a run fails at every other evaluation it would grow without
+            # bound, and the steps shrink to nothing).
+            lam = max((lam if rose else lam_start) / 3.0, 1e-12)
+        elif method == "gd":
+            eta *= lr_growth
+        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": loss,
+               "components": dict(ev.loss.components),
+               "theta": {n: float(theta[q]) for n, q in zip(names, free_idx)},
+               "grad_norm": gnorm, "step": step}
+        history.append(rec)
+        if callback is not None:
+            callback(rec)
+        # A step shrunk by backtracking says nothing about convergence.
+        quiet = quiet + 1 if rel < ftol and (_trial == 0 or method == "lm") else 0
+        if quiet >= patience:
+            status = STATUS_FTOL
+            break
+    return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
+                   fd_gap, k, nuisance)
+
+
+def _step(method, precondition, ev, grads, sizes, rates, holds, adam):
+    """The trial step ``(d, dn)`` of ``method`` (``d`` NaN where the solve
+    fails): ``lm``, the damped Gauss-Newton step (damping ``lam``); ``gd``,
+    ``eta`` times the Gauss-Newton step or the Jacobi-scaled (or raw)
+    gradient step (``precondition``); ``adam``, Adam's step from its moments
+    ``adam = (m1, m2, it)``.  ``grads`` are :func:`_gradients`' and the full
+    gradient, ``sizes`` ``(nf, k)``, ``rates`` ``(lam, eta)``."""
+    g_full, gg, gnuis, pre_g, pre_n = grads
+    (nf, k), (lam, eta), (hold, scen_hold) = sizes, rates, holds
+    if method == "lm" or (method == "gd" and precondition in (True, "gauss-newton")):
+        try:
+            d, dn = _lm_step(ev.loss.gn, g_full, nf, k, lam if method == "lm" else 0.0, hold,
+                             scen_hold)
+        except np.linalg.LinAlgError:
+            return np.full(nf, np.nan), None
+        return (d, dn) if method == "lm" else (eta * d, eta * dn if k else None)
+    if method == "gd":
+        return -eta * gg / pre_g, (-eta * gnuis / pre_n if k else None)
+    m1, m2, it = adam
+    return _adam(m1, m2, gg, gnuis, it, eta)
+
+
+def _gradients(ev, nf, k, hold, scen_hold, precondition):
+    """``(gg, gnuis, pre_g, pre_n)``: the free coefficients' gradient (held
+    ones zeroed), the nuisance gradient (held values zeroed; None without
+    nuisance) and gd's Jacobi preconditioners, the Gauss-Newton diagonal,
+    so that its learning rate is dimensionless (1 without ``precondition``)."""
+    g_full = ev.loss.grad
+    gg = g_full[:, :nf].sum(axis=0)
+    gg[hold] = 0.0
+    gnuis = g_full[:, nf:].copy() if k else None
+    if k:
+        gnuis[scen_hold] = 0.0
+    if precondition is False:
+        return gg, gnuis, 1.0, 1.0
+    diag = np.einsum("sii->si", ev.loss.gn)
+    pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
+    pre_n = np.maximum(diag[:, nf:], 1e-300) if k else None
+    return gg, gnuis, pre_g, pre_n
+
+
+def _trust_region(d, dn, free_values, size_floor):
+    """The step scaled so that no coefficient moves by more than
+    ``MAX_REL_STEP`` of its size (at least ``size_floor``) in one step:
+    event sequences change under big steps."""
+    room = MAX_REL_STEP * np.maximum(np.abs(free_values), size_floor)
+    over = float(np.max(np.abs(d) / room, initial=0.0))
+    if over > 1.0:
+        d = d / over
+        dn = dn / over if dn is not None else None
+    return d, dn
+
+
+def _nuisance_hold(ev, nf, k):
+    """Nuisance values held at an evaluation, ``(S, k)``: all of a scenario
+    outside the exact tangents, and each value the measured data do not
+    depend on (no data curvature: a push window after the horizon, or one
+    that never moves its body), which the input regulariser alone would take
+    to zero; and the push windows that a warm-up stage's horizon cuts
+    (:meth:`simcore.identify.problem.Problem.nuisance_cut`)."""
+    held = np.repeat((ev.nondiff != 0)[:, None], k, axis=1)
+    if k and ev.cut is not None:
+        held |= ev.cut
+    diag = ev.loss.data_diag
+    if k and diag is not None:
+        held |= diag[:, nf:] <= 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
+    return held
+
+
+def _settled(ev, nf, k, scen_hold, hold, step_sigma, d=None):
+    """The step ``d`` (None: the undamped Gauss-Newton step) moves every free
+    coefficient the data inform by less than ``step_sigma`` of its standard
+    error at this evaluation.  Before any trial it must be the undamped step:
+    a damped one can be small only because the damping is large, which says
+    nothing about convergence; after a rejected trial the damped step is the
+    only one left to try."""
+    lv = ev.loss
+    if d is None:
+        try:
+            d, _ = _lm_step(lv.gn, lv.grad, nf, k, 0.0, hold, scen_hold)
+        except np.linalg.LinAlgError:
+            return False
+    cov = _ev_covariance(ev, nf, k, hold)
+    keep = [c for c in range(nf) if c not in hold]
+    std = np.sqrt(np.maximum(np.diag(cov)[keep], 0.0))
+    return bool(keep) and bool(np.all(np.isfinite(std)) and np.all(np.isfinite(d))) and \
+        bool(np.all(np.abs(d[keep]) < step_sigma * std))
+
+
+def _predicted(H, g, d, dn, nf):
+    """Decrease of the loss that the Gauss-Newton model predicts for the step
+    ``(d, dn)``: ``-(g . delta + delta^T H delta / 2)`` summed over scenarios."""
+    delta = np.zeros_like(g)
+    delta[:, :nf] = d
+    if dn is not None:
+        delta[:, nf:] = dn
+    lin = float(np.einsum("sp,sp->", g, delta))
+    quad = float(np.einsum("sp,spq,sq->", delta, H, delta))
+    return -(lin + 0.5 * quad)
+
+
+def _screen(problem, theta, nuisance, nuis, cauchy_a):
+    """The loss at ``theta`` (and ``nuis``) from a forward run alone (the
+    robust objective when ``cauchy_a`` is set); NaN if the run fails."""
+    try:
+        per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
+    except RuntimeError:
+        return np.nan
+    return float(per.sum()) if cauchy_a is None else float(
+        (cauchy_a * np.log1p(per / cauchy_a)).sum())
+
+
+def _cauchy(ev, a):
+    """The evaluation with the robust objective ``sum_s a log(1 + l_s / a)`` over
+    the scenarios' loss shares ``l_s``: gradients and Gauss-Newton blocks of
+    each scenario scaled by ``1 / (1 + l_s / a)`` (IRLS)."""
+    lv = ev.loss
+    w = 1.0 / (1.0 + lv.per_scenario / a)
+    rho = a * np.log1p(lv.per_scenario / a)
+    total = float(rho.sum()) if np.isfinite(lv.total) else lv.total
+    lv = replace(lv, total=total, per_scenario=rho, grad=lv.grad * w[:, None],
+                 gn=lv.gn * w[:, None, None] if lv.gn is not None else None)
+    return replace(ev, loss=lv)
+
+
+def _adam(m1, m2, gg, gnuis, it, eta, b1=0.9, b2=0.999, eps=1e-12):
+    """One Adam step on the joint vector (state ``m1``, ``m2`` updated in place)."""
+    g = gg if gnuis is None else np.concatenate([gg, gnuis.ravel()])
+    m1[:] = b1 * m1 + (1 - b1) * g
+    m2[:] = b2 * m2 + (1 - b2) * g * g
+    step = -eta * (m1 / (1 - b1 ** it)) / (np.sqrt(m2 / (1 - b2 ** it)) + eps)
+    nf = gg.shape[0]
+    return step[:nf], (step[nf:].reshape(gnuis.shape) if gnuis is not None else None)
+
+
+def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
+    """Largest relative gap between the gradient and central differences."""
+    g = ev.loss.grad[:, :len(free_idx)].sum(axis=0)
+    worst = 0.0
+    # Gaps below this are rounding: 1e-7 of the loss per unit of the coefficient.
+    floor = 1e-7 * abs(ev.loss.total) / max(1e-2, float(np.abs(theta[free_idx]).max()))
+    for c, q in enumerate(free_idx):
+        if ev.signal[c] == 0:
+            continue
+        h = 1e-6 * max(abs(theta[q]), 1e-2)
+        up, dn = theta.copy(), theta.copy()
+        up[q] += h
+        dn[q] -= h
+        lay = problem.model.layout
+        up, dn = project(up, free_idx, lay), project(dn, free_idx, lay)
+        fd = (problem.loss_only(up, nuisance, nuis) - problem.loss_only(dn, nuisance, nuis)) / (
+            up[q] - dn[q])
+        worst = max(worst, abs(fd - g[c]) / max(abs(fd), abs(g[c]), floor, 1e-300))
+    return worst
+
+
+def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k,
+            nuisance="none"):
+    nf = len(free_idx)
+    lay = problem.model.layout
+    names = tuple(lay.names[q] for q in free_idx)
+    lv = ev.loss
+    scen_hold = ev.nondiff != 0
+    hold = [c for c in range(nf) if ev.signal[c] == 0]
+    if k:
+        real_held = _nuisance_hold(ev, nf, k) & problem.nuisance_mask(nuisance)
+    cov = _ev_covariance(ev, nf, k, hold)
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    corr = _correlation(cov)
+    ident = {}
+    weak_names = []
+    for c, (n, q) in enumerate(zip(names, free_idx)):
+        sig = int(ev.signal[c])
+        if sig == 0:
+            reason = f"{n}: no {P.SIGNAL_OF[P.base(n)]} in any of {problem.nscen} scenarios"
+            std[c] = np.inf
+        else:
+            reason = f"{n}: {sig} events or segments carried signal"
+        rel = std[c] / max(abs(theta[q]), P.OFFSET_SCALE.get(P.base(n), 1e-300))
+        weak = sig > 0 and not rel <= WEAK_REL
+        if weak:
+            reason += f"; weakly identified (relative stderr {rel:.2g})"
+            weak_names.append(n)
+        ident[n] = {"signal": sig, "identifiable": sig > 0, "weak": bool(weak), "reason": reason}
+    message = STATUS_MESSAGES[status]
+    unident = [n for n in names if not ident[n]["identifiable"]]
+    if unident:
+        message += ("; held at their start (not identifiable from this data): "
+                    + "; ".join(ident[n]["reason"] for n in unident))
+    if weak_names:
+        message += "; weakly identified: " + ", ".join(weak_names)
+    if k and real_held.any():
+        message += (f"; {int(real_held.sum())} nuisance value(s) held at their start: "
+                    "the data do not depend on them there")
+    if scen_hold.any():
+        message += (f"; {int(scen_hold.sum())} scenario(s) outside the exact tangents "
+                    "(gradient by finite differences)")
+    if fd_gap is not None and fd_gap > 1e-4:
+        message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
+    grad = lv.grad[:, :nf].sum(axis=0)
+    cluster = corr_cluster = None
+    if not k and lv.gn is not None and problem.nscen >= 2 * max(nf, 1):
+        ccov = _cluster_cov(ev, nf, hold)
+        cluster = dict(zip(names, map(float, np.sqrt(np.maximum(np.diag(ccov), 0.0)))))
+        corr_cluster = _correlation(ccov)
+    return FitResult(stderr_cluster=cluster, corr_cluster=corr_cluster,
+        params=lay.as_dict(theta), free=names,
+        stderr={n: float(std[c]) for c, n in enumerate(names)},
+        ci95={n: (float(theta[q] - 1.96 * std[c]), float(theta[q] + 1.96 * std[c]))
+              for c, (n, q) in enumerate(zip(names, free_idx))},
+        corr=corr, loss=float(lv.total), components=dict(lv.components), grad=grad, nit=nit,
+        nfev=nfev, status=status, message=message,
+        success=status in CONVERGED, history=history, held=tuple(unident),
+        identifiability=ident, method=method, nuisance=nuis, unmatched=lv.unmatched,
+        nondiff=int(scen_hold.sum()), fd_check=fd_gap,
+        nuisance_held=real_held if k else None,
+        nuisance_stderr=_nuisance_stderr(ev, nf, k, hold, cov) if k else None)

@@ -1,0 +1,59 @@
+"""A coefficient's declaration, and the fixed slots the kernels index.
+
+Every physics module declares the coefficients it reads as a tuple
+``PARAMETERS`` of :class:`Parameter` (the impulse law in :mod:`impulse`, the
+ground friction of sustained contact in :mod:`contact`, the set-up offsets in
+:mod:`engine`); :mod:`simcore.params` gathers them into the named vector,
+its defaults, bounds, units and the per-material layout.
+
+The first ``NPARAM`` entries of every coefficient vector are the global
+values, in the slot order below; kernels read the offsets at their slot and
+every contact coefficient through the material tables
+(:class:`simcore.params.Layout`), so per-material entries appended after the
+slots need no kernel change.  This module is read by jitted code (the slot
+constants): keep it small, since editing it recompiles the engine.
+"""
+
+from typing import NamedTuple
+
+#: Fixed slots of the global coefficients.
+MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG, GROUND_OFFSET, TIME_OFFSET = range(10)
+NPARAM = 10
+
+#: How a coefficient can be addressed per material (see :mod:`simcore.params`):
+#: ``ground``: ``NAME@MAT`` (a body of material MAT on the ground);
+#: ``wall``: ``NAME@MAT`` (a wall without a material) or ``NAME@A+B`` (body A, wall B);
+#: ``body``: ``NAME@A+B`` only (a body-body pair);
+#: ``any``: every contact kind (the penalty laws' coefficients): ``NAME@MAT``
+#: (a body of MAT on the ground or a wall without a material) or ``NAME@A+B``
+#: (bodies A and B, or body A against a wall B);
+#: ``global``: never (a property of the measurement set-up, not of a material).
+CONTACTS = ("ground", "wall", "body", "any", "global")
+
+
+class Parameter(NamedTuple):
+    """One coefficient: its name, default, closed bounds, SI unit, a one-line
+    meaning, what kind of event or segment carries signal for it (the
+    identifiability report), the contact it belongs to (one of
+    :data:`CONTACTS`), its slot, and, for the set-up offsets, the natural
+    size that relative measures take against an offset's zero truth.
+
+    ``law``: the contact law that reads the coefficient (:mod:`simcore.laws.registry`),
+    or the family of laws (``"penalty"``: all of them read it), or ``""`` for
+    one every model reads.  A law's coefficients have no fixed
+    slot (``slot = -1``): a vector holds them, after the fixed slots, only when
+    its layout uses the law, and kernels read them through the material tables.
+    ``model``: likewise, the motion model that alone reads the coefficient
+    (``"spin"``: :mod:`simcore.spin.spin`), or ``""``."""
+
+    name: str
+    default: float
+    bounds: tuple
+    unit: str
+    meaning: str
+    signal: str
+    contact: str
+    slot: int
+    scale: float = 0.0
+    law: str = ""
+    model: str = ""

@@ -1,0 +1,843 @@
+"""The time-stepper: rigid boxes and spheres under penalty contact laws.
+
+:func:`run` is what :func:`simcore.engine.simulate` calls for a model whose
+integrator is ``penalty`` (:mod:`simcore.sliding.integrate`; chosen for boxes or a
+penalty law).  Each step of size ``h`` reads as its stages:
+
+1. ``detect``: the contact points at the current poses (:mod:`simcore.geometry.faces`);
+2. ``springs``: each point's law split into its spring force and its
+   damping at the point's penetration (:mod:`simcore.laws.penalty`), the spring
+   and the viscous friction summed into forces and torques on the bodies;
+3. ``kick``: velocities under those forces, gravity and the control forces
+   (semi-implicit Euler: ``v' = v + h a``; angular velocities by
+   :func:`simcore.geometry.rigid.angular_kick`);
+4. ``impulses``: projected Gauss-Seidel over the points
+   (:data:`FRICTION_SWEEPS` sweeps in a fixed order), each point in turn:
+   its damping impulse at the end-of-step approach rate (implicit:
+   ``P_d = c h xd' / (1 + c h K_nn)`` with ``xd'`` the rate without it and
+   ``K_nn`` the normal inverse effective mass; the total normal impulse
+   clamped at >= 0), then its friction impulse under the cone of that
+   normal force: the one that stops its slip when the
+   cone ``mu(s) F h`` holds it (stick); otherwise the cone's impulse
+   opposing the slip the point would have without its own friction (slide:
+   ``-mu F h u/|u|``; the pyramidal cone ``-mu F h u/(|u_1| + |u_2|)``, on
+   its edge), then the rolling resistance.  Clamping the stick impulse
+   radially instead would tilt a sliding corner's friction off the slip (the
+   tangential matrix of an off-centre point couples the axes) and weaken it;
+5. ``drift``: ``x' = x + h v'``, ``q' = exp(h w'/2) q``.
+
+The step size: between two sample times (or the end) the stepper takes the
+fewest equal steps no longer than the scenario's ``h`` (the model's
+``scen_dt``, bounded by the stability guard at build time,
+:func:`simcore.laws.penalty.stable_step`), so every sample is a step's end.
+
+A contact remembers, by its feature key, the approach speed it began with
+(the Hunt-Crossley damping is scaled to it); a point that leaves contact
+forgets it.  Fixed bodies (``fixed``: a table top, a platform, a ramp) never
+move; their contacts are body-body contacts.  Runs are deterministic and
+bit-identical between the serial and parallel drivers.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..geometry.collision import SHAPE_SPHERE
+from ..kernel.config import jit
+from ..geometry.faces import (KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box,
+    points, sphere_box, sphere_sphere)
+from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
+from ..laws.penalty import (C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF, hc_alpha,
+    spring_damper_of, stiction)
+from ..kernel import drivers
+from . import rigid_tangent
+from ..geometry.rigid import angular_kick, com_arm, cross, integrate_orientation, inv_inertia_times
+from ..sliding.tangent import accumulate
+
+#: Gauss-Seidel sweeps of the friction impulses per step.
+FRICTION_SWEEPS = 8
+
+STATUS_OK = 0
+STATUS_OVERFLOW = 1
+STATUS_MESSAGES = ("ok", "more contact points than the scenario's capacity")
+
+
+class Batch(NamedTuple):
+    """A batch of scenarios as the time-stepper reads it (see
+    :class:`simcore.model.Model` for the per-scenario arrays).  ``body_ext
+    (nscen, nb, 3)``: half extents (a sphere: its radius in each);
+    ``body_inertia (nscen, nb, 3)``: principal inertia (about the centre of
+    mass); ``body_com (nscen, nb, 3)``: the centre of mass in the body frame,
+    from the box's centre; ``body_fixed``: bool; ``scen_h (nscen,)``: the
+    largest step; ``rows_g (nmat, 15)``, ``rows_b``, ``rows_w (nmat, nmat,
+    15)``: the vector rows of each contact
+    kind's coefficient columns (:data:`simcore.laws.penalty.OWN` then ``SHARED``,
+    -1: not held); ``laws (3,)`` the law codes of the kinds; ``cone``."""
+
+    body_count: np.ndarray
+    body_shape: np.ndarray
+    body_ext: np.ndarray
+    body_mass: np.ndarray
+    body_inertia: np.ndarray
+    body_com: np.ndarray
+    body_fixed: np.ndarray
+    body_material: np.ndarray
+    wall_count: np.ndarray
+    wall_normal: np.ndarray
+    wall_offset: np.ndarray
+    wall_material: np.ndarray
+    ctrl_ptr: np.ndarray
+    ctrl_body: np.ndarray
+    ctrl_t0: np.ndarray
+    ctrl_t1: np.ndarray
+    ctrl_force: np.ndarray
+    ctrl_torque: np.ndarray
+    scen_t_end: np.ndarray
+    scen_h: np.ndarray
+    samp_ptr: np.ndarray
+    samp_t: np.ndarray
+    params: np.ndarray
+    rows_g: np.ndarray
+    rows_b: np.ndarray
+    rows_w: np.ndarray
+    laws: np.ndarray
+    cone: int
+    gravity: float
+    ground_z: float
+
+
+class Outputs(NamedTuple):
+    """The state (advanced in place to each scenario's end) and the samples:
+    ``pos``, ``vel``, ``omega (nscen, nb, 3)``, ``quat (nscen, nb, 4)``,
+    ``time (nscen,)``; ``out_*`` the same at the sample times ``(M, nb, .)``
+    (or no rows: not kept); ``status (nscen,)``; ``steps (nscen,)`` the steps taken."""
+
+    pos: np.ndarray
+    vel: np.ndarray
+    omega: np.ndarray
+    quat: np.ndarray
+    time: np.ndarray
+    out_pos: np.ndarray
+    out_vel: np.ndarray
+    out_omega: np.ndarray
+    out_quat: np.ndarray
+    status: np.ndarray
+    steps: np.ndarray
+
+
+class Bodies(NamedTuple):
+    """One scenario's bodies: ``count``; the state ``pos``, ``quat``,
+    ``vel``, ``omega`` (while a scenario runs: of the centre of mass;
+    outside, and in the samples: of the box's centre, :func:`_shift`);
+    ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed), ``shape``, ``ext``,
+    ``com`` (the centre of mass from the box's centre, body frame), ``mat``,
+    ``fixed``; the step's ``force`` and ``torque (nb, 3)``; ``centre (nb,
+    3)``: the box centres at the last :func:`_centres`."""
+
+    count: int
+    pos: np.ndarray
+    quat: np.ndarray
+    vel: np.ndarray
+    omega: np.ndarray
+    inv_mass: np.ndarray
+    inertia: np.ndarray
+    shape: np.ndarray
+    ext: np.ndarray
+    com: np.ndarray
+    mat: np.ndarray
+    fixed: np.ndarray
+    force: np.ndarray
+    torque: np.ndarray
+    centre: np.ndarray
+
+
+class Planes(NamedTuple):
+    """The ground (plane 0: ``z = ground``, material 0) and the walls
+    (plane ``1 + k``): ``count``, ``normal (np, 3)``, ``offset``, ``mat (np,)``."""
+
+    count: int
+    normal: np.ndarray
+    offset: np.ndarray
+    mat: np.ndarray
+
+
+class Coef(NamedTuple):
+    """Dense coefficient rows (:data:`simcore.laws.penalty.NCOEF` columns) of
+    every contact: ``table (3, nmat, nmat, NCOEF)`` indexed by the kind, the
+    body's material and the other's (the other body's, the wall's; 0 for the
+    ground); the law codes ``laws (3,)`` and the cone."""
+
+    table: np.ndarray
+    laws: np.ndarray
+    cone: int
+
+
+class Work(NamedTuple):
+    """Per-point work arrays of a step (capacity ``C``): the points; the
+    spring force ``fs``, damping ``cd``, normal inverse effective mass
+    ``kn``, damping impulse ``pd`` and the resulting normal force ``fn``;
+    first-touch approach speed ``vi``, slip speed at the step's start
+    ``slip``; the directions ``dirs (C, 3, 3)`` (normal, tangent axes) and
+    per side (i, j) the angular Jacobians ``jac`` and responses ``resp (C,
+    2, 3, 3)`` along them (:func:`_prepare`); the
+    tangential inverse effective mass ``kmat (C, 3)`` (entries 11, 12, 22:
+    the slip velocity per unit impulse) and its inverse ``kinv (C, 3)``;
+    the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
+    accumulated over the sweeps; the memory of the previous step's points
+    ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``, and where each point's
+    first-touch speed came from ``src (C,)`` (its memory slot; -1: now)."""
+
+    pts: Points
+    fs: np.ndarray
+    cd: np.ndarray
+    kn: np.ndarray
+    pd: np.ndarray
+    fn: np.ndarray
+    vi: np.ndarray
+    slip: np.ndarray
+    dirs: np.ndarray
+    jac: np.ndarray
+    resp: np.ndarray
+    kmat: np.ndarray
+    kinv: np.ndarray
+    pt: np.ndarray
+    pr: np.ndarray
+    mem_key: np.ndarray
+    mem_vi: np.ndarray
+    mem_n: np.ndarray
+    src: np.ndarray
+
+
+@jit(borrow=True)
+def _row(b, pl, pts, c):
+    """Point ``c``'s coefficient row index: its kind, body i's material and
+    that of what it touches (the other body's, the plane's; 0: the ground)."""
+    other = b.mat[pts.j[c]] if pts.j[c] >= 0 else pl.mat[pts.plane[c]]
+    return pts.kind[c], b.mat[pts.i[c]], other
+
+
+@jit(borrow=True)
+def _point_velocity(b, i, p):
+    """Velocity of body ``i``'s material point at ``p`` (zero for i < 0)."""
+    if i < 0:
+        return 0.0, 0.0, 0.0
+    r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+    w = b.omega[i]
+    return (b.vel[i, 0] + w[1] * r2 - w[2] * r1, b.vel[i, 1] + w[2] * r0 - w[0] * r2,
+            b.vel[i, 2] + w[0] * r1 - w[1] * r0)
+
+
+@jit(borrow=True)
+def _relative_velocity(b, pts, c):
+    """Velocity of body i's point relative to body j's at point ``c``."""
+    p = pts.point[c]
+    vi = _point_velocity(b, pts.i[c], p)
+    vj = _point_velocity(b, pts.j[c], p)
+    return vi[0] - vj[0], vi[1] - vj[1], vi[2] - vj[2]
+
+
+@jit(borrow=True)
+def _add_force(b, i, p, sign, f0, f1, f2):
+    """Add the force ``sign * f`` at ``p`` to body ``i``'s force and torque."""
+    if i < 0 or b.fixed[i]:
+        return
+    f0, f1, f2 = sign * f0, sign * f1, sign * f2
+    r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+    b.force[i, 0] += f0
+    b.force[i, 1] += f1
+    b.force[i, 2] += f2
+    b.torque[i, 0] += r1 * f2 - r2 * f1
+    b.torque[i, 1] += r2 * f0 - r0 * f2
+    b.torque[i, 2] += r0 * f1 - r1 * f0
+
+
+@jit(borrow=True)
+def _arm(b, i):
+    """Body ``i``'s centre of mass from its box centre, ``r = R c``, and that
+    arm's velocity ``w x r`` (two tuples)."""
+    r = com_arm(b.quat[i], b.com[i])
+    w = b.omega[i]
+    return r, cross(w[0], w[1], w[2], r[0], r[1], r[2])
+
+
+@jit(borrow=True)
+def _shift(b, sign):
+    """Move the state from the box centres to the centres of mass (``sign``
+    1) or back (-1): ``x_m = x_c + R c``, ``v_m = v_c + w x R c``."""
+    for i in range(b.count):
+        r, u = _arm(b, i)
+        for a in range(3):
+            b.pos[i, a] += sign * r[a]
+            b.vel[i, a] += sign * u[a]
+
+
+@jit(borrow=True)
+def _centres(b):
+    """``b.centre``: each box's centre ``x - R c`` (the geometry's origin)."""
+    for i in range(b.count):
+        r = com_arm(b.quat[i], b.com[i])
+        for a in range(3):
+            b.centre[i, a] = b.pos[i, a] - r[a]
+
+
+@jit(borrow=True)
+def detect(b, pl, pts):
+    """Stage 1: the contact points of every body against the planes and every
+    pair (a bounding-sphere test first), from the box centres (the points'
+    arms, their torques, from the centres of mass).  False when the record
+    overflowed."""
+    pts.count[0] = 0
+    _centres(b)
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        for k in range(pl.count):
+            if not body_plane(pts, i, b.shape[i], b.centre[i], b.quat[i], b.ext[i],
+                              pl.normal[k], pl.offset[k], k, KIND_GROUND if k == 0 else KIND_WALL):
+                return False
+    for i in range(b.count):
+        for j in range(i + 1, b.count):
+            if b.fixed[i] and b.fixed[j]:
+                continue
+            si, sj = b.shape[i] == SHAPE_SPHERE, b.shape[j] == SHAPE_SPHERE
+            ri = b.ext[i, 0] if si else np.sqrt(b.ext[i, 0] ** 2 + b.ext[i, 1] ** 2 + b.ext[i, 2] ** 2)
+            rj = b.ext[j, 0] if sj else np.sqrt(b.ext[j, 0] ** 2 + b.ext[j, 1] ** 2 + b.ext[j, 2] ** 2)
+            ci, cj = b.centre[i], b.centre[j]
+            d0, d1, d2 = ci[0] - cj[0], ci[1] - cj[1], ci[2] - cj[2]
+            if d0 * d0 + d1 * d1 + d2 * d2 > (ri + rj) ** 2:
+                continue
+            if si and sj:
+                ok = sphere_sphere(pts, i, j, ci, ri, cj, rj)
+            elif si:
+                ok = sphere_box(pts, i, j, ci, ri, cj, b.quat[j], b.ext[j])
+            elif sj:
+                ok = sphere_box(pts, j, i, cj, rj, ci, b.quat[i], b.ext[i])
+            else:
+                ok = box_box(pts, i, j, ci, b.quat[i], b.ext[i], cj, b.quat[j], b.ext[j])
+            if not ok:
+                return False
+    return True
+
+
+@jit(borrow=True)
+def _prepare(b, w, c):
+    """Point ``c``'s directions (``dirs[c]``: the normal ``n``, then the
+    tangent axes ``t1``, the world x axis (y where ``n`` is near x) made
+    normal to ``n``, and ``t2 = n x t1``), each side's angular Jacobian
+    ``r x d`` and response ``I^-1 (r x d)`` along them (``jac``, ``resp``;
+    zero for a plane or a fixed body), the 2x2 tangential matrix ``K`` (slip
+    velocity per unit impulse: ``K_ab = (1/m_i + 1/m_j) t_a . t_b + (r_i x
+    t_a) . I_i^-1 (r_i x t_b) + (same for j)``) and its inverse, each as its
+    entries 11, 12, 22, and ``K_nn``, the same along the normal."""
+    pts = w.pts
+    n0, n1, n2 = pts.normal[c, 0], pts.normal[c, 1], pts.normal[c, 2]
+    e0, e1 = (1.0, 0.0) if abs(n0) < 0.9 else (0.0, 1.0)
+    dot = e0 * n0 + e1 * n1
+    a0, a1, a2 = e0 - dot * n0, e1 - dot * n1, -dot * n2
+    norm = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    a0, a1, a2 = a0 / norm, a1 / norm, a2 / norm
+    d = w.dirs[c]
+    d[0, 0], d[0, 1], d[0, 2] = n0, n1, n2
+    d[1, 0], d[1, 1], d[1, 2] = a0, a1, a2
+    d[2, 0], d[2, 1], d[2, 2] = n1 * a2 - n2 * a1, n2 * a0 - n0 * a2, n0 * a1 - n1 * a0
+    p = pts.point[c]
+    inv_sum = 0.0
+    for side in range(2):
+        i = pts.i[c] if side == 0 else pts.j[c]
+        moving = i >= 0 and not b.fixed[i]
+        if moving:
+            inv_sum += b.inv_mass[i]
+            r0, r1, r2 = p[0] - b.pos[i, 0], p[1] - b.pos[i, 1], p[2] - b.pos[i, 2]
+        for k in range(3):
+            jac = w.jac[c, side, k]
+            resp = w.resp[c, side, k]
+            if not moving:
+                for a in range(3):
+                    jac[a] = 0.0
+                    resp[a] = 0.0
+                continue
+            jac[0] = r1 * d[k, 2] - r2 * d[k, 1]
+            jac[1] = r2 * d[k, 0] - r0 * d[k, 2]
+            jac[2] = r0 * d[k, 1] - r1 * d[k, 0]
+            rr = inv_inertia_times(b.quat[i], b.inertia[i], jac[0], jac[1], jac[2])
+            resp[0], resp[1], resp[2] = rr[0], rr[1], rr[2]
+    k11, k12, k22, knn = inv_sum, 0.0, inv_sum, inv_sum
+    for side in range(2):
+        jac, resp = w.jac[c, side], w.resp[c, side]
+        knn += jac[0, 0] * resp[0, 0] + jac[0, 1] * resp[0, 1] + jac[0, 2] * resp[0, 2]
+        k11 += jac[1, 0] * resp[1, 0] + jac[1, 1] * resp[1, 1] + jac[1, 2] * resp[1, 2]
+        k12 += jac[1, 0] * resp[2, 0] + jac[1, 1] * resp[2, 1] + jac[1, 2] * resp[2, 2]
+        k22 += jac[2, 0] * resp[2, 0] + jac[2, 1] * resp[2, 1] + jac[2, 2] * resp[2, 2]
+    w.kn[c] = knn
+    det = k11 * k22 - k12 * k12
+    w.kmat[c, 0], w.kmat[c, 1], w.kmat[c, 2] = k11, k12, k22
+    w.kinv[c, 0], w.kinv[c, 1], w.kinv[c, 2] = k22 / det, -k12 / det, k11 / det
+
+
+@jit(borrow=True)
+def _along(b, w, c, k):
+    """The velocity of body i's point ``c`` relative to body j's along the
+    point's direction ``k`` (0 the normal, 1 and 2 the tangent axes)."""
+    d = w.dirs[c, k]
+    out = 0.0
+    for side in range(2):
+        i = w.pts.i[c] if side == 0 else w.pts.j[c]
+        if i < 0:
+            continue
+        jac = w.jac[c, side, k]
+        u = (b.vel[i, 0] * d[0] + b.vel[i, 1] * d[1] + b.vel[i, 2] * d[2]
+             + b.omega[i, 0] * jac[0] + b.omega[i, 1] * jac[1] + b.omega[i, 2] * jac[2])
+        out += u if side == 0 else -u
+    return out
+
+
+@jit(borrow=True)
+def _push(b, w, c, k, lam):
+    """The impulse ``lam`` along point ``c``'s direction ``k`` on body i,
+    ``-lam`` on body j, into their velocities."""
+    d = w.dirs[c, k]
+    for side in range(2):
+        i = w.pts.i[c] if side == 0 else w.pts.j[c]
+        if i < 0 or b.fixed[i]:
+            continue
+        s = lam if side == 0 else -lam
+        im = s * b.inv_mass[i]
+        resp = w.resp[c, side, k]
+        b.vel[i, 0] += im * d[0]
+        b.vel[i, 1] += im * d[1]
+        b.vel[i, 2] += im * d[2]
+        b.omega[i, 0] += s * resp[0]
+        b.omega[i, 1] += s * resp[1]
+        b.omega[i, 2] += s * resp[2]
+
+
+@jit(borrow=True)
+def springs(b, pl, coef, w, tg):
+    """Stage 2: each point's first-touch speed (from the memory, or its
+    approach speed now), spring force and damping under its kind's law, slip
+    speed and viscous friction; the springs and the viscous friction summed
+    as forces and torques on the bodies; the memory replaced by this step's
+    points."""
+    pts = w.pts
+    n = pts.count[0]
+    for i in range(b.count):
+        for a in range(3):
+            b.force[i, a] = 0.0
+            b.torque[i, a] = 0.0
+    for c in range(n):
+        nrm = pts.normal[c]
+        v = _relative_velocity(b, pts, c)
+        vn = v[0] * nrm[0] + v[1] * nrm[1] + v[2] * nrm[2]
+        vi = max(-vn, 0.0)
+        w.src[c] = -1
+        for k in range(w.mem_n[0]):
+            if w.mem_key[k] == pts.key[c]:
+                vi = w.mem_vi[k]
+                w.src[c] = k
+                break
+        w.vi[c] = vi
+        kind, ma, mb = _row(b, pl, pts, c)
+        row = coef.table[kind, ma, mb]
+        f, w.cd[c] = spring_damper_of(coef.laws[pts.kind[c]], row, pts.depth[c], vi)
+        w.fs[c] = f
+        vt0, vt1, vt2 = v[0] - vn * nrm[0], v[1] - vn * nrm[1], v[2] - vn * nrm[2]
+        w.slip[c] = np.sqrt(vt0 * vt0 + vt1 * vt1 + vt2 * vt2)
+        kv = row[C_KV]
+        f0 = f * nrm[0] - kv * vt0
+        f1 = f * nrm[1] - kv * vt1
+        f2 = f * nrm[2] - kv * vt2
+        _add_force(b, pts.i[c], pts.point[c], 1.0, f0, f1, f2)
+        _add_force(b, pts.j[c], pts.point[c], -1.0, f0, f1, f2)
+    if tg.nt:
+        rigid_tangent.springs(b, pl, coef, w, tg)
+    for c in range(n):
+        w.mem_key[c] = pts.key[c]
+        w.mem_vi[c] = w.vi[c]
+    w.mem_n[0] = n
+
+
+@jit(borrow=True)
+def kick(b, tg, gravity, h):
+    """Stage 3: velocities after ``h`` under the step's forces and gravity."""
+    if tg.nt:
+        rigid_tangent.kick(b, tg, h)
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        im = b.inv_mass[i]
+        b.vel[i, 0] += h * im * b.force[i, 0]
+        b.vel[i, 1] += h * im * b.force[i, 1]
+        b.vel[i, 2] += h * (im * b.force[i, 2] - gravity)
+        angular_kick(b.quat[i], b.omega[i], b.inertia[i], b.torque[i], h)
+
+
+@jit(borrow=True)
+def impulses(b, pl, coef, w, tg, h):
+    """Stage 4: the damping and friction impulses (see the module),
+    Gauss-Seidel over the points in their order, :data:`FRICTION_SWEEPS`
+    sweeps; ``fn`` holds each point's normal force after them."""
+    pts = w.pts
+    n = pts.count[0]
+    for c in range(n):
+        w.pt[c, 0] = 0.0
+        w.pt[c, 1] = 0.0
+        w.pr[c] = 0.0
+        w.pd[c] = 0.0
+        w.fn[c] = w.fs[c]
+        _prepare(b, w, c)
+        if tg.nt:
+            rigid_tangent.prepare(b, w, tg, c)
+    for _ in range(FRICTION_SWEEPS):
+        for c in range(n):
+            _damp(b, w, tg, c, h)
+            kind, ma, mb = _row(b, pl, pts, c)
+            row = coef.table[kind, ma, mb]
+            mu = stiction(row, w.slip[c])
+            cap = mu * max(w.fn[c], 0.0) * h
+            u1 = _along(b, w, c, 1)
+            u2 = _along(b, w, c, 2)
+            # the point's impulse that stops its slip (stick) ...
+            p1 = w.pt[c, 0] - (w.kinv[c, 0] * u1 + w.kinv[c, 1] * u2)
+            p2 = w.pt[c, 1] - (w.kinv[c, 1] * u1 + w.kinv[c, 2] * u2)
+            stick = _in_cone(p1, p2, cap, coef.cone)
+            if not stick:
+                # ... or, outside the cone, the cone's impulse against the
+                # slip the point would have without its own friction
+                f1 = u1 - (w.kmat[c, 0] * w.pt[c, 0] + w.kmat[c, 1] * w.pt[c, 1])
+                f2 = u2 - (w.kmat[c, 1] * w.pt[c, 0] + w.kmat[c, 2] * w.pt[c, 1])
+                norm = (abs(f1) + abs(f2) if coef.cone == CONE_PYRAMIDAL
+                        else np.sqrt(f1 * f1 + f2 * f2))
+                p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
+            if tg.nt:
+                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, mu, u1, u2,
+                                       p1, p2, stick, coef.cone == CONE_PYRAMIDAL)
+            _push(b, w, c, 1, p1 - w.pt[c, 0])
+            _push(b, w, c, 2, p2 - w.pt[c, 1])
+            w.pt[c, 0], w.pt[c, 1] = p1, p2
+            if row[C_MU_ROLL] > 0.0 and w.fn[c] > 0.0:
+                _rolling(b, w, tg, c, row, tg.coef[kind, ma, mb], h)
+
+
+@jit(borrow=True)
+def _damp(b, w, tg, c, h):
+    """The damping impulse of point ``c`` at its end-of-step approach rate
+    (implicit), the total normal impulse kept >= 0; ``fn[c]`` updated."""
+    rate = -_along(b, w, c, 0) + w.kn[c] * w.pd[c]
+    ch = w.cd[c] * h
+    g = ch * rate / (1.0 + ch * w.kn[c])
+    p = max(g, -w.fs[c] * h)
+    if tg.nt:
+        rigid_tangent.damp(b, w, tg, c, h, rate, g, g >= -w.fs[c] * h, p)
+    _push(b, w, c, 0, p - w.pd[c])
+    w.pd[c] = p
+    w.fn[c] = w.fs[c] + p / h
+
+
+@jit(borrow=True)
+def _in_cone(p1, p2, cap, cone):
+    """Whether the tangential impulse ``(p1, p2)`` is within the cone of
+    radius ``cap``: ``|p| <= cap`` (elliptic) or ``|p1| + |p2| <= cap``."""
+    if cone == CONE_PYRAMIDAL:
+        return abs(p1) + abs(p2) <= cap
+    return p1 * p1 + p2 * p2 <= cap * cap
+
+
+@jit(borrow=True)
+def _rolling(b, w, tg, c, row, trow, h):
+    """The rolling resistance of point ``c``: an angular impulse against the
+    relative angular velocity's tangential part, accumulated up to
+    ``mu_roll F h`` (``row``: the point's coefficients, ``trow`` their
+    tangents)."""
+    cap = row[C_MU_ROLL] * w.fn[c] * h
+    pts = w.pts
+    i, j = pts.i[c], pts.j[c]
+    nrm = pts.normal[c]
+    r0, r1, r2 = b.omega[i, 0], b.omega[i, 1], b.omega[i, 2]
+    if j >= 0:
+        r0, r1, r2 = r0 - b.omega[j, 0], r1 - b.omega[j, 1], r2 - b.omega[j, 2]
+    wn = r0 * nrm[0] + r1 * nrm[1] + r2 * nrm[2]
+    r0, r1, r2 = r0 - wn * nrm[0], r1 - wn * nrm[1], r2 - wn * nrm[2]
+    mag = np.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
+    if mag == 0.0:
+        return
+    e0, e1, e2 = r0 / mag, r1 / mag, r2 / mag
+    k = 0.0
+    for side in range(2):
+        q = i if side == 0 else j
+        if q >= 0 and not b.fixed[q]:
+            ie = inv_inertia_times(b.quat[q], b.inertia[q], e0, e1, e2)
+            k += e0 * ie[0] + e1 * ie[1] + e2 * ie[2]
+    if k <= 0.0:
+        return
+    total = min(w.pr[c] + mag / k, cap)
+    d = total - w.pr[c]
+    if tg.nt:
+        rigid_tangent.rolling(b, w, tg, c, row, trow, h, e0, e1, e2, mag, k,
+                              w.pr[c] + mag / k < cap, d)
+    w.pr[c] = total
+    for side in range(2):
+        q = i if side == 0 else j
+        if q >= 0 and not b.fixed[q]:
+            s = -d if side == 0 else d
+            dw = inv_inertia_times(b.quat[q], b.inertia[q], s * e0, s * e1, s * e2)
+            b.omega[q, 0] += dw[0]
+            b.omega[q, 1] += dw[1]
+            b.omega[q, 2] += dw[2]
+
+
+@jit(borrow=True)
+def drift(b, tg, h):
+    """Stage 5: positions and orientations after ``h`` at the new velocities."""
+    if tg.nt:
+        rigid_tangent.drift(b, tg, h)
+    for i in range(b.count):
+        if b.fixed[i]:
+            continue
+        for a in range(3):
+            b.pos[i, a] += h * b.vel[i, a]
+        integrate_orientation(b.quat[i], b.omega[i, 0], b.omega[i, 1], b.omega[i, 2], h)
+
+
+@jit(borrow=True)
+def _controls(b, tg, batch, t_ctrl, s, t, lag, h):
+    """The control forces and torques active at ``t`` (windows shifted by
+    ``lag``) as velocity changes over ``h``."""
+    for q in range(batch.ctrl_ptr[s], batch.ctrl_ptr[s + 1]):
+        i = batch.ctrl_body[q]
+        if batch.ctrl_t0[q] + lag <= t < batch.ctrl_t1[q] + lag and not b.fixed[i]:
+            if tg.nt:
+                rigid_tangent.controls(b, tg, i, q, t_ctrl, h, batch.ctrl_torque[q])
+            for a in range(3):
+                b.vel[i, a] += h * b.inv_mass[i] * batch.ctrl_force[q, a]
+            tq = batch.ctrl_torque[q]
+            dw = inv_inertia_times(b.quat[i], b.inertia[i], h * tq[0], h * tq[1], h * tq[2])
+            for a in range(3):
+                b.omega[i, a] += dw[a]
+
+
+@jit(borrow=True)
+def step(b, pl, coef, w, tg, gravity, h):
+    """One step of the time-stepper: the five stages, with the tangents of
+    ``tg`` (:class:`simcore.rigid.rigid_tangent.Tangents`; none when ``tg.nt`` is
+    0).  False on overflow."""
+    if not detect(b, pl, w.pts):
+        return False
+    if tg.nt:
+        rigid_tangent.detect(b, pl, w.pts, tg)
+    springs(b, pl, coef, w, tg)
+    kick(b, tg, gravity, h)
+    impulses(b, pl, coef, w, tg, h)
+    drift(b, tg, h)
+    return True
+
+
+@jit(borrow=True)
+def _sample(b, out, k):
+    """Sample ``k``: the box centres' poses and velocities (``b.centre``
+    current)."""
+    for i in range(b.count):
+        u = _arm(b, i)[1]
+        for a in range(3):
+            out.out_pos[k, i, a] = b.centre[i, a]
+            out.out_vel[k, i, a] = b.vel[i, a] - u[a]
+            out.out_omega[k, i, a] = b.omega[i, a]
+        for a in range(4):
+            out.out_quat[k, i, a] = b.quat[i, a]
+
+
+@jit(borrow=True)
+def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
+    """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
+    sample times (and adding each sample's position residuals to ``tan``'s
+    sums when it has measurements, :func:`simcore.sliding.tangent.accumulate`).
+    Returns the status."""
+    meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
+    params = batch.params[min(s, batch.params.shape[0] - 1)]
+    lag = params[TIME_OFFSET]
+    t = out.time[s]
+    hmax = batch.scen_h[s]
+    k = batch.samp_ptr[s]
+    steps = 0
+    while True:
+        last = k >= batch.samp_ptr[s + 1]
+        target = batch.scen_t_end[s] if last else batch.samp_t[k]
+        span = target - t
+        if span > 0.0:
+            nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
+            h = span / nstep
+            for q in range(nstep):
+                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+                if not step(b, pl, coef, w, tg, batch.gravity, h):
+                    out.steps[s] = steps
+                    return STATUS_OVERFLOW
+                steps += 1
+            t = target
+        if last:
+            break
+        _centres(b)
+        if keep:
+            _sample(b, out, k)
+        if meas:
+            rigid_tangent.centres(b, tg, tg.centre)
+            accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
+                       tan.tr_grad[s], tan.tr_gn[s])
+        k += 1
+    out.time[s] = t
+    out.steps[s] = steps
+    return STATUS_OK
+
+
+@jit
+def _coefficients(params, rows_g, rows_b, rows_w):
+    """The dense :class:`Coef` table from a parameter row and the layout's
+    row tables (:class:`Batch`), with Hunt-Crossley's ``a(e)`` per row."""
+    nmat = rows_g.shape[0]
+    ncol = rows_g.shape[1]
+    table = np.zeros((3, nmat, nmat, NCOEF))
+    for a in range(nmat):
+        for m in range(nmat):
+            for col in range(ncol):
+                if m == 0 and rows_g[a, col] >= 0:
+                    table[KIND_GROUND, a, 0, col] = params[rows_g[a, col]]
+                if rows_b[a, m, col] >= 0:
+                    table[KIND_BODY, a, m, col] = params[rows_b[a, m, col]]
+                if rows_w[a, m, col] >= 0:
+                    table[KIND_WALL, a, m, col] = params[rows_w[a, m, col]]
+            for kind in range(3):
+                table[kind, a, m, C_ALPHA] = hc_alpha(table[kind, a, m, C_E])
+    return table
+
+
+@jit
+def capacity(nb, nplane):
+    """Contact points a scenario can hold: 8 per body and plane, 8 per pair."""
+    return 8 * nb * nplane + 8 * nb * (nb - 1) // 2 + 1
+
+
+@jit
+def _setup(batch, s, out, tan):
+    """The records and work arrays of scenario ``s`` (its state: ``out``'s)
+    and its tangent record (the directions of ``tan``)."""
+    nb = batch.body_count[s]
+    nw = batch.wall_count[s]
+    params = batch.params[min(s, batch.params.shape[0] - 1)]
+    inv_mass = np.zeros(nb)
+    inertia = np.empty((nb, 3))
+    for i in range(nb):
+        fixed = batch.body_fixed[s, i]
+        inv_mass[i] = 0.0 if fixed else 1.0 / batch.body_mass[s, i]
+        for a in range(3):
+            inertia[i, a] = np.inf if fixed else batch.body_inertia[s, i, a]
+    b = Bodies(nb, out.pos[s], out.quat[s], out.vel[s], out.omega[s], inv_mass, inertia,
+               batch.body_shape[s], batch.body_ext[s], batch.body_com[s], batch.body_material[s],
+               batch.body_fixed[s], np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros((nb, 3)))
+    normal = np.zeros((nw + 1, 3))
+    offset = np.zeros(nw + 1)
+    mat = np.zeros(nw + 1, np.int64)
+    normal[0, 2] = 1.0
+    offset[0] = batch.ground_z + params[GROUND_OFFSET]
+    for k in range(nw):
+        normal[k + 1] = batch.wall_normal[s, k]
+        offset[k + 1] = batch.wall_offset[s, k]
+        mat[k + 1] = batch.wall_material[s, k]
+    pl = Planes(nw + 1, normal, offset, mat)
+    table = _coefficients(params, batch.rows_g, batch.rows_b, batch.rows_w)
+    coef = Coef(table, batch.laws, batch.cone)
+    cap = capacity(nb, nw + 1)
+    pts = points(cap)
+    w = Work(pts, np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap),
+             np.zeros(cap), np.zeros(cap), np.zeros((cap, 3, 3)), np.zeros((cap, 2, 3, 3)),
+             np.zeros((cap, 2, 3, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)),
+             np.zeros((cap, 2)), np.zeros(cap),
+             np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64),
+             np.zeros(cap, np.int64))
+    tg = rigid_tangent.record(nb, nw + 1, cap, table.shape[1], tan.t_param, tan.t_vel,
+                              tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
+    rigid_tangent.lag_check(tg, batch.ctrl_ptr[s + 1] - batch.ctrl_ptr[s])
+    return b, pl, coef, w, tg
+
+
+@jit(address=True)
+def _run_one(s, batch, out, tan):
+    """Set up scenario ``s`` and run it; its samples into ``out`` when it
+    keeps them (has rows for them), its sensitivities into ``tan``."""
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
+    keep = out.out_pos.shape[0] > 0
+    _shift(b, 1.0)
+    rigid_tangent.seed_com(b, tg)
+    out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    if tg.nt:
+        nb = b.count
+        rigid_tangent.to_centres(b, tg, tan.fin_tpos[s, :nb], tan.fin_tvel[s, :nb])
+        tan.nondiff[s] = tg.nondiff[0]
+        for p in range(tg.nt):
+            tan.signal[s, p] = tg.used[p] if tg.pdir[p] >= 0 else 1
+    _shift(b, -1.0)
+
+
+@jit
+def _report(batch, s, out, tan, h):
+    """One step's contact forces of scenario ``s`` at its state (the state
+    is left as it was): the work record after the friction stage."""
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
+    pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
+    _shift(b, 1.0)
+    ok = detect(b, pl, w.pts)
+    if ok:
+        springs(b, pl, coef, w, tg)
+        kick(b, tg, batch.gravity, h)
+        impulses(b, pl, coef, w, tg, h)
+    b.pos[:], b.quat[:], b.vel[:], b.omega[:] = pos, quat, vel, omega
+    return ok, w
+
+
+def report(batch, pos, vel, omega, quat, time, s):
+    """The contact points of scenario ``s`` of ``batch`` at the given state,
+    as the document ``003_*`` lists its outputs, per point: ``body``,
+    ``other`` (-1: a plane), ``plane`` (0 the ground, ``1 + k`` wall ``k``;
+    -1 a body), ``corner``, ``contact`` (the normal force is > 0),
+    ``penetration`` [m], ``point``, ``normal_force``, ``friction_force``,
+    ``total_force (n, 3)`` [m, N] on ``body`` over the scenario's step."""
+    nscen, nb = batch.body_mass.shape
+    out = Outputs(pos, vel, omega, quat, time, np.zeros((0, nb, 3)), np.zeros((0, nb, 3)),
+                  np.zeros((0, nb, 3)), np.zeros((0, nb, 4)), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
+    h = float(batch.scen_h[s])
+    ok, w = _report(batch, s, out, no_tangents(nb), h)
+    if not ok:
+        raise RuntimeError(f"scenario {s}: {STATUS_MESSAGES[STATUS_OVERFLOW]}")
+    n = int(w.pts.count[0])
+    normal = w.fn[:n, None] * w.pts.normal[:n]
+    fric = (w.pt[:n, :1] * w.dirs[:n, 1] + w.pt[:n, 1:] * w.dirs[:n, 2]) / h
+    return {"body": w.pts.i[:n].copy(), "other": w.pts.j[:n].copy(),
+            "plane": w.pts.plane[:n].copy(), "corner": w.pts.corner[:n].copy(),
+            "contact": w.fn[:n] > 0.0, "penetration": w.pts.depth[:n].copy(),
+            "point": w.pts.point[:n].copy(),
+            "normal_force": normal, "friction_force": fric, "total_force": normal + fric}
+
+
+def no_tangents(nb, nscen=1):
+    """Tangent buffers (:class:`simcore.engine.TangentIO`) of no direction."""
+    from ..engine import TangentIO
+    z = np.zeros(0, np.int64)
+    return TangentIO(z, z, z, np.zeros((0, nb, 3)), np.zeros(nscen), np.zeros((nscen, 0)),
+                     np.zeros((nscen, 0, 0)), np.zeros((nscen, nb, 3, 0)),
+                     np.zeros((nscen, nb, 3, 0)), np.zeros((nscen, 0, 0)),
+                     np.zeros((nscen, 0, 3, 0)), np.zeros((nscen, 0, 3, 0)),
+                     np.zeros((nscen, 0), np.int64), np.zeros(nscen, np.int64), z)
+
+
+def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None):
+    """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
+    ``vel``, ``omega``, ``quat``, ``time`` (advanced in place); with ``tan``
+    (:class:`simcore.engine.TangentIO`) its sensitivities along the
+    directions it holds.  Returns the :class:`Outputs`."""
+    nscen, nb = batch.body_mass.shape
+    rows = batch.samp_t.shape[0] if keep else 0
+    out = Outputs(pos, vel, omega, quat, time, np.zeros((rows, nb, 3)), np.zeros((rows, nb, 3)),
+                  np.zeros((rows, nb, 3)), np.zeros((rows, nb, 4)), np.zeros(nscen, np.int64),
+                  np.zeros(nscen, np.int64))
+    if tan is None:
+        tan = no_tangents(nb, nscen)
+    drivers.run_each(_run_one, batch, out, tan, parallel)
+    return out
