@@ -1,6 +1,9 @@
-"""contactfit's computational core: the contact engine and (next) identification.
+"""contactfit's computational core: the contact engines and identification.
 
-Pure computation: nothing here imports Prefect or MLflow.
+Pure computation: nothing here imports Prefect or MLflow.  The rooms, lowest
+layer first: ``kernel/``, ``geometry/`` and ``laws/``, the engines
+``sliding/``, ``spin/`` and ``rigid/``, then ``params``, ``model``, ``engine``
+(:func:`simulate`), ``data/`` and ``identify/`` (``docs/ARCHITECTURE.md``).
 """
 
 from .engine import SimResult, simulate

@@ -1,403 +1,27 @@
-"""The event loop: one scenario at a time, a batch of them in parallel.
+"""Simulate a batch of scenarios: the one entry point of every engine.
 
-Each pass of the loop of :func:`_scenario` is the list of stages:
-
-1. forces: gravity plus the control forces active at ``t`` (windows ``[t0, t1)``);
-2. contact: normal and friction forces of sustained contacts (``contact.solve``),
-   giving every body a constant acceleration;
-3. (symplectic only) the velocity kick at a grid time;
-4. events: the earliest of the impacts (``collision``), stops, ``v_th``
-   crossings and body-body sticks (``integrate``), control window edges,
-   ``dt`` grid times where a direction rotates, and the end of the run.
-   Over a run of such ``dt`` steps the search is skipped up to a time that
-   a bound on the motion proves free of events (``stages.quiet_time``), so
-   the results are those of searching every step;
-5. advance every body to that time (``integrate.drift``), writing the
-   requested samples on the way;
-6. resolve the event (``impulse``), log it, and propagate impulses through
-   contacts that the impulse drove together.
-
-Simultaneous events are resolved one at a time in a fixed order (lowest body,
-then plane or partner index), so results are deterministic and identical
-between serial and parallel runs.  A sample that falls exactly on an event
-time reports the state before that event.
+:func:`simulate` validates the sample times and measurements, builds the
+batch record of the model's engine and runs it: the sliding spheres' event
+loop (:mod:`simcore.sliding.sliding_engine`), the spinning balls'
+(:mod:`simcore.spin.spin_engine`) or the rigid bodies' time-stepper
+(:mod:`simcore.rigid.rigid_engine`).  It packs the ragged samples and
+events into a :class:`SimResult` and the tangents into
+:class:`Sensitivities`; :class:`Directions` names the directions
+sensitivities are taken along.
 """
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
-from .kernel import buffers, drivers
+from .kernel import sensitivity, status
+from .kernel.events import EVENT_FIELDS, FIELD_COLUMNS
+from .kernel.records import Batch, TangentIO
+from .params import NAMES
 from .rigid import rigid_engine
-from .sliding import contact, tangent
+from .sliding import sliding_engine
+from .sliding.integrate import INTEGRATOR_PENALTY
 from .spin import spin_engine
-from .sliding import stages as S
-from .kernel.config import MAX_LOOP, jit
-from .kernel.events import EVENT_FIELDS, EVENT_KINDS, FIELD_COLUMNS, EVF_WIDTH, EVI_WIDTH
-from .sliding.integrate import INTEGRATOR_PENALTY, INTEGRATOR_SYMPLECTIC, drift
-from .kernel.parameter import GROUND_OFFSET, TIME_OFFSET, Parameter
-
-#: The offsets of the measurement set-up that the loop applies (see the
-#: docstring of :func:`_scenario`): not material properties but nuisance
-#: unknowns, fixed at 0 unless a fit frees them.
-PARAMETERS = (
-    Parameter("ground_offset", 0.0, (-np.inf, np.inf), "m",
-              "height of the real ground above the dataset's ground_z; bodies that start "
-              "resting on the nominal ground start resting on the offset one (for offsets "
-              "within the reader's 3 mm snap)",
-              "body resting on or hitting the ground", "global", GROUND_OFFSET, 1e-3),
-    Parameter("time_offset", 0.0, (-np.inf, np.inf), "s",
-              "delay of the controls' clock behind the trajectories': a window logged as "
-              "[t0, t1) acts over [t0 + time_offset, t1 + time_offset)",
-              "control window edge", "global", TIME_OFFSET, 1e-2),
-)
-
-class Status(NamedTuple):
-    """A scenario's outcome: its code (what the kernel returns) and message."""
-
-    code: int
-    message: str
-
-
-STATUS_OK = 0
-STATUS_MAX_ITER = 1
-STATUS_UNSUPPORTED_PAIR = 2
-STATUS_STALLED = 3
-#: The scenario statuses, by code.
-STATUSES = (
-    Status(STATUS_OK, "ok"),
-    Status(STATUS_MAX_ITER, "event loop exceeded its iteration limit"),
-    Status(STATUS_UNSUPPORTED_PAIR, "a pair of shapes has no contact function"),
-    Status(STATUS_STALLED, "too many events at one instant (contact chatter)"),
-)
-STATUS_MESSAGES = tuple(s.message for s in STATUSES)
-assert all(s.code == k for k, s in enumerate(STATUSES))
-
-#: Events at one instant after which a scenario is declared stalled.
-MAX_ZERO_STEPS = 100_000
-
-
-class Scene(NamedTuple):
-    """One scenario's constants (its slices of the batch)."""
-
-    shape: np.ndarray
-    radius: np.ndarray
-    mass: np.ndarray
-    mat: np.ndarray
-    wall_n: np.ndarray
-    wall_d: np.ndarray
-    wall_mat: np.ndarray
-    c_body: np.ndarray
-    c_t0: np.ndarray
-    c_t1: np.ndarray
-    c_force: np.ndarray
-    samp_t: np.ndarray
-
-
-class Run(NamedTuple):
-    """A run's scalars and coefficients: start and end time, step, gravity,
-    nominal ground height, integrator code; the coefficient vector, the
-    material tables (:class:`simcore.params.Layout`) and the law code of each
-    contact kind (:mod:`simcore.laws.registry`)."""
-
-    t_start: float
-    t_end: float
-    dt: float
-    gravity: float
-    ground_z: float
-    integrator: int
-    params: np.ndarray
-    bb_idx: np.ndarray
-    bw_idx: np.ndarray
-    bg_idx: np.ndarray
-    laws: np.ndarray
-
-
-class TangentIO(NamedTuple):
-    """Sensitivity inputs and outputs (see :mod:`simcore.sliding.tangent`): the
-    directions ``t_param``, ``t_vel``, ``t_ctrl (NT,)``; the measured
-    positions ``meas (ns, nbmax, 3)`` at the sample times (NaN: missing; no
-    rows: no trajectory loss) and the residual sums ``tr_sse``, ``tr_grad
-    (NT,)``, ``tr_gn (NT, NT)`` (or ``(0, 0)``); the final-state tangents
-    ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
-    (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
-    ``nondiff``; ``t_omega (NT,)`` the initial-spin directions (read by the
-    spinning model only).  Per batch, every array but the directions and
-    ``meas`` has a leading scenario axis."""
-
-    t_param: np.ndarray
-    t_vel: np.ndarray
-    t_ctrl: np.ndarray
-    meas: np.ndarray
-    tr_sse: np.ndarray
-    tr_grad: np.ndarray
-    tr_gn: np.ndarray
-    fin_tpos: np.ndarray
-    fin_tvel: np.ndarray
-    ev_tt: np.ndarray
-    ev_tdva: np.ndarray
-    ev_tdvb: np.ndarray
-    signal: np.ndarray
-    nondiff: np.ndarray
-    t_omega: np.ndarray
-
-
-class Batch(NamedTuple):
-    """A batch's constants as the kernels see them (a :class:`Model`'s arrays
-    in scenario order, controls in CSR form, sample times in CSR form), for
-    both loops (the spinning one reads ``wall_height`` and ignores the
-    controls, dt and integrator)."""
-
-    body_count: np.ndarray
-    body_shape: np.ndarray
-    body_radius: np.ndarray
-    body_mass: np.ndarray
-    body_mat: np.ndarray
-    wall_count: np.ndarray
-    wall_normal: np.ndarray
-    wall_offset: np.ndarray
-    wall_mat: np.ndarray
-    ctrl_ptr: np.ndarray
-    ctrl_body: np.ndarray
-    ctrl_t0: np.ndarray
-    ctrl_t1: np.ndarray
-    ctrl_force: np.ndarray
-    scen_t_end: np.ndarray
-    scen_dt: np.ndarray
-    samp_ptr: np.ndarray
-    samp_t: np.ndarray
-    params: np.ndarray
-    bb_idx: np.ndarray
-    bw_idx: np.ndarray
-    bg_idx: np.ndarray
-    laws: np.ndarray
-    gravity: float
-    ground_z: float
-    integrator: int
-    wall_height: np.ndarray
-    ctrl_torque: np.ndarray
-
-
-class Outputs(NamedTuple):
-    """What a batch run writes: the state ``pos``, ``vel (nscen, nbmax, 3)``
-    and ``time (nscen,)`` (start times in, end times out), the samples
-    ``out_pos``, ``out_vel (M, nbmax, 3)`` (or no rows: not kept), the event
-    logs ``ev_f (nscen, cap, EVF_WIDTH)``, ``ev_i (nscen, cap, EVI_WIDTH)``,
-    each scenario's ``status`` and event count ``ev_count``."""
-
-    pos: np.ndarray
-    vel: np.ndarray
-    time: np.ndarray
-    out_pos: np.ndarray
-    out_vel: np.ndarray
-    ev_f: np.ndarray
-    ev_i: np.ndarray
-    status: np.ndarray
-    ev_count: np.ndarray
-
-
-# Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
-@jit(inline="always")
-def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
-    """Simulate one scenario in place; returns ``(status, event_count, t)``.
-
-    ``scene``, ``run``: its constants; the state ``pos``, ``vel (nb, 3)`` is
-    advanced in place; samples go to ``out_pos``, ``out_vel``, events to ``ev``
-    (:class:`simcore.sliding.stages.EventLog`), sensitivities to ``tan`` (:class:`TangentIO`).
-    The loop is the list of stages of :mod:`simcore.sliding.stages`; the record fields
-    it reads are unpacked before it (a field read in the loop costs a reference
-    count per pass).  A window logged as ``[t0, t1)`` acts over ``[t0 + lag,
-    t1 + lag)``, ``lag = params[TIME_OFFSET]``; its edges move with the lag.
-    """
-    nb = pos.shape[0]
-    shape, radius, mass, samp_t = scene.shape, scene.radius, scene.mass, scene.samp_t
-    c_body, c_t0, c_t1, c_force = scene.c_body, scene.c_t0, scene.c_t1, scene.c_force
-    t_start, t_end, dt, params = run.t_start, run.t_end, run.dt, run.params
-    t_param, t_ctrl, meas, signal = tan.t_param, tan.t_ctrl, tan.meas, tan.signal
-    ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb = ev.f, ev.i, ev.tt, ev.tdva, ev.tdvb
-    nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
-    has_meas = ns > 0 and meas.shape[0] == ns
-    (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
-     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1, run.laws)
-    tpos, tvel, tacc, tfa, tsamp, ttau, ds, tdva, tdvb, pdir = S.tangent_scratch(
-        nb, nt, params.shape[0], t_param)
-    g_mu_s, g_mu_k, g_vth, pl_mu, b_mu = gc.mu_s, gc.mu_k, gc.v_th, pc.pl_mu, pc.b_mu
-    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    nrm, dva, zero3, rel, at = v3.nrm, v3.dva, v3.zero3, v3.rel, v3.at
-    planes = S.Planes(plane_n, plane_d)
-    bodies = S.Bodies(shape, pos, vel, acc, radius, mass, inv_m)
-    tg = S.Tangents(tpos, tvel, tdva, tdvb, ttau, pdir, signal, scene.mat, scene.wall_mat,
-                    run.bg_idx, run.bw_idx, run.bb_idx)
-    ts = S.Segment(tpos, tvel, tacc, ttau, tsamp, ds)
-    sums = S.Sums(tan.tr_sse, tan.tr_grad, tan.tr_gn)
-    lag, p_ground, p_lag = params[TIME_OFFSET], pdir[GROUND_OFFSET], pdir[TIME_OFFSET]
-    pbody = S.body_directions(pdir, run.bg_idx, scene.mat)
-    nd = tangent.ND_SYMPLECTIC if nt > 0 and symplectic else 0
-    if nt > 0:
-        tangent.seed(nb, tan.t_vel, tvel)
-    _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm)
-    t = t_start
-    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos,
-                       out_vel, meas, ts, sums)
-    # int64 from the start (a literal 0 would compile the callees once more for it)
-    n_ev, status, zero_steps = np.int64(0), STATUS_OK, 0
-    need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
-    horizon, next_edge = t, t_end
-    # Through a run of dt steps where a direction rotates, no event can occur
-    # before ``quiet_until`` (stages.quiet_time): the search is skipped there.
-    quiet_until = -np.inf
-    for _loop in range(MAX_LOOP):
-        if t >= t_end:
-            break
-        # Grid time after t (for symplectic kicks and rotating directions).
-        kgrid = np.floor((t - t_start) / dt)
-        grid_next = t_start + (kgrid + 1.0) * dt
-        if grid_next <= t:
-            grid_next = t_start + (kgrid + 2.0) * dt
-        if need_solve:
-            # Stages 1-3: forces, sustained contacts, (symplectic) kick.
-            next_edge, window_edge = S.forces(t, lag, t_end, run.gravity, inv_m, c_body, c_t0,
-                                              c_t1, c_force, force, free_acc)
-            if nt > 0:
-                tangent.free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
-                nd |= S.general_contacts(plane_contact, body_contact)
-            h_dir = 0.0
-            for _attempt in range(2):
-                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, pl_mu, g_mu_s, g_mu_k,
-                                         plane_contact, body_contact, b_mu, modes, start_dir,
-                                         acc, h_dir)
-                n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt,
-                                             ev_tdva, ev_tdvb, ttau, tdva, zero3)
-                if not rotating or symplectic:
-                    break
-                # Directions rotate: step dt with the implicit direction.
-                h_dir = min(grid_next, t_end) - t
-            if nt > 0:
-                S.acc_tangent(vel, free_acc, g_mu_s, g_mu_k, pbody, plane_contact, modes, h_dir,
-                              tvel, tfa, ttau, tacc, signal)
-            if symplectic:
-                horizon = min(grid_next, t_end)
-                n_ev = S.kick(horizon - t, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes,
-                              ev_f, ev_i, dva, zero3)
-            else:
-                for i in range(nb):
-                    for d in range(3):
-                        dacc[i, d] = acc[i, d]
-                horizon = next_edge
-                if rotating and grid_next < horizon:
-                    horizon = grid_next
-            grid_step = not symplectic and rotating and horizon == grid_next and not started
-            if not grid_step:
-                quiet_until = -np.inf
-            need_solve = False
-
-        # Stage 4: the earliest event within the horizon (slides: exact only).
-        quiet = grid_step and horizon <= quiet_until
-        code, ev_a, ev_b, s_best = S.NONE, -1, -1, horizon - t
-        if not quiet:
-            if not symplectic:
-                code, ev_a, ev_b, s_best = S.slide_events(s_best, shape, pos, vel, dacc, g_vth,
-                                                          plane_contact, body_contact, modes,
-                                                          nrm, rel, at)
-            code, ev_a, ev_b, s_best = S.impact_events(s_best, code, ev_a, ev_b, shape, pos, vel,
-                                                       dacc, radius, plane_n, plane_d,
-                                                       plane_contact, body_contact, nrm)
-            if code == S.UNSUPPORTED_PAIR:
-                return STATUS_UNSUPPORTED_PAIR, n_ev, t
-            if grid_step and code == S.NONE:
-                # The bound holds while the forces do: up to the next window edge.
-                quiet_until = min(t + S.quiet_time(shape, pos, vel, dacc, free_acc, radius,
-                                                   plane_n, plane_d, plane_contact, body_contact,
-                                                   modes, g_mu_s, g_mu_k, g_vth), next_edge)
-        if code != S.NONE:
-            quiet_until = -np.inf
-        # Stage 5: advance to the event, writing the samples passed.
-        t_new = horizon if code == S.NONE else min(t + s_best, horizon)
-        if nt > 0:
-            nd |= S.event_time_tangent(code, ev_a, ev_b, t_new - t, pos, vel, dacc, plane_n,
-                                       g_vth, p_ground, pbody, ts, signal)
-            if code == S.NONE and window_edge and t_new == next_edge and p_lag >= 0:
-                ds[p_lag] += 1.0
-                signal[p_lag] += 1
-        k0 = ks
-        ks = S.sample_segment(t, t_new, ks, pos, vel, dacc, samp_t, out_pos, out_vel)
-        if has_meas and ks > k0:
-            S.residuals(k0, ks, t, vel, dacc, samp_t, out_pos, meas, ts, sums)
-        drift(nb, pos, vel, dacc, t_new - t)
-        if nt > 0:
-            tangent.drift(nb, vel, dacc, t_new - t, ds, tpos, tvel, tacc, ttau)
-        zero_steps = zero_steps + 1 if t_new == t else 0
-        if zero_steps > MAX_ZERO_STEPS:
-            return STATUS_STALLED, n_ev, t
-        t = t_new
-
-        # Stage 6: resolve the event.
-        if code == S.NONE or not symplectic:
-            need_solve = True
-        if code != S.NONE:
-            n_ev, flags = S.resolve(code, ev_a, ev_b, n_ev, t, bodies, planes, gc, pc, fl, v3, ev,
-                                    tg)
-            nd |= flags
-    else:
-        status = STATUS_MAX_ITER
-
-    S.samples_now(ks, ns, pos, vel, acc, out_pos, out_vel, meas, ts, sums)
-    if nt > 0:
-        S.final_tangents(vel, acc, tpos, tvel, ttau, tan.fin_tpos, tan.fin_tvel)
-        tan.nondiff[0] = nd
-    return status, n_ev, t
-
-
-@jit
-def _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm):
-    """The planes, the coefficients through the material tables, and the
-    contacts present at the start.  The ground is the plane ``z = ground_z +
-    params[GROUND_OFFSET]``; a body resting on the nominal plane starts
-    resting on that one, its height's tangent ``d z / d ground_offset = 1``."""
-    params = run.params
-    ground = run.ground_z + params[GROUND_OFFSET]
-    S.set_planes(scene.shape, pos, scene.radius, scene.wall_n, scene.wall_d, ground, run.ground_z,
-                 planes.n, planes.d)
-    S.set_coefficients(scene.mass, scene.mat, scene.wall_mat, params, run.bg_idx, run.bw_idx,
-                       run.bb_idx, inv_m, gc, pc)
-    S.initial_contacts(scene.shape, pos, vel, scene.radius, planes.n, planes.d, gc.v_th, fl,
-                       tg.tpos, tg.tvel, tg.signal, tg.pdir[GROUND_OFFSET], nrm)
-
-
-@jit(address=True)
-def _run_one(s, b, out, tan):
-    """Scenario ``s`` of a batch: slice its arrays and run it (``b.params``
-    holds one row of coefficients for all, or a row per scenario)."""
-    nb = b.body_count[s]
-    nw = b.wall_count[s]
-    c0 = b.ctrl_ptr[s]
-    c1 = b.ctrl_ptr[s + 1]
-    k0 = b.samp_ptr[s]
-    k1 = b.samp_ptr[s + 1]
-    prow = s if b.params.shape[0] > 1 else 0
-    if out.out_pos.shape[0] == 0:
-        # Samples not kept: this scenario's own scratch, not one batch-wide array.
-        o_pos = np.empty((k1 - k0, nb, 3))
-        o_vel = np.empty((k1 - k0, nb, 3))
-    else:
-        o_pos = out.out_pos[k0:k1]
-        o_vel = out.out_vel[k0:k1]
-    scene = Scene(b.body_shape[s, :nb], b.body_radius[s, :nb], b.body_mass[s, :nb],
-                  b.body_mat[s, :nb], b.wall_normal[s, :nw], b.wall_offset[s, :nw],
-                  b.wall_mat[s, :nw], b.ctrl_body[c0:c1], b.ctrl_t0[c0:c1], b.ctrl_t1[c0:c1],
-                  b.ctrl_force[c0:c1], b.samp_t[k0:k1])
-    run = Run(out.time[s], b.scen_t_end[s], b.scen_dt[s], b.gravity, b.ground_z, b.integrator,
-              b.params[prow], b.bb_idx, b.bw_idx, b.bg_idx, b.laws)
-    ev = S.EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
-    mine = TangentIO(tan.t_param, tan.t_vel, tan.t_ctrl, tan.meas[k0:k1], tan.tr_sse[s:s + 1],
-                     tan.tr_grad[s], tan.tr_gn[s], tan.fin_tpos[s], tan.fin_tvel[s],
-                     tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s], tan.signal[s],
-                     tan.nondiff[s:s + 1], tan.t_omega)
-    st, ne, tf = _scenario(scene, run, out.pos[s, :nb], out.vel[s, :nb], o_pos, o_vel, ev, mine)
-    out.status[s] = st
-    out.ev_count[s] = ne
-    out.time[s] = tf
 
 
 @dataclass(frozen=True)
@@ -496,7 +120,7 @@ class Directions:
         ``(control, dim)`` pairs and ``(body, dim)`` pairs of initial spins;
         ``names``: the coefficient vector's names (default the global ones)."""
         if names is None:
-            from .params import NAMES as names
+            names = NAMES
         rows = ([(int(q), -1, -1, -1, names[q] if q < len(names) else f"param{q}")
                  for q in params]
                 + [(-1, 3 * int(i) + int(d), -1, -1, f"v0[{i}].{'xyz'[d]}")
@@ -522,7 +146,7 @@ class Sensitivities:
     measured samples, ``traj_grad (nscen, NT)`` = ``J^T r`` and ``traj_gn
     (nscen, NT, NT)`` = ``J^T J`` (symmetric; empty when not asked for);
     ``signal (nscen, NT)``: the events and segments in which each coefficient
-    entered directly; ``nondiff (nscen,)``: flags of ``tangent.NONDIFF_REASONS``
+    entered directly; ``nondiff (nscen,)``: flags of ``sensitivity.NONDIFF_REASONS``
     (0: the tangents are exact).
     """
 
@@ -556,12 +180,13 @@ def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
     nt = directions.count
     meas = np.zeros((0, nbmax, 3)) if measured is None else measured
     ng = nt if gauss_newton else 0
-    return TangentIO(directions.param, directions.vel, directions.ctrl, meas,
-                     np.zeros(nscen), np.zeros((nscen, nt)), np.zeros((nscen, ng, ng)),
-                     np.zeros((nscen, nbmax, 3, nt)), np.zeros((nscen, nbmax, 3, nt)),
-                     np.zeros((nscen, cap, nt)), np.zeros((nscen, cap, 3, nt)),
-                     np.zeros((nscen, cap, 3, nt)), np.zeros((nscen, nt), np.int64),
-                     np.zeros(nscen, np.int64), directions.omega)
+    return TangentIO(
+        t_param=directions.param, t_vel=directions.vel, t_ctrl=directions.ctrl, meas=meas,
+        tr_sse=np.zeros(nscen), tr_grad=np.zeros((nscen, nt)), tr_gn=np.zeros((nscen, ng, ng)),
+        fin_tpos=np.zeros((nscen, nbmax, 3, nt)), fin_tvel=np.zeros((nscen, nbmax, 3, nt)),
+        ev_tt=np.zeros((nscen, cap, nt)), ev_tdva=np.zeros((nscen, cap, 3, nt)),
+        ev_tdvb=np.zeros((nscen, cap, 3, nt)), signal=np.zeros((nscen, nt), np.int64),
+        nondiff=np.zeros(nscen, np.int64), t_omega=directions.omega)
 
 
 def _sample_csr(model, state, sample_times):
@@ -616,42 +241,30 @@ def _batch(model, scen, samp_ptr, samp_t):
     sub_ptr[1:] = np.cumsum(ctrl_ptr[scen + 1] - ctrl_ptr[scen])
     height = (m.wall_height[scen] if m.wall_height is not None
               else np.full(m.wall_offset[scen].shape, np.nan))
-    return Batch(m.body_count[scen], m.body_shape[scen], m.body_radius[scen], m.body_mass[scen],
-                 m.body_material[scen], m.wall_count[scen], m.wall_normal[scen],
-                 m.wall_offset[scen], m.wall_material[scen], sub_ptr, m.ctrl_body[ctrl_rows],
-                 m.ctrl_t0[ctrl_rows], m.ctrl_t1[ctrl_rows], m.ctrl_force[ctrl_rows],
-                 m.scen_t_end[scen], m.scen_dt[scen], samp_ptr, samp_t,
-                 m.params[scen] if m.params.ndim == 2 else m.params[None, :],
-                 m.layout.bb, m.layout.bw, m.layout.bg, m.layout.law_codes, float(m.gravity),
-                 float(m.ground_z), int(m.integrator), height, m.ctrl_torque[ctrl_rows])
-
-
-def _run(batch, pos, vel, time, cap, parallel, tan, keep=True):
-    """Run the scenarios of ``batch`` (:class:`Batch`) with event capacity
-    ``cap``: ``pos``, ``vel``, ``time`` are their state, advanced in place;
-    ``tan`` the tangent buffers (:class:`TangentIO`).  Returns the
-    :class:`Outputs`."""
-    nscen, nbmax = batch.body_radius.shape
-    rows = batch.samp_t.shape[0] if keep else 0
-    out = Outputs(pos, vel, time, buffers.zeros((rows, nbmax, 3)),
-                  buffers.zeros((rows, nbmax, 3)), np.empty((nscen, cap, EVF_WIDTH)),
-                  np.empty((nscen, cap, EVI_WIDTH), np.int64), np.zeros(nscen, np.int64),
-                  np.zeros(nscen, np.int64))
-    # ``time`` is both the start time (read first) and the end time (written
-    # last) of each scenario.
-    drivers.run_each(_run_one, batch, out, tan, parallel)
-    return out
+    return Batch(
+        body_count=m.body_count[scen], body_shape=m.body_shape[scen],
+        body_radius=m.body_radius[scen], body_mass=m.body_mass[scen],
+        body_mat=m.body_material[scen], wall_count=m.wall_count[scen],
+        wall_normal=m.wall_normal[scen], wall_offset=m.wall_offset[scen],
+        wall_mat=m.wall_material[scen], ctrl_ptr=sub_ptr, ctrl_body=m.ctrl_body[ctrl_rows],
+        ctrl_t0=m.ctrl_t0[ctrl_rows], ctrl_t1=m.ctrl_t1[ctrl_rows],
+        ctrl_force=m.ctrl_force[ctrl_rows], scen_t_end=m.scen_t_end[scen],
+        scen_dt=m.scen_dt[scen], samp_ptr=samp_ptr, samp_t=samp_t,
+        params=m.params[scen] if m.params.ndim == 2 else m.params[None, :],
+        bb_idx=m.layout.bb, bw_idx=m.layout.bw, bg_idx=m.layout.bg, laws=m.layout.law_codes,
+        gravity=float(m.gravity), ground_z=float(m.ground_z), integrator=int(m.integrator),
+        wall_height=height, ctrl_torque=m.ctrl_torque[ctrl_rows])
 
 
 def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     """Run the scenarios ``scen`` from the state ``st`` (their subset,
     advanced in place) under the model's motion: the spinning model's loop
-    (:mod:`simcore.spin.spin_engine`) or the sliding one (:func:`_run`)."""
+    (:mod:`simcore.spin.spin_engine`) or the sliding one (:mod:`simcore.sliding.sliding_engine`)."""
     batch = _batch(model, scen, samp_ptr, samp_t)
     if model.spin:
         return spin_engine.run(batch, st.body_pos, st.body_vel, st.body_omega, st.time, cap,
                                parallel, tan, keep)
-    return _run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
+    return sliding_engine.run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
 
 
 def _rigid_batch(model, samp_ptr, samp_t):
@@ -659,13 +272,17 @@ def _rigid_batch(model, samp_ptr, samp_t):
     m = model
     rows_g, rows_b, rows_w = m.layout.penalty_rows()
     return rigid_engine.Batch(
-        m.body_count, m.body_shape, m.body_ext, m.body_mass, m.body_inertia,
-        np.zeros_like(m.body_ext) if m.body_com is None else m.body_com, m.body_fixed,
-        m.body_material, m.wall_count, m.wall_normal, m.wall_offset, m.wall_material,
-        m.ctrl_ptr, m.ctrl_body, m.ctrl_t0, m.ctrl_t1, m.ctrl_force, m.ctrl_torque,
-        m.scen_t_end, m.scen_dt,
-        samp_ptr, samp_t, m.params if m.params.ndim == 2 else m.params[None, :], rows_g,
-        rows_b, rows_w, m.layout.law_codes, int(m.cone), float(m.gravity), float(m.ground_z))
+        body_count=m.body_count, body_shape=m.body_shape, body_ext=m.body_ext,
+        body_mass=m.body_mass, body_inertia=m.body_inertia,
+        body_com=np.zeros_like(m.body_ext) if m.body_com is None else m.body_com,
+        body_fixed=m.body_fixed, body_material=m.body_material, wall_count=m.wall_count,
+        wall_normal=m.wall_normal, wall_offset=m.wall_offset, wall_material=m.wall_material,
+        ctrl_ptr=m.ctrl_ptr, ctrl_body=m.ctrl_body, ctrl_t0=m.ctrl_t0, ctrl_t1=m.ctrl_t1,
+        ctrl_force=m.ctrl_force, ctrl_torque=m.ctrl_torque, scen_t_end=m.scen_t_end,
+        scen_h=m.scen_dt, samp_ptr=samp_ptr, samp_t=samp_t,
+        params=m.params if m.params.ndim == 2 else m.params[None, :], rows_g=rows_g,
+        rows_b=rows_b, rows_w=rows_w, laws=m.layout.law_codes, cone=int(m.cone),
+        gravity=float(m.gravity), ground_z=float(m.ground_z))
 
 
 def contacts(model, state, s):
@@ -696,12 +313,7 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
         tan = _tangent_buffers(model, np.arange(m.nscen), directions, measured, gauss_newton, 0)
     out = rigid_engine.run(batch, final.body_pos, final.body_vel, final.body_omega,
                            final.body_quat, final.time, parallel, keep, tan)
-    bad = np.flatnonzero(out.status != rigid_engine.STATUS_OK)
-    if bad.size:
-        s = int(bad[0])
-        raise RuntimeError(f"scenario {m.names[s] if m.names else s!r}: "
-                           f"{rigid_engine.STATUS_MESSAGES[out.status[s]]} (stopped at t = "
-                           f"{final.time[s]}); {bad.size} scenario(s) failed")
+    status.check(out.status, final.time, m.names)
     events = {f: np.zeros((0, 3) if f in ("normal", "dva", "dvb") else 0,
                           np.int64 if f in ("kind", "a", "b", "slip") else np.float64)
               for f in EVENT_FIELDS}
@@ -741,7 +353,7 @@ def _mark_blown(model, directions, tan):
     bad = ~np.isfinite(size).all(axis=1) | (np.nan_to_num(size, nan=np.inf).max(axis=1)
                                             > TANGENT_BLOWUP)
     bad |= ~np.isfinite(tan.tr_grad).all(axis=1)
-    tan.nondiff[bad] |= tangent.ND_STIFF
+    tan.nondiff[bad] |= sensitivity.ND_STIFF
 
 
 def _events(out, tan):
@@ -797,14 +409,8 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     directions = NO_DIRECTIONS if directions is None else directions
     tan = _tangent_buffers(model, every, directions, measured, gauss_newton, cap)
     out = _dispatch(model, every, final, samp_ptr, samp_t, cap, parallel, tan, keep_samples)
-    status, ev_count = out.status, out.ev_count
-    bad = np.flatnonzero(status != STATUS_OK)
-    if bad.size:
-        s = int(bad[0])
-        name = model.names[s] if model.names else s
-        raise RuntimeError(
-            f"scenario {name!r}: {STATUS_MESSAGES[status[s]]} "
-            f"(stopped at t = {final.time[s]}); {bad.size} scenario(s) failed")
+    ev_count = out.ev_count
+    status.check(out.status, final.time, model.names)
     # Pack the events (row-major order of the buffers is CSR order),
     # re-running the scenarios that overflowed their buffer.
     logs = _events(out, tan)

@@ -1,7 +1,8 @@
 """The coefficient vector: the registry of parameters, and per-material layouts.
 
 The registry (:data:`REGISTRY`) gathers what each physics module declares
-(``PARAMETERS`` of :mod:`contact`, :mod:`impulse` and :mod:`engine`, see
+(``PARAMETERS`` of :mod:`contact`, :mod:`impulse` and the set-up offsets
+:data:`simcore.kernel.parameter.SETUP_PARAMETERS`, see
 :class:`simcore.kernel.parameter.Parameter`); the names, defaults, bounds, units and
 the identifiability report's wording all come from it.  Defaults are typical
 of phenolic billiard balls on cloth with rubber cushions: starting points for
@@ -42,16 +43,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import engine
 from .laws import frictional_inelastic, impulse, penalty, stronge
 from .sliding import contact
 from .spin import spin as spin_model
 from .laws import registry as contact_laws
-from .kernel.parameter import (E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM,
-    TIME_OFFSET, V_TH)
+from .kernel.parameter import (  # noqa: F401  (the slots, re-exported)
+    E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM,
+    SETUP_PARAMETERS, TIME_OFFSET, V_TH)
 
 #: The parameters every model reads, in slot order.
-FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + engine.PARAMETERS,
+FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + SETUP_PARAMETERS,
                      key=lambda p: p.slot))
 assert [p.slot for p in FIXED] == list(range(NPARAM)), "parameter slots must be 0..NPARAM-1"
 #: The coefficients a contact law reads besides its kind's own (no slot: a

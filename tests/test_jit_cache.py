@@ -22,13 +22,15 @@ def test_a_kernel_is_keyed_by_the_modules_it_can_read():
 
 
 def test_simcore_kernels_use_the_closure_stamp():
-    locator = engine._run_one._cache._impl.locator
+    from simcore.sliding import sliding_engine
+
+    locator = sliding_engine._run_one._cache._impl.locator
     assert isinstance(locator, config._ClosureLocator)
-    assert locator.get_source_stamp() == config.source_closure("engine")
+    assert locator.get_source_stamp() == config.source_closure("sliding.sliding_engine")
     # One directory per source version: an index written by other sources
     # (which numba unpickles before it compares stamps) is never read.
     assert locator.get_cache_path().startswith(config.cache_root())
-    assert locator.get_cache_path().endswith(config.source_closure("engine")[:16])
+    assert locator.get_cache_path().endswith(config.source_closure("sliding.sliding_engine")[:16])
 
 
 def test_kernels_in_subpackages_are_keyed_by_every_module_they_can_read(tmp_path, monkeypatch):
@@ -55,7 +57,8 @@ def test_kernels_in_subpackages_are_keyed_by_every_module_they_can_read(tmp_path
     config._source.cache_clear()
     config.source_closure.cache_clear()
     before = {m: config.source_closure(m) for m in
-              ("rigid.rigid_engine", "geometry.faces", "laws.impulse", "spin.spin_impact")}
+              ("rigid.rigid_engine", "geometry.faces", "laws.impulse", "spin.spin_impact",
+               "kernel.drivers")}
     edited = copy / "geometry" / "rigid.py"
     edited.write_text(edited.read_text() + "\n# edited\n")
     config._source.cache_clear()
@@ -64,6 +67,8 @@ def test_kernels_in_subpackages_are_keyed_by_every_module_they_can_read(tmp_path
     assert after["rigid.rigid_engine"] != before["rigid.rigid_engine"]
     assert after["geometry.faces"] != before["geometry.faces"]  # faces imports .rigid
     assert after["laws.impulse"] == before["laws.impulse"]  # cannot read it
+    # the drivers are compiled for every engine's records: any edit starts them afresh
+    assert after["kernel.drivers"] != before["kernel.drivers"]
     # spin/spin.py and the spin package are told apart from geometry/rigid.py's neighbours
     assert config.module_name(copy / "spin" / "spin.py") == "spin.spin"
     assert config.module_name(copy / "spin" / "__init__.py") == "spin"
@@ -99,10 +104,10 @@ def test_a_kernel_without_a_python_entry_point_says_so():
     """The borrowing kernels go without numba's CPython entry point unless
     marked ``python=True`` (the stages test_stages.py calls); called from
     Python they raise, naming themselves (numba itself would crash)."""
-    from simcore.sliding import stages
+    from simcore.kernel import eventlog
 
-    with pytest.raises(TypeError, match=r"simcore\.sliding\.stages\.log is called by other kernels only"):
-        stages.log(np.zeros((1, 9)), np.zeros((1, 4), np.int64), 0, 0.0, 0, 0, -1, np.zeros(3),
+    with pytest.raises(TypeError, match=r"simcore\.kernel\.eventlog\.log is called by other kernels only"):
+        eventlog.log(np.zeros((1, 9)), np.zeros((1, 4), np.int64), 0, 0.0, 0, 0, -1, np.zeros(3),
                    0.0, 0.0, np.zeros(3), np.zeros(3), -1)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 import simcore
 from simcore import params as P
-from simcore.engine import EVENT_KINDS
+from simcore.kernel.events import EVENT_KINDS
 
 from .oracle import KINDS, Oracle
 from .scenes import box_walls, random_params, random_scenario

@@ -7,7 +7,7 @@ import pytest
 
 import simcore
 from simcore import params as P
-from simcore.engine import EVENT_KINDS
+from simcore.kernel.events import EVENT_KINDS
 
 G = 9.81
 R = 0.03

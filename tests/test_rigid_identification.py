@@ -10,7 +10,7 @@ from simcore.data import dataset as D
 from simcore import engine as E
 from simcore import model as M
 from simcore.data import synth
-from simcore.sliding import tangent as T
+from simcore.kernel import sensitivity as T
 from simcore.identify.problem import Problem
 from simcore.identify import fit as F
 from simcore.identify.problem import FLIGHT_CLEARANCE, SLOPE_HALF

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from simcore.sliding import contact
+from simcore.kernel.eventlog import EventLog
 from simcore.sliding import stages as S
 from simcore.kernel.events import (EVF_DVA, EVF_N, EVF_T, EVF_WIDTH, EVI_A, EVI_KIND, EVI_WIDTH,
     EventKind)
@@ -25,7 +26,7 @@ def _work(nb, walls=()):
 
 
 def _log(cap=8, nt=0):
-    return S.EventLog(np.zeros((cap, EVF_WIDTH)), np.zeros((cap, EVI_WIDTH), np.int64),
+    return EventLog(np.zeros((cap, EVF_WIDTH)), np.zeros((cap, EVI_WIDTH), np.int64),
                       np.zeros((cap, nt)), np.zeros((cap, 3, nt)), np.zeros((cap, 3, nt)))
 
 

@@ -1,0 +1,1 @@
+"""Datasets: the contract, reading and validation, replay, synthesis, importers."""

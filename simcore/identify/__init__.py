@@ -1,0 +1,1 @@
+"""Identification: calibration problems, losses and the optimisers."""

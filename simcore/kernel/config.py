@@ -148,10 +148,21 @@ def _source(name):
     return path.read_bytes(), _imported(name, path)
 
 
+#: Modules whose kernels are compiled for other modules' records: the batch
+#: drivers receive every engine's batch, outputs and per-scenario kernel, and
+#: numba's index of their compiled versions pickles those types by name, so a
+#: record renamed or removed anywhere must start them afresh.  Their stamp
+#: covers every simcore module.
+WIDE = frozenset({"kernel.drivers"})
+
+
 def closure_modules(module):
     """A simcore module (a :func:`module_name`) and every simcore module it
     imports, transitively: what its jitted code can read (callees, and
-    global constants, which numba freezes into the compiled code)."""
+    global constants, which numba freezes into the compiled code); every
+    simcore module for the modules of :data:`WIDE`."""
+    if module in WIDE:
+        return {module_name(p) for p in _PACKAGE.rglob("*.py")} - {""}
     seen, todo = set(), [module]
     while todo:
         name = todo.pop()

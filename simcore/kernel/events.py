@@ -49,6 +49,21 @@ EVENT_FIELDS = ("t", "kind", "a", "b", "normal", "jn", "jt", "dva", "dvb", "slip
 
 assert len(EVENT_KINDS) == len(EventKind)
 
+# Every kind, and the partner or slip flag of an event that has none, as an
+# int64 scalar for the kernels: numba types a global Python int as a literal
+# and would compile a kernel once for every kind and partner it is passed.
+EV_BODY_BODY = np.int64(EventKind.BODY_BODY)
+EV_BODY_WALL = np.int64(EventKind.BODY_WALL)
+EV_BODY_GROUND = np.int64(EventKind.BODY_GROUND)
+EV_STOP = np.int64(EventKind.STOP)
+EV_START = np.int64(EventKind.START)
+EV_SLIDE_ROLL = np.int64(EventKind.SLIDE_ROLL)
+EV_ROLL_REST = np.int64(EventKind.ROLL_REST)
+EV_ROLL_SPIN = np.int64(EventKind.ROLL_SPIN)
+EV_SPIN_REST = np.int64(EventKind.SPIN_REST)
+EV_ROLL_SLIDE = np.int64(EventKind.ROLL_SLIDE)
+NA = np.int64(-1)
+
 #: Columns of a scenario's float event log ``f (cap, EVF_WIDTH)``: the time,
 #: the impulses, then three columns each for ``n``, ``dva`` and ``dvb``.
 EVF_T, EVF_JN, EVF_JT, EVF_N, EVF_DVA, EVF_DVB = 0, 1, 2, 3, 6, 9

@@ -2,8 +2,8 @@
 
 Every physics module declares the coefficients it reads as a tuple
 ``PARAMETERS`` of :class:`Parameter` (the impulse law in :mod:`impulse`, the
-ground friction of sustained contact in :mod:`contact`, the set-up offsets in
-:mod:`engine`); :mod:`simcore.params` gathers them into the named vector,
+ground friction of sustained contact in :mod:`contact`); the set-up offsets
+are declared here, :data:`SETUP_PARAMETERS`; :mod:`simcore.params` gathers them into the named vector,
 its defaults, bounds, units and the per-material layout.
 
 The first ``NPARAM`` entries of every coefficient vector are the global
@@ -15,6 +15,8 @@ constants): keep it small, since editing it recompiles the engine.
 """
 
 from typing import NamedTuple
+
+import numpy as np
 
 #: Fixed slots of the global coefficients.
 MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG, GROUND_OFFSET, TIME_OFFSET = range(10)
@@ -57,3 +59,19 @@ class Parameter(NamedTuple):
     scale: float = 0.0
     law: str = ""
     model: str = ""
+
+
+#: The offsets of the measurement set-up that every engine applies (the ground
+#: plane's height and the controls' clock): not material properties but
+#: nuisance unknowns, fixed at 0 unless a fit frees them.
+SETUP_PARAMETERS = (
+    Parameter("ground_offset", 0.0, (-np.inf, np.inf), "m",
+              "height of the real ground above the dataset's ground_z; bodies that start "
+              "resting on the nominal ground start resting on the offset one (for offsets "
+              "within the reader's 3 mm snap)",
+              "body resting on or hitting the ground", "global", GROUND_OFFSET, 1e-3),
+    Parameter("time_offset", 0.0, (-np.inf, np.inf), "s",
+              "delay of the controls' clock behind the trajectories': a window logged as "
+              "[t0, t1) acts over [t0 + time_offset, t1 + time_offset)",
+              "control window edge", "global", TIME_OFFSET, 1e-2),
+)

@@ -1,0 +1,1 @@
+"""The rigid bodies' penalty time-stepper: its step's stages and tangents."""

@@ -52,14 +52,12 @@ from ..laws.penalty import (C_ALPHA, C_E, C_KV, C_MU_ROLL, CONE_PYRAMIDAL, NCOEF
 from ..kernel import drivers
 from . import rigid_tangent
 from ..geometry.rigid import angular_kick, com_arm, cross, integrate_orientation, inv_inertia_times
-from ..sliding.tangent import accumulate
+from ..kernel.sensitivity import accumulate
+from ..kernel.records import TangentIO, outputs
+from ..kernel.status import STATUS_MESSAGES, STATUS_OK, STATUS_OVERFLOW
 
 #: Gauss-Seidel sweeps of the friction impulses per step.
 FRICTION_SWEEPS = 8
-
-STATUS_OK = 0
-STATUS_OVERFLOW = 1
-STATUS_MESSAGES = ("ok", "more contact points than the scenario's capacity")
 
 
 class Batch(NamedTuple):
@@ -104,25 +102,6 @@ class Batch(NamedTuple):
     cone: int
     gravity: float
     ground_z: float
-
-
-class Outputs(NamedTuple):
-    """The state (advanced in place to each scenario's end) and the samples:
-    ``pos``, ``vel``, ``omega (nscen, nb, 3)``, ``quat (nscen, nb, 4)``,
-    ``time (nscen,)``; ``out_*`` the same at the sample times ``(M, nb, .)``
-    (or no rows: not kept); ``status (nscen,)``; ``steps (nscen,)`` the steps taken."""
-
-    pos: np.ndarray
-    vel: np.ndarray
-    omega: np.ndarray
-    quat: np.ndarray
-    time: np.ndarray
-    out_pos: np.ndarray
-    out_vel: np.ndarray
-    out_omega: np.ndarray
-    out_quat: np.ndarray
-    status: np.ndarray
-    steps: np.ndarray
 
 
 class Bodies(NamedTuple):
@@ -649,7 +628,7 @@ def _sample(b, out, k):
 def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
     sample times (and adding each sample's position residuals to ``tan``'s
-    sums when it has measurements, :func:`simcore.sliding.tangent.accumulate`).
+    sums when it has measurements, :func:`simcore.kernel.sensitivity.accumulate`).
     Returns the status."""
     meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
     params = batch.params[min(s, batch.params.shape[0] - 1)]
@@ -799,9 +778,7 @@ def report(batch, pos, vel, omega, quat, time, s):
     ``penetration`` [m], ``point``, ``normal_force``, ``friction_force``,
     ``total_force (n, 3)`` [m, N] on ``body`` over the scenario's step."""
     nscen, nb = batch.body_mass.shape
-    out = Outputs(pos, vel, omega, quat, time, np.zeros((0, nb, 3)), np.zeros((0, nb, 3)),
-                  np.zeros((0, nb, 3)), np.zeros((0, nb, 4)), np.zeros(nscen, np.int64),
-                  np.zeros(nscen, np.int64))
+    out = outputs(pos, vel, time, omega=omega, quat=quat)
     h = float(batch.scen_h[s])
     ok, w = _report(batch, s, out, no_tangents(nb), h)
     if not ok:
@@ -817,8 +794,7 @@ def report(batch, pos, vel, omega, quat, time, s):
 
 
 def no_tangents(nb, nscen=1):
-    """Tangent buffers (:class:`simcore.engine.TangentIO`) of no direction."""
-    from ..engine import TangentIO
+    """Tangent buffers (:class:`simcore.kernel.records.TangentIO`) of no direction."""
     z = np.zeros(0, np.int64)
     return TangentIO(z, z, z, np.zeros((0, nb, 3)), np.zeros(nscen), np.zeros((nscen, 0)),
                      np.zeros((nscen, 0, 0)), np.zeros((nscen, nb, 3, 0)),
@@ -830,13 +806,11 @@ def no_tangents(nb, nscen=1):
 def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None):
     """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
     ``vel``, ``omega``, ``quat``, ``time`` (advanced in place); with ``tan``
-    (:class:`simcore.engine.TangentIO`) its sensitivities along the
-    directions it holds.  Returns the :class:`Outputs`."""
+    (:class:`simcore.kernel.records.TangentIO`) its sensitivities along the
+    directions it holds.  Returns the :class:`simcore.kernel.records.Outputs`."""
     nscen, nb = batch.body_mass.shape
     rows = batch.samp_t.shape[0] if keep else 0
-    out = Outputs(pos, vel, omega, quat, time, np.zeros((rows, nb, 3)), np.zeros((rows, nb, 3)),
-                  np.zeros((rows, nb, 3)), np.zeros((rows, nb, 4)), np.zeros(nscen, np.int64),
-                  np.zeros(nscen, np.int64))
+    out = outputs(pos, vel, time, omega=omega, quat=quat, rows=rows, spin=True, turn=True)
     if tan is None:
         tan = no_tangents(nb, nscen)
     drivers.run_each(_run_one, batch, out, tan, parallel)

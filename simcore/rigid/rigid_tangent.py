@@ -36,7 +36,7 @@ from ..laws.penalty import (C_ALPHA, C_C_SD, C_D_MAX, C_E, C_K_HC, C_K_IMP, C_K_
     LAW_SPRING_DAMPER, NCOEF, V_IMPACT_MIN)
 from ..geometry.rigid import (_sandwich, com_arm, cross, gyro_solve, gyroscopic, quat_rotate,
     quat_unrotate)
-from ..sliding.tangent import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
+from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
 
 
 class Tangents(NamedTuple):

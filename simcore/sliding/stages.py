@@ -1,6 +1,6 @@
 """The stages of the event loop, each a kernel of its own.
 
-:func:`simcore.engine._scenario` is the driver: it reads as the list of
+:func:`simcore.sliding.sliding_engine._scenario` is the driver: it reads as the list of
 these stages.  Per pass of its loop:
 
 1. :func:`forces`: gravity plus the control forces active at ``t``;
@@ -33,20 +33,12 @@ from ..geometry.collision import (SHAPE_SPHERE, UNSUPPORTED, contact_normal_body
     gap_body_body, gap_body_plane, toi_body_body, toi_body_plane)
 from ..kernel.config import GAP_TOL, V_CONTACT, V_STOP, jit
 from .contact import ABOVE, RESTING, STARTED, STARTING, Contacts
-from ..kernel.events import (EVF_DVA, EVF_DVB, EVF_JN, EVF_JT, EVF_N, EVF_T, EVI_A, EVI_B,
-    EVI_KIND, EVI_SLIP, EventKind)
+from ..kernel.eventlog import log, log_tangent
+from ..kernel.events import EV_BODY_BODY, EV_BODY_GROUND, EV_BODY_WALL, EV_START, EV_STOP, NA
+from ..kernel import sensitivity
 from .integrate import sample, stop_time, vth_crossing
 from ..laws.registry import PairLaw
 
-# Event kinds, and the partner or slip flag of an event that has none, as
-# int64 scalars: numba types a global Python int as a literal and would
-# compile :func:`log` once for every kind and partner it is passed.
-EV_BODY_BODY = np.int64(EventKind.BODY_BODY)
-EV_BODY_WALL = np.int64(EventKind.BODY_WALL)
-EV_BODY_GROUND = np.int64(EventKind.BODY_GROUND)
-EV_STOP = np.int64(EventKind.STOP)
-EV_START = np.int64(EventKind.START)
-NA = np.int64(-1)
 # impact_plane's ``propagated``, a boolean for the same reason.
 FRESH = np.bool_(False)
 PROPAGATED = np.bool_(True)
@@ -136,18 +128,6 @@ class Vec3(NamedTuple):
     at: np.ndarray
 
 
-class EventLog(NamedTuple):
-    """A scenario's event log: ``f (cap, EVF_WIDTH)``, ``i (cap, EVI_WIDTH)``
-    (columns in :mod:`simcore.kernel.events`) and the tangents ``tt (cap, NT)``,
-    ``tdva``, ``tdvb (cap, 3, NT)``."""
-
-    f: np.ndarray
-    i: np.ndarray
-    tt: np.ndarray
-    tdva: np.ndarray
-    tdvb: np.ndarray
-
-
 class Tangents(NamedTuple):
     """The tangents an impulse maps (see :mod:`simcore.sliding.tangent`) and where
     each coefficient's direction is found: ``pdir[q]`` the direction of
@@ -176,14 +156,6 @@ class Segment(NamedTuple):
     ttau: np.ndarray
     tsamp: np.ndarray
     ds: np.ndarray
-
-
-class Sums(NamedTuple):
-    """Trajectory residual sums: ``sse (1,)``, ``grad (NT,)``, ``gn (NT, NT)``."""
-
-    sse: np.ndarray
-    grad: np.ndarray
-    gn: np.ndarray
 
 
 @jit
@@ -247,37 +219,6 @@ def rel_normal(i, j, vel, acc, nrm):
 @jit(borrow=True)
 def horizontal_speed(v):
     return np.sqrt(v[0] * v[0] + v[1] * v[1])
-
-
-@jit(borrow=True)
-def log(ev_f, ev_i, count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
-    """Append one event to the log (``ev_f``, ``ev_i``: :class:`EventLog`'s
-    ``f`` and ``i``) if it has room; return the new count."""
-    if count < ev_f.shape[0]:
-        ev_f[count, EVF_T] = t
-        ev_f[count, EVF_JN] = jn
-        ev_f[count, EVF_JT] = jt
-        for d in range(3):
-            ev_f[count, EVF_N + d] = n[d]
-            ev_f[count, EVF_DVA + d] = dva[d]
-            ev_f[count, EVF_DVB + d] = dvb[d]
-        ev_i[count, EVI_KIND] = kind
-        ev_i[count, EVI_A] = a
-        ev_i[count, EVI_B] = b
-        ev_i[count, EVI_SLIP] = slip
-    return count + 1
-
-
-@jit(borrow=True)
-def log_tangent(ev_tt, ev_tdva, ev_tdvb, count, ttau, tdva, tdvb):
-    """Store the tangents of the event just logged (``count`` is the new count)."""
-    k = count - 1
-    if k < ev_tt.shape[0]:
-        for p in range(ttau.shape[0]):
-            ev_tt[k, p] = ttau[p]
-            for d in range(3):
-                ev_tdva[k, d, p] = tdva[d, p]
-                ev_tdvb[k, d, p] = tdvb[d, p]
 
 
 # -- set-up ---------------------------------------------------------------
@@ -632,7 +573,7 @@ def measure(vel, acc, s, ts, out_pos_s, meas_s, sums):
     """Trajectory residuals of one sample (``s`` after the last event) and their tangents."""
     if ts.ttau.shape[0] > 0:
         tangent.sample(vel.shape[0], vel, acc, s, ts.tpos, ts.tvel, ts.tacc, ts.ttau, ts.tsamp)
-    tangent.accumulate(vel.shape[0], out_pos_s, meas_s, ts.tsamp, sums.sse, sums.grad, sums.gn)
+    sensitivity.accumulate(vel.shape[0], out_pos_s, meas_s, ts.tsamp, sums.sse, sums.grad, sums.gn)
 
 
 @jit(borrow=True)
@@ -712,7 +653,7 @@ def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
             ut = (vel[j, d] - vel[i, d]) - un * nrm[d]
             vel[j, d] -= ut * inv_m[j] / wsum
             vel[i, d] += ut * inv_m[i] / wsum
-        return n_ev, tangent.ND_STICK if ttau.shape[0] > 0 else 0
+        return n_ev, sensitivity.ND_STICK if ttau.shape[0] > 0 else 0
     ground = planes.d[0]
     if code == IMPACT_PLANE:
         n_ev = impact_plane(i, j, n_ev, t, ground, FRESH, bodies, planes, gc, pc, fl, v3, ev, tg)
@@ -931,10 +872,10 @@ def general_contacts(plane_contact, body_contact):
     for i in range(nb):
         for k in range(1, plane_contact.shape[1]):
             if plane_contact[i, k]:
-                return tangent.ND_GENERAL
+                return sensitivity.ND_GENERAL
         for j in range(nb):
             if body_contact[i, j]:
-                return tangent.ND_GENERAL
+                return sensitivity.ND_GENERAL
     return 0
 
 
@@ -978,12 +919,12 @@ def event_time_tangent(code, i, j, s, pos, vel, acc, plane_n, g_vth, p_ground, p
         # The ground's height is the offset's direction; the walls are fixed.
         p_d = p_ground if j == 0 else -1
         if not tangent.impact_plane_time(i, plane_n[j], s, vel, acc, tpos, tvel, tacc, p_d, ds):
-            return tangent.ND_GRAZING
+            return sensitivity.ND_GRAZING
         if p_d >= 0:
             signal[p_d] += 1
     elif code == IMPACT_BODY:
         if not tangent.impact_body_time(i, j, s, pos, vel, acc, tpos, tvel, tacc, ds):
-            return tangent.ND_GRAZING
+            return sensitivity.ND_GRAZING
     elif code == STOP:
         tangent.stop_time(i, vel, acc, tvel, tacc, ds)
     elif code == VTH:

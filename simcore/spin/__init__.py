@@ -1,0 +1,1 @@
+"""The spinning balls' event-exact engine (pooltool's motion states): its loop, impacts and tangents."""

@@ -30,7 +30,7 @@ Sensitivities.  Asked for them, the loop carries the tangents of
 the events' times, the transitions, the impacts by a complex step), the
 trajectory residual sums against the measured positions with ``J^T r`` and
 ``J^T J``, and counts per coefficient the segments and events that read it
-(``signal``).  A grazing impact flags its scenario ``tangent.ND_GRAZING``.
+(``signal``).  A grazing impact flags its scenario ``sensitivity.ND_GRAZING``.
 
 Simultaneous events are resolved one at a time in a fixed order (a ball's
 transition before impacts, lower indices first), so runs are deterministic
@@ -44,24 +44,18 @@ import numpy as np
 
 from ..kernel import drivers
 from ..laws import registry as laws
-from ..sliding import tangent
+from ..kernel import sensitivity
 from . import spin, spin_impact, spin_tangent
 from ..geometry.collision import toi_sphere_plane, toi_sphere_sphere
 from ..kernel.config import MAX_LOOP, jit
-from ..kernel.events import EVF_WIDTH, EVI_WIDTH, EventKind
+from ..kernel.eventlog import EventLog, Sums, log, log_tangent
+from ..kernel.events import (EV_BODY_BODY, EV_BODY_WALL, EV_ROLL_REST, EV_ROLL_SLIDE, EV_ROLL_SPIN,
+                             EV_SLIDE_ROLL, EV_SPIN_REST, EV_START, NA)
+from ..kernel.records import outputs
+from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED
 from ..laws.registry import PairLaw
 from ..kernel.parameter import TIME_OFFSET
-from ..sliding.stages import NA, EventLog, Sums, log, log_tangent
 
-# int64 scalars, not literals (see simcore.sliding.stages.NA)
-EV_BODY_BODY = np.int64(EventKind.BODY_BODY)
-EV_BODY_WALL = np.int64(EventKind.BODY_WALL)
-EV_SLIDE_ROLL = np.int64(EventKind.SLIDE_ROLL)
-EV_ROLL_REST = np.int64(EventKind.ROLL_REST)
-EV_ROLL_SPIN = np.int64(EventKind.ROLL_SPIN)
-EV_SPIN_REST = np.int64(EventKind.SPIN_REST)
-EV_START = np.int64(EventKind.START)
-EV_ROLL_SLIDE = np.int64(EventKind.ROLL_SLIDE)
 
 # What ends a step of the loop.
 NONE = 0
@@ -70,9 +64,6 @@ BALL_BALL = 2
 BALL_WALL = 3
 EDGE = 4  # a control window opens or closes
 
-STATUS_OK = 0
-STATUS_MAX_ITER = 1
-STATUS_STALLED = 3
 #: Events at one instant after which a scenario is declared stalled.
 MAX_ZERO_STEPS = 100_000
 
@@ -80,26 +71,6 @@ MAX_ZERO_STEPS = 100_000
 _MU_S, _MU_K, _V_TH, _MU_R, _MU_SP = 0, 1, 2, 4, 5
 _MU_W, _E_BW, _RATIO_W = 0, 1, 2
 _MU_BB, _E_BB, _MU_BB_B, _MU_BB_C = 0, 1, 2, 3
-
-
-class SpinOutputs(NamedTuple):
-    """What a batch run writes: the state ``pos``, ``vel``, ``omega (nscen,
-    nbmax, 3)`` and ``time (nscen,)`` (start times in, end times out), the
-    samples ``out_pos``, ``out_vel``, ``out_omega (M, nbmax, 3)`` (or no rows),
-    the event logs ``ev_f``, ``ev_i``, each scenario's ``status`` and
-    ``ev_count``."""
-
-    pos: np.ndarray
-    vel: np.ndarray
-    omega: np.ndarray
-    time: np.ndarray
-    out_pos: np.ndarray
-    out_vel: np.ndarray
-    out_omega: np.ndarray
-    ev_f: np.ndarray
-    ev_i: np.ndarray
-    status: np.ndarray
-    ev_count: np.ndarray
 
 
 class Balls(NamedTuple):
@@ -488,7 +459,7 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds, ldir):
     elif not spin_tangent.impact_time(a, k if code == BALL_BALL else -1, step, balls.pos,
                                       balls.vel, motion.acc,
                                       walls.n[k] if code == BALL_WALL else walls.n[0], ds, tg):
-        return tangent.ND_GRAZING
+        return sensitivity.ND_GRAZING
     return 0
 
 
@@ -657,7 +628,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
 @jit(address=True)
 def _run_one(s, b, out, tan):
     """Scenario ``s`` of a batch: its slices of the outputs and tangent
-    buffers (``tan``: :class:`simcore.engine.TangentIO`), and the run."""
+    buffers (``tan``: :class:`simcore.kernel.records.TangentIO`), and the run."""
     nb = b.body_count[s]
     k0 = b.samp_ptr[s]
     k1 = b.samp_ptr[s + 1]
@@ -691,16 +662,13 @@ def _run_one(s, b, out, tan):
 
 
 def run(batch, pos, vel, omega, time, cap, parallel, tan, keep=True):
-    """Run the scenarios of ``batch`` (:class:`simcore.engine.Batch` of a
+    """Run the scenarios of ``batch`` (:class:`simcore.kernel.records.Batch` of a
     spinning model) with event capacity ``cap``; ``pos``, ``vel``, ``omega``,
     ``time`` are their state, advanced in place; ``tan`` the
-    :class:`simcore.engine.TangentIO` it writes the sensitivities to (module
-    docstring).  Returns the :class:`SpinOutputs`."""
+    :class:`simcore.kernel.records.TangentIO` it writes the sensitivities to (module
+    docstring).  Returns the :class:`simcore.kernel.records.Outputs`."""
     nscen, nbmax = batch.body_radius.shape
     rows = batch.samp_t.shape[0] if keep else 0
-    out = SpinOutputs(pos, vel, omega, time, np.zeros((rows, nbmax, 3)),
-                      np.zeros((rows, nbmax, 3)), np.zeros((rows, nbmax, 3)),
-                      np.empty((nscen, cap, EVF_WIDTH)), np.empty((nscen, cap, EVI_WIDTH), np.int64),
-                      np.zeros(nscen, np.int64), np.zeros(nscen, np.int64))
+    out = outputs(pos, vel, time, omega=omega, rows=rows, cap=cap, spin=True)
     drivers.run_each(_run_one, batch, out, tan, parallel)
     return out
