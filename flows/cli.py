@@ -258,21 +258,43 @@ def cmd_generate(args):
 
 
 def cmd_import(args):
+    from dataclasses import replace
+
     from simcore.data import importers
 
+    model = importers.TossModel.like(args.like) if args.like else importers.TossModel()
+    given = {k: v for k, v in (("gravity", args.gravity), ("ground_z", args.ground_z),
+                               ("com", _com(args.com))) if v is not None}
+    model = replace(model, **given)
     out = importers.cube_tosses(args.src, args.out, duplicates=args.duplicates,
-                                test_share=args.test_share)
+                                test_share=args.test_share, model=model)
     print(f"wrote {out}/")
+    gravity = importers.TossModel.like(out).gravity
     try:
         g, tosses = importers.imported_flight_gravity(out)
     except ValueError:  # no toss flies long enough to tell
+        print(f"no toss flies long enough to measure its free fall; the model's gravity: "
+              f"{gravity} m/s^2 (dataset.yaml)")
         return 0
     print(f"free fall in the recorded poses: {g:.3f} m/s^2 ({tosses} tosses); the model's "
-          f"gravity: {importers.FLIGHT_GRAVITY} m/s^2 (dataset.yaml)")
-    if abs(g - importers.FLIGHT_GRAVITY) > importers.FLIGHT_MISMATCH:
-        print("  these tosses fall otherwise than the ContactNets recordings: set gravity in "
-              f"{out}/dataset.yaml to their free fall")
+          f"gravity: {gravity} m/s^2 (dataset.yaml)")
+    if abs(g - gravity) > importers.FLIGHT_MISMATCH:
+        print(f"  these tosses fall otherwise than the model: set gravity in {out}/dataset.yaml "
+              "to their free fall, or import without --gravity to measure it")
     return 0
+
+
+def _com(text):
+    """``--com X,Y,Z`` [m] as a tuple (None: not given)."""
+    if text is None:
+        return None
+    try:
+        com = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        com = ()
+    if len(com) != 3:
+        raise ValueError(f"--com {text}: expected three numbers X,Y,Z in metres")
+    return com
 
 
 def _fit_config(args):
@@ -475,6 +497,16 @@ def build_parser():
                                           "on one side of the split)")
     imp.add_argument("--test-share", type=float, default=0.2,
                      help="share of the toss groups in the validation (test) split")
+    imp.add_argument("--like", metavar="DATASET",
+                     help="take the model (gravity, table, cube, centre of mass, step, laws) "
+                          "from an imported dataset, e.g. datasets/cube-toss for held-out tosses")
+    imp.add_argument("--gravity", type=float,
+                     help="the recording's free fall [m/s^2] (default: measured from the "
+                          "tosses' flights)")
+    imp.add_argument("--ground-z", type=float, help="the table's height [m] (default 0)")
+    imp.add_argument("--com", metavar="X,Y,Z",
+                     help="the cube's centre of mass from its centre, body frame [m] "
+                          "(default 0,0,0)")
     imp.set_defaults(func=cmd_import)
     gen = sub.add_parser("generate", help="write a synthetic dataset with known coefficients")
     gen.add_argument("out")

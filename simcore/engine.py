@@ -17,6 +17,8 @@ import numpy as np
 from .kernel import sensitivity, status
 from .kernel.events import EVENT_FIELDS, FIELD_COLUMNS
 from .kernel.records import Batch, TangentIO
+from .geometry import collision
+from .laws import registry
 from .params import NAMES
 from .rigid import rigid_engine
 from .sliding import sliding_engine
@@ -267,6 +269,28 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     return sliding_engine.run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
 
 
+def _refuse_unknown(model, engine):
+    """Refuse a model whose contact laws or body shapes the kernels of
+    ``engine`` (an engine module: its ``LAWS`` per contact kind and its
+    ``SHAPES``) do not run, naming the law or shape, the contact kind and the
+    engine: a law or shape registered without a kernel there must never run
+    as another one."""
+    which = engine.__name__.rpartition(".")[2].replace("_", " ")
+    names = {law.code: law.name for law in registry.REGISTRY}
+    for kind, code, runs in zip(registry.KINDS, model.layout.law_codes, engine.LAWS):
+        if int(code) not in runs:
+            raise ValueError(f"contact law {names.get(int(code), f'code {int(code)}')!r} "
+                             f"({kind}) has no kernel in the {which}; it runs "
+                             f"{[names.get(c, c) for c in runs]} there")
+    count = model.body_count[:, None] > np.arange(model.body_shape.shape[1])[None, :]
+    for code in np.unique(model.body_shape[count]):
+        if int(code) not in engine.SHAPES:
+            shapes = collision.SHAPE_NAMES
+            name = shapes[code] if 0 <= code < len(shapes) else f"code {int(code)}"
+            raise ValueError(f"shape {name!r} has no kernel in the {which}; it runs "
+                             f"{[shapes[c] for c in engine.SHAPES]}")
+
+
 def _rigid_batch(model, samp_ptr, samp_t):
     """The time-stepper's :class:`simcore.rigid.rigid_engine.Batch` of ``model``."""
     m = model
@@ -292,6 +316,7 @@ def contacts(model, state, s):
     penetration; see :func:`simcore.rigid.rigid_engine.report`)."""
     if model.integrator != INTEGRATOR_PENALTY:
         raise ValueError("contacts(): the model is not time-stepped (boxes or penalty laws)")
+    _refuse_unknown(model, rigid_engine)
     st = state.copy()
     return rigid_engine.report(_rigid_batch(model, np.zeros(model.nscen + 1, np.int64),
                                             np.zeros(0)),
@@ -398,6 +423,8 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             raise ValueError(f"measured has shape {measured.shape}; expected "
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
+    _refuse_unknown(model, rigid_engine if model.integrator == INTEGRATOR_PENALTY
+                    else spin_engine if model.spin else sliding_engine)
     if model.integrator == INTEGRATOR_PENALTY:
         return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples,
                                directions, measured, gauss_newton)

@@ -1,6 +1,7 @@
 """The cube-toss importer (``contactfit import cube-toss``), the shipped real
 dataset, and the scores of ``benchmarks.cube_toss``."""
 
+import runpy
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,16 @@ from simcore.identify.problem import Problem
 from simcore.geometry.rigid import integrate_orientation, quat_angle, quat_matrix
 
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
+#: The shipped recording's model (its make.py): the synthetic tosses below
+#: fly as its cube would, at its free fall.
+SHIPPED_MODEL = I.TossModel.like(SHIPPED)
+G_REC = SHIPPED_MODEL.gravity
+COM = np.array(SHIPPED_MODEL.com)
 
 
-def _long_table(path, tosses=(3, 7, 12), n=30, g=I.FLIGHT_GRAVITY):
+def _long_table(path, tosses=(3, 7, 12), n=30, g=G_REC):
     """A long table of ``tosses`` in ContactNets' format: cubes in free
-    flight (exact poses: the centre of mass, at :data:`I.CUBE_COM` from the
+    flight (exact poses: the centre of mass, at ``COM`` from the
     recorded centre, falling at ``g``) spinning about a known body-frame
     rate."""
     rows = {c: [] for c in I.COLUMNS}
@@ -32,7 +38,7 @@ def _long_table(path, tosses=(3, 7, 12), n=30, g=I.FLIGHT_GRAVITY):
             t = step / 148.0
             q = q0.copy()
             integrate_orientation(q, *w_world, t)
-            arm = quat_matrix(q) @ I.CUBE_COM
+            arm = quat_matrix(q) @ COM
             x = np.array([0.1 * k + 0.5 * t, -0.2, 0.4 - 0.5 * g * t * t]) - arm
             v = np.array([0.5, 0.0, -g * t]) - np.cross(w_world, arm)
             vals = dict(toss_id=toss, step=step, t=t, x=x[0], y=x[1], z=x[2], vx=v[0], vy=v[1],
@@ -49,29 +55,31 @@ def _long_table(path, tosses=(3, 7, 12), n=30, g=I.FLIGHT_GRAVITY):
 def test_import_keeps_the_poses_and_turns_the_spin_into_the_world_frame(tmp_path, capsys):
     src = _long_table(tmp_path / "tosses.parquet")
     (tmp_path / "LICENSE").write_text("BSD-3-Clause\n")
-    assert main(["import", "cube-toss", str(src), str(tmp_path / "out")]) == 0
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "out"), "--like",
+                 str(SHIPPED)]) == 0
     assert "free fall in the recorded poses: 9.6" in capsys.readouterr().out
     ds = D.read(tmp_path / "out")
     assert (tmp_path / "out" / "LICENSE").read_text() == "BSD-3-Clause\n"
-    assert ds.meta["ground_z"] == I.TABLE_Z and ds.meta["laws"] == {"body_ground": "hunt_crossley"}
-    assert ds.gravity == I.FLIGHT_GRAVITY
+    assert ds.meta["ground_z"] == SHIPPED_MODEL.ground_z
+    assert ds.meta["laws"] == {"body_ground": "hunt_crossley"}
+    assert ds.gravity == G_REC
     prob = Problem.from_dataset(ds)
     assert prob.ids == ["toss12", "toss3", "toss7"]
     k = prob.ids.index("toss7")
     q0 = np.array([np.cos(1.3), np.sin(1.3), 0.0, 0.0])
     assert np.allclose(prob.state.body_omega[k, 0], quat_matrix(q0) @ [1.0, -2.0, 0.5])
     assert np.allclose(prob.state.body_quat[k, 0], q0)
-    assert np.allclose(prob.model.body_ext[k, 0], I.CUBE_HALF)
-    assert prob.model.scen_dt[k] == pytest.approx(I.CUBE_DT)
+    assert np.allclose(prob.model.body_ext[k, 0], SHIPPED_MODEL.half)
+    assert prob.model.scen_dt[k] == pytest.approx(SHIPPED_MODEL.dt)
     # the samples as recorded, from t = 0; the state: sample 0's
     ts = prob.targets.sample_times[k]
     assert ts[0] == 0.0 and ts.size == 30 and np.allclose(np.diff(ts), 1 / 148.0)
     ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
     meas = prob.targets.measured[ptr[k]:ptr[k + 1], 0]
     quat = prob.targets.states["quat"][ptr[k]:ptr[k + 1], 0]
-    arm = np.array([quat_matrix(q) @ I.CUBE_COM for q in quat])
-    assert np.allclose(meas[:, 2], 0.4 - 0.5 * I.FLIGHT_GRAVITY * ts ** 2 - arm[:, 2])
-    assert np.allclose(prob.model.body_com[k, 0], I.CUBE_COM)
+    arm = np.array([quat_matrix(q) @ COM for q in quat])
+    assert np.allclose(meas[:, 2], 0.4 - 0.5 * G_REC * ts ** 2 - arm[:, 2])
+    assert np.allclose(prob.model.body_com[k, 0], COM)
     # a free flight replays exactly from the imported state
     from simcore.engine import simulate
     sim = simulate(prob.model, prob.state, prob.targets.sample_times)
@@ -100,10 +108,16 @@ def test_flight_gravity_is_the_free_fall_before_the_first_touch(tmp_path, capsys
         I.flight_gravity([0, 0], [0.0, 0.01], [half, half], quat[:2], half=half, table_z=0.0)
     # the shipped tosses fall at the model's gravity, and other tosses are told otherwise
     shipped, n = I.imported_flight_gravity(SHIPPED)
-    assert shipped == pytest.approx(I.FLIGHT_GRAVITY, abs=0.01) and n >= 440
+    assert shipped == pytest.approx(G_REC, abs=0.01) and n >= 440
     src = _long_table(tmp_path / "earth.parquet", g=9.81)
-    assert main(["import", "cube-toss", str(src), str(tmp_path / "o")]) == 0
-    assert "fall otherwise than the ContactNets recordings" in capsys.readouterr().out
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "o"), "--like",
+                 str(SHIPPED)]) == 0
+    assert "fall otherwise than the model" in capsys.readouterr().out
+    # imported on their own, the tosses' free fall is measured and written
+    assert main(["import", "cube-toss", str(src), str(tmp_path / "own"), "--com",
+                 ",".join(map(str, COM))]) == 0
+    assert "fall otherwise" not in capsys.readouterr().out
+    assert D.read(tmp_path / "own").gravity == pytest.approx(9.81, abs=0.02)
 
 
 def test_duplicate_recordings_share_a_side_of_the_split(tmp_path):
@@ -138,9 +152,11 @@ def test_a_bad_long_table_is_named_without_a_traceback(tmp_path, capsys, change,
 def test_the_shipped_tosses_are_the_upstream_training_split():
     ds = D.read(SHIPPED)
     assert len(ds.scenario_ids()) == 453 and (SHIPPED / "LICENSE").is_file()
-    assert ds.gravity == I.FLIGHT_GRAVITY and ds.meta["ground_z"] == I.TABLE_Z
+    make = runpy.run_path(str(SHIPPED / "make.py"))["MODEL"]
+    assert ds.gravity == make.gravity and ds.meta["ground_z"] == make.ground_z
+    assert ds.meta["laws"] == make.laws and ds.meta["model"] == make.model
     model, *_ = D.scenarios(ds)
-    assert np.all(model.body_com[:, 0] == I.CUBE_COM)
+    assert np.all(model.body_com[:, 0] == make.com) and np.all(model.scen_dt == make.dt)
     split = D.split(ds)
     test = sorted(s for s, v in split.items() if v == "test")
     assert 60 <= len(test) <= 110
@@ -191,7 +207,7 @@ def test_baseline_flies_snaps_flat_and_slides_to_rest():
 
 def test_ceiling_takes_the_best_of_each_score_over_the_grid(tmp_path):
     src = _long_table(tmp_path / "tosses.parquet", tosses=(3, 7))
-    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o"))
+    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o", model=SHIPPED_MODEL))
     theta = prob.model.layout.vector()
     # free flights: friction changes nothing, the table's height nothing
     nominal, _ = B._predict(prob, theta)
@@ -209,12 +225,12 @@ def test_ceiling_takes_the_best_of_each_score_over_the_grid(tmp_path):
 
 def test_com_z_moves_the_cubes_centre_of_mass_for_the_run(tmp_path):
     """The recorded free flights turn about a centre of mass at
-    ``I.CUBE_COM``: scored with it they fly as recorded, with the mass moved
+    ``COM``: scored with it they fly as recorded, with the mass moved
     to the centre they do not."""
     import json
 
     src = _long_table(tmp_path / "tosses.parquet", tosses=tuple(range(10)))
-    out = I.cube_tosses(src, tmp_path / "o", test_share=0.5)
+    out = I.cube_tosses(src, tmp_path / "o", test_share=0.5, model=SHIPPED_MODEL)
     (tmp_path / "fit.json").write_text(json.dumps({"params": {}}))
     config = SHIPPED / "calibrate.yaml"
     right = B.run(out, config, params=tmp_path / "fit.json")
@@ -225,7 +241,7 @@ def test_com_z_moves_the_cubes_centre_of_mass_for_the_run(tmp_path):
 
 def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypatch):
     src = _long_table(tmp_path / "tosses.parquet", tosses=(3, 7, 12, 20))
-    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o"))
+    prob = Problem.from_dataset(I.cube_tosses(src, tmp_path / "o", model=SHIPPED_MODEL))
     theta = prob.model.layout.vector()
     nominal, faces = B._predict(prob, theta)
     # the tosses fly freely: the poses up to the stepper's first-order error
@@ -268,3 +284,12 @@ def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
     assert np.degrees(np.abs(sim["tilt"][-5:] - meas["tilt"][-5:])).max() < 2.0  # both flat
     png = report.overlays_png(meas, sim, prob.ids)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_import_model_options_are_checked_in_one_line(tmp_path, capsys):
+    src = _long_table(tmp_path / "t.parquet")
+    for extra, words in ((["--com", "0,0"], "--com 0,0: expected three numbers"),
+                         (["--like", str(tmp_path)], "not an imported cube-toss dataset")):
+        assert main(["import", "cube-toss", str(src), str(tmp_path / "o"), *extra]) == 1
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, err

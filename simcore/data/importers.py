@@ -13,17 +13,18 @@ differences of the poses and are not kept).  Every model choice is written
 into the dataset (``dataset.yaml`` and the scenarios table), so tosses
 imported the same way simulate with the same model.
 
-The model takes the recording's units as they are.  Its free flights fall
-at :data:`FLIGHT_GRAVITY`, not 9.81 m/s^2 (:func:`flight_gravity`): the
-recording's lengths or its clock are 2 % off (which of the two, the tosses
-do not settle: a model of either predicts them alike), so ``dataset.yaml``'s
-``gravity`` is the free fall as recorded, and every flight lasts as long in
-the simulation as in the recording.  The cube's mass is not at its centre
-(:data:`CUBE_COM`, the ``bodies`` columns ``com_x, com_y, com_z``): the
-recorded poses stay the centre's.
+Every model choice is a field of :class:`TossModel`, written into the
+dataset, never a constant here: facts about one recording (its free fall,
+its table's height, its cube's centre of mass) live in that dataset's
+``dataset.yaml`` and its ``make.py``, and :meth:`TossModel.like` reads them
+back so that held-out tosses of the same recording import alike.  The free
+fall, unless given, is measured from the tosses' own flights
+(:func:`flight_gravity`): a recording whose lengths or clock are off falls
+at another rate, and the model takes the recording's units as they are.
 """
 
 import shutil
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,48 +37,75 @@ from ..geometry.rigid import quat_matrix
 # uniform cube would have 0.00068 kg m^2), as the generated tosses use it.
 from .synth import CUBE_HALF, CUBE_INERTIA, CUBE_MASS
 
-#: The table's height [m]: the median resting centre height of the tosses
-#: (0.0512 m) less the half width.
-TABLE_Z = -0.0012
-#: The free fall of the recording [m/s^2], in its own units:
-#: :func:`flight_gravity` of the 453 training tosses (9.611, the median
-#: over the 449 with six flight samples or more; spread between tosses
-#: 0.11).
-FLIGHT_GRAVITY = 9.61
 #: What :func:`flight_gravity` counts as flight: the samples before the
 #: lowest corner first comes within this height of the table [m], at least
 #: this many of them.
 FLIGHT_CLEARANCE = 0.004
 FLIGHT_SAMPLES = 6
-#: How far [m/s^2] the free fall of imported tosses may stray from
-#: :data:`FLIGHT_GRAVITY` before the import says so: five times the 0.01
-#: m/s^2 by which the median of a hundred tosses varies (spread 0.11).
+#: How far [m/s^2] the free fall of imported tosses may stray from their
+#: model's gravity before the import says so: five times the 0.01 m/s^2 by
+#: which the median of a hundred tosses varies (spread 0.11).
 FLIGHT_MISMATCH = 0.05
-#: The cube's centre of mass in its body frame, from its centre [m]: 7 mm
-#: toward its +z face.  The real cube comes to rest on its +z face in 110 of
-#: the 453 tosses and on its -z face in 52; a cube with its mass at the
-#: centre, simulated from the same starts, on each in 72.  Chosen on the
-#: training split (the dataset's README): the calibration's training loss
-#: over ``com_z`` = 4, 5, ..., 10 mm (``python -m benchmarks.cube_toss
-#: --com-z``) is least at 7 mm; none along x or y: at 5 mm, 2 mm along
-#: either raises the training tosses' e_q.
-CUBE_COM = (0.0, 0.0, 0.007)
-#: The step of the time-stepper [s]: below the stability guard's step for
-#: the default Hunt-Crossley contact of this cube (0.26 ms), fixed so that
-#: every coefficient set steps alike (a tumbling toss is chaotic: a model
-#: that steps otherwise drifts from another).
-CUBE_DT = 2.5e-4
-#: The model every imported toss is simulated with.
-CUBE_MODEL = {"laws": {"body_ground": "hunt_crossley"}, "model": {"cone": "elliptic"}}
+#: The free fall [m/s^2] an import writes when no toss flies long enough to
+#: measure its own.
+STANDARD_GRAVITY = 9.81
+
+
+@dataclass(frozen=True)
+class TossModel:
+    """The model an import writes into its dataset (``dataset.yaml``, the
+    ``scenarios`` and ``bodies`` tables), so that tosses imported alike
+    simulate alike.
+
+    ``gravity`` [m/s^2]: the recording's free fall; None measures it from
+    the imported tosses (:func:`flight_gravity`, rounded to 0.01 m/s^2).
+    ``ground_z`` [m]: the table's height.  ``com`` [m]: the centre of mass
+    from the cube's centre, in its body frame (no import can measure it: a
+    dataset chooses it by comparing fits).  ``dt`` [s]: the time-stepper's
+    step, fixed so that every coefficient set steps alike.  ``laws``,
+    ``model``: the dataset's sections.  ``half`` [m], ``mass`` [kg],
+    ``inertia`` [kg m^2]: the cube, the ContactNets cube unless said."""
+
+    gravity: float | None = None
+    ground_z: float = 0.0
+    com: tuple = (0.0, 0.0, 0.0)
+    dt: float = 2.5e-4
+    laws: dict = field(default_factory=lambda: {"body_ground": "hunt_crossley"})
+    model: dict = field(default_factory=lambda: {"cone": "elliptic"})
+    half: float = CUBE_HALF
+    mass: float = CUBE_MASS
+    inertia: float = CUBE_INERTIA
+
+    @classmethod
+    def like(cls, dataset):
+        """The model of an imported dataset (a directory): what it was
+        imported with, read back from its ``dataset.yaml``, its first body
+        and its first scenario's step."""
+        root = Path(dataset)
+        try:
+            meta = yaml.safe_load((root / "dataset.yaml").read_text())
+            body = pq.read_table(root / "bodies.parquet").slice(0, 1).to_pylist()[0]
+            dt = pq.read_table(root / "scenarios.parquet", columns=["dt"])["dt"][0].as_py()
+            return cls(gravity=float(meta["gravity"]), ground_z=float(meta["ground_z"]),
+                       com=tuple(float(body[f"com_{c}"] or 0.0) for c in "xyz"), dt=float(dt),
+                       laws=dict(meta.get("laws") or {}), model=dict(meta.get("model") or {}),
+                       half=float(body["hx"]), mass=float(body["mass"]),
+                       inertia=float(body["ixx"]))
+        except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError) as exc:
+            raise ValueError(f"{root}: not an imported cube-toss dataset to take the model "
+                             f"from ({type(exc).__name__}: {exc})") from None
+
+
 #: The validation share of the duplicate-aware split.
 TEST_SHARE = 0.2
 COLUMNS = ("toss_id", "step", "t", "x", "y", "z", "qw", "qx", "qy", "qz", "vx", "vy", "vz",
            "wx", "wy", "wz")
 
 
-def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0):
+def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0, model=None):
     """Write the tosses of the long table ``src`` (Parquet or CSV) as a
-    dataset in ``out``; returns ``out``.
+    dataset in ``out`` under ``model`` (a :class:`TossModel`; None: the
+    default one, its free fall measured); returns ``out``.
 
     ``duplicates``: a CSV of ``toss_a, toss_b`` pairs that are one
     recording stored twice (ContactNets' ``duplicate_pairs.csv``); each
@@ -106,14 +134,23 @@ def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0):
     w_body = np.stack([cols[c][first] for c in ("wx", "wy", "wz")], axis=1)
     w0 = np.einsum("nij,nj->ni", np.array([quat_matrix(q) for q in q0]), w_body)
     n = ids.size
+    model = TossModel() if model is None else model
+    if model.gravity is None:
+        try:
+            g, _ = flight_gravity(toss, t, cols["z"], np.stack([cols[c] for c in
+                                  ("qw", "qx", "qy", "qz")], axis=1), half=model.half,
+                                  table_z=model.ground_z)
+        except ValueError:  # no toss flies long enough to tell
+            g = STANDARD_GRAVITY
+        model = replace(model, gravity=round(g, 2))
     out.mkdir(parents=True, exist_ok=True)
-    write_table({"scenario_id": names, "duration": duration, "dt": np.full(n, CUBE_DT),
+    write_table({"scenario_id": names, "duration": duration, "dt": np.full(n, model.dt),
                  "split": split}, out / "scenarios.parquet")
     write_table({"scenario_id": names, "body_id": np.zeros(n, np.int64),
-                 "shape": ["box"] * n, "mass": np.full(n, CUBE_MASS),
-                 **{c: np.full(n, CUBE_HALF) for c in ("hx", "hy", "hz")},
-                 **{c: np.full(n, CUBE_INERTIA) for c in ("ixx", "iyy", "izz")},
-                 **{c: np.full(n, v) for c, v in zip(("com_x", "com_y", "com_z"), CUBE_COM)},
+                 "shape": ["box"] * n, "mass": np.full(n, model.mass),
+                 **{c: np.full(n, model.half) for c in ("hx", "hy", "hz")},
+                 **{c: np.full(n, model.inertia) for c in ("ixx", "iyy", "izz")},
+                 **{c: np.full(n, v) for c, v in zip(("com_x", "com_y", "com_z"), model.com)},
                  **{f"{c}0": cols[c][first] for c in ("x", "y", "z")},
                  **{f"v{c}0": cols[f"v{c}"][first] for c in "xyz"},
                  **{f"w{c}0": w0[:, k] for k, c in enumerate("xyz")},
@@ -132,8 +169,8 @@ def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0):
                    "U. Penn: LICENSE",
         "citation": "Pfrommer, Halm, Posa, ContactNets: Learning Discontinuous Contact "
                     "Dynamics with Smooth, Implicit Representations, CoRL 2020",
-        "units": {"length": "m", "time": "s"}, "gravity": FLIGHT_GRAVITY, "ground_z": TABLE_Z,
-        **CUBE_MODEL}
+        "units": {"length": "m", "time": "s"}, "gravity": float(model.gravity),
+        "ground_z": float(model.ground_z), "laws": dict(model.laws), "model": dict(model.model)}
     (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
     if (src.parent / "LICENSE").is_file():
         shutil.copyfile(src.parent / "LICENSE", out / "LICENSE")
@@ -209,7 +246,7 @@ def _groups(ids, duplicates):
     return np.array([root(int(i)) for i in ids])
 
 
-def flight_gravity(toss, t, z, quat, half=CUBE_HALF, table_z=TABLE_Z,
+def flight_gravity(toss, t, z, quat, half=CUBE_HALF, table_z=0.0,
                    clearance=FLIGHT_CLEARANCE, min_samples=FLIGHT_SAMPLES):
     """The free-fall acceleration [m/s^2] the recorded poses show, in the
     recording's own units: per toss, the samples before its lowest corner
@@ -244,7 +281,9 @@ def flight_gravity(toss, t, z, quat, half=CUBE_HALF, table_z=TABLE_Z,
 
 def imported_flight_gravity(out):
     """:func:`flight_gravity` of the tosses of the dataset directory ``out``
-    (its ``trajectories`` table)."""
+    (its ``trajectories`` table), for its cube and table."""
+    model = TossModel.like(out)
     tab = pq.read_table(Path(out) / "trajectories.parquet").to_pandas()
     return flight_gravity(tab["scenario_id"].to_numpy(), tab["t"], tab["z"],
-                          tab[["qw", "qx", "qy", "qz"]].to_numpy())
+                          tab[["qw", "qx", "qy", "qz"]].to_numpy(), half=model.half,
+                          table_z=model.ground_z)

@@ -136,6 +136,8 @@ NCOEF = 16
 LAW_SPRING_DAMPER = 3
 LAW_HUNT_CROSSLEY = 4
 LAW_IMPACT = 5
+#: The codes :func:`spring_damper_of` has a kernel for.
+CODES = (LAW_SPRING_DAMPER, LAW_HUNT_CROSSLEY, LAW_IMPACT)
 
 
 @jit
@@ -172,8 +174,10 @@ def spring_damper_of(law, row, x, v_i):
     if law == LAW_HUNT_CROSSLEY:
         spring = row[C_K_HC] * x ** row[C_N_HC]
         return spring, spring * row[C_ALPHA] / max(v_i, V_IMPACT_MIN)
-    s = min(x / row[C_P_MAX], 1.0)
-    return row[C_K_IMP] * x ** row[C_N1_IMP], row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
+    if law == LAW_IMPACT:
+        s = min(x / row[C_P_MAX], 1.0)
+        return row[C_K_IMP] * x ** row[C_N1_IMP], row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
+    return np.nan, np.nan  # a code without a kernel: never another law's force
 
 
 @jit(borrow=True, python=True)
@@ -200,9 +204,16 @@ def stiction(row, s):
     return row[C_MU_S] + (row[C_MU_K] - row[C_MU_S]) * u * u * (3.0 - 2.0 * u)
 
 
+def _known(law):
+    if law not in CODES:
+        raise ValueError(f"penalty law code {law} has no kernel (simcore/laws/penalty.py "
+                         f"has {list(CODES)})")
+
+
 def stiffness(law, row, x, v_i):
     """Linearised stiffness ``dF/dx`` [N/m] and damping ``dF/dxd`` [N s/m] of
     a contact at penetration ``x`` (host side, for :func:`stable_step`)."""
+    _known(law)
     n = {LAW_SPRING_DAMPER: 1.0, LAW_HUNT_CROSSLEY: row[C_N_HC]}.get(law, row[C_N1_IMP])
     spring, damping = spring_damper_of.py_func(law, row, x, v_i)
     return n * spring / x, damping
@@ -213,6 +224,7 @@ def penetration(law, row, m_eff, v, weight):
     [kg] met at speed ``v`` [m/s] (its kinetic energy stored in the spring,
     damping aside: an upper bound) or pressed by ``weight`` [N], whichever is
     deeper."""
+    _known(law)
     energy = 0.5 * m_eff * v * v
     if law == LAW_SPRING_DAMPER:
         k, n = row[C_K_SD], 1.0

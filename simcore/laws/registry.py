@@ -43,6 +43,9 @@ LAW_STRONGE_COMPLIANT = 2
 LAW_SPRING_DAMPER = penalty.LAW_SPRING_DAMPER
 LAW_HUNT_CROSSLEY = penalty.LAW_HUNT_CROSSLEY
 LAW_IMPACT = penalty.LAW_IMPACT
+#: The codes the impact seam (:func:`slip_bound`, :func:`pair_impact`) has
+#: kernels for; any other gives NaN, never another law's impulse.
+IMPACT_CODES = (LAW_IMPULSE, LAW_FRICTIONAL_INELASTIC)
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,9 @@ def slip_bound(law, un, jn, ut, inv_sum):
     if law.code == LAW_FRICTIONAL_INELASTIC:
         return frictional_inelastic.slip_bound(law.e, law.mu, law.mu_b, law.mu_c, un, ut,
                                                inv_sum)
-    return law.mu * jn
+    if law.code == LAW_IMPULSE:
+        return law.mu * jn
+    return np.nan  # a code without a kernel: never another law's impulse
 
 
 @jit
@@ -198,7 +203,9 @@ def slip_bound_tangent(law, un, jn, ut, inv_sum, dcoef, dun, djn, dut):
         return frictional_inelastic.slip_bound_tangent(law.e, law.mu, law.mu_b, law.mu_c, un,
                                                        ut, inv_sum, de, dmu, dmu_b, dmu_c,
                                                        dun, dut)
-    return dmu * jn + law.mu * djn
+    if law.code == LAW_IMPULSE:
+        return dmu * jn + law.mu * djn
+    return np.nan
 
 
 @jit

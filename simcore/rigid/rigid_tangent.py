@@ -33,7 +33,7 @@ from ..kernel.config import jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..laws.penalty import (C_ALPHA, C_C_SD, C_D_MAX, C_E, C_K_HC, C_K_IMP, C_K_SD, C_KV, C_MU_K,
     C_MU_ROLL, C_MU_S, C_N1_IMP, C_N_HC, C_P_MAX, C_VE1, C_VE2, LAW_HUNT_CROSSLEY,
-    LAW_SPRING_DAMPER, NCOEF, V_IMPACT_MIN)
+    LAW_IMPACT, LAW_SPRING_DAMPER, NCOEF, V_IMPACT_MIN)
 from ..geometry.rigid import (_sandwich, com_arm, cross, gyro_solve, gyroscopic, quat_rotate,
     quat_unrotate)
 from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
@@ -277,18 +277,20 @@ def law(code, row, trow, p, x, dx, vi, dvi):
         alpha = row[C_ALPHA]
         dc = (ds * alpha + spring * ta) / v - spring * alpha * dv / (v * v)
         return ds, dc, tk != 0.0 or tn != 0.0 or ta != 0.0
-    tk, tn, tm, tpm = trow[C_K_IMP, p], trow[C_N1_IMP, p], trow[C_D_MAX, p], trow[C_P_MAX, p]
-    xn = x ** row[C_N1_IMP]
-    spring = row[C_K_IMP] * xn
-    ds = tk * xn + spring * (tn * np.log(x) + row[C_N1_IMP] * dx / x)
-    pm = row[C_P_MAX]
-    s, dsr = x / pm, 0.0
-    if s < 1.0:
-        dsr = dx / pm - x * tpm / (pm * pm)
-    else:
-        s = 1.0
-    dc = tm * s * s * (3.0 - 2.0 * s) + row[C_D_MAX] * 6.0 * s * (1.0 - s) * dsr
-    return ds, dc, tk != 0.0 or tn != 0.0 or tm != 0.0 or tpm != 0.0
+    if code == LAW_IMPACT:
+        tk, tn, tm, tpm = trow[C_K_IMP, p], trow[C_N1_IMP, p], trow[C_D_MAX, p], trow[C_P_MAX, p]
+        xn = x ** row[C_N1_IMP]
+        spring = row[C_K_IMP] * xn
+        ds = tk * xn + spring * (tn * np.log(x) + row[C_N1_IMP] * dx / x)
+        pm = row[C_P_MAX]
+        s, dsr = x / pm, 0.0
+        if s < 1.0:
+            dsr = dx / pm - x * tpm / (pm * pm)
+        else:
+            s = 1.0
+        dc = tm * s * s * (3.0 - 2.0 * s) + row[C_D_MAX] * 6.0 * s * (1.0 - s) * dsr
+        return ds, dc, tk != 0.0 or tn != 0.0 or tm != 0.0 or tpm != 0.0
+    return np.nan, np.nan, True  # a code without a kernel
 
 
 @jit(borrow=True)

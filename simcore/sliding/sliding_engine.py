@@ -33,9 +33,18 @@ from ..kernel.eventlog import EventLog, Sums
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
 from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED, STATUS_UNSUPPORTED_PAIR
+from ..geometry.collision import SHAPE_SPHERE
+from ..laws.registry import IMPACT_CODES, LAW_IMPULSE
 from . import contact, stages as S, tangent
 from .integrate import INTEGRATOR_SYMPLECTIC, drift
 
+
+#: The law codes this engine's kernels run, per contact kind (in the order
+#: of ``laws.registry.KINDS``: ground, body, wall): the impact seam's laws
+#: between bodies, the impulse law against planes; and the shape codes.
+#: :func:`simcore.engine.simulate` refuses anything else.
+LAWS = ((LAW_IMPULSE,), IMPACT_CODES, (LAW_IMPULSE,))
+SHAPES = (SHAPE_SPHERE,)
 
 #: Events at one instant after which a scenario is declared stalled.
 MAX_ZERO_STEPS = 100_000

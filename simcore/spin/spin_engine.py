@@ -53,9 +53,16 @@ from ..kernel.events import (EV_BODY_BODY, EV_BODY_WALL, EV_ROLL_REST, EV_ROLL_S
                              EV_SLIDE_ROLL, EV_SPIN_REST, EV_START, NA)
 from ..kernel.records import outputs
 from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED
-from ..laws.registry import PairLaw
+from ..laws.registry import IMPACT_CODES, LAW_IMPULSE, LAW_STRONGE_COMPLIANT, PairLaw
+from ..geometry.collision import SHAPE_SPHERE
 from ..kernel.parameter import TIME_OFFSET
 
+
+#: The law codes this engine's kernels run, per contact kind (ground, body,
+#: wall; ``laws.registry.KINDS``) and its shape codes: anything else is
+#: refused by :func:`simcore.engine.simulate`.
+LAWS = ((LAW_IMPULSE,), IMPACT_CODES, (LAW_IMPULSE, LAW_STRONGE_COMPLIANT))
+SHAPES = (SHAPE_SPHERE,)
 
 # What ends a step of the loop.
 NONE = 0

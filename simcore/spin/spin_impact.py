@@ -52,7 +52,7 @@ import numpy as np
 from ..laws import frictional_inelastic, stronge
 from ..kernel.config import jit
 from ..laws.impulse import capped
-from ..laws.registry import LAW_FRICTIONAL_INELASTIC, LAW_STRONGE_COMPLIANT
+from ..laws.registry import LAW_FRICTIONAL_INELASTIC, LAW_IMPULSE, LAW_STRONGE_COMPLIANT
 from ..geometry.rigid import cross
 from .spin import INERTIA
 
@@ -190,8 +190,10 @@ def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
     ut = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
     if law.code == LAW_FRICTIONAL_INELASTIC:
         bound = frictional_inelastic.slip_bound(e, mu, law.mu_b, law.mu_c, un, ut, inv_sum)
-    else:
+    elif law.code == LAW_IMPULSE:
         bound = mu * jn
+    else:
+        bound = np.nan * jn  # a code without a kernel: never another law's impulse
     jt, slipped = capped(ut / (TANGENTIAL * inv_sum), bound)
     if ut.real > 0.0:
         t0 /= ut
@@ -240,9 +242,12 @@ def ball_cushion(law, e, mu, ratio, v, w, m, r, n, dv, dw):
         jn = m * (vnf - vn)
         jt = m * (vtf + ut) / TANGENTIAL
         slipped = regime == stronge.GROSS_SLIP
-    else:
+    elif law == LAW_IMPULSE:
         jn = -(1.0 + e) * vn * m
         jt, slipped = capped(m * ut / TANGENTIAL, mu * jn)
+    else:  # a code without a kernel: never another law's impulse
+        jn = np.nan * vn
+        jt, slipped = np.nan * vn, False
     p0 = jn * n[0] - jt * t0
     p1 = jn * n[1] - jt * t1
     p2 = jn * n[2] - jt * t2
