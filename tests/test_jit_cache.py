@@ -4,7 +4,6 @@
 import numpy as np
 import pytest
 
-from simcore import engine
 from simcore.kernel import config
 
 
