@@ -24,8 +24,12 @@ value of the wrong kind is an error naming the file and the key.
 
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, get_args, get_origin
+
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt,
+                      StrictStr, ValidationError)
 
 from simcore.identify import fit as F
 from simcore.data.dataset import safe_yaml
@@ -107,78 +111,128 @@ def _check_tracking(values, path):
             raise ValueError(f"{where}: {key} = {values[key]!r}: {exc.message}") from None
 
 
-@dataclass
-class CalibrationConfig:
-    """What a calibration fits and how (see :func:`simcore.identify.fit.fit`)."""
+#: Value types of the config, strict (YAML's ``true`` is no number, ``1.5``
+#: no count); their names are the error messages' ("expected int").
+Count = StrictInt
+Number = StrictInt | StrictFloat
 
-    fit: list = None                 # free coefficients; None: all not fixed by the dataset
-    start: dict = field(default_factory=dict)   # initial values (else dataset params, defaults)
-    method: str = "lm"
-    lr: float = None
-    ftol: float = 1e-10
-    gtol: float = 1e-8
-    step_sigma: float = F.STEP_SIGMA  # LM stops when a step is under this many stderr
-    patience: int = 3
-    max_iter: int = None             # None: the method's default (fit.MAX_ITER)
-    starts: int = 1
-    seed: int = 0
-    nuisance: str = "none"
-    weights: dict = field(default_factory=dict)
-    horizons: list = field(default_factory=lambda: list(F.HORIZONS))
-    secant: list = field(default_factory=list)  # relative steps; []: exact sensitivities
-    robust: float = F.ROBUST
-    shards: int = 0                  # 0: one per worker
-    workers: int = 2                 # threads of the default task runner
-    task_runner: str = "threads"     # or "dask"
-    dask_address: str = None         # None with dask: a local cluster
-    test_fraction: float = 0.25      # recalibration test split when the data has none
-    promote_margin: float = 0.01     # challenger must beat the champion by this fraction
-    overlays: int = 6                # scenarios drawn in the overlay plot
+
+def _want(test, want):
+    """A field check: ``test(value)`` must hold, else "expected ``want``"."""
+    def check(value):
+        if not test(value):
+            raise ValueError(f"expected {want}")
+        return value
+    return AfterValidator(check)
+
+
+def _finite(low, strict):
+    return _want(lambda v: math.isfinite(v) and (v > low if strict else v >= low),
+                 f"a finite number {'>' if strict else '>='} {low}")
+
+
+_AT_LEAST_0 = _want(lambda v: v >= 0, ">= 0")
+_AT_LEAST_1 = _want(lambda v: v is None or v >= 1, ">= 1")
+
+
+class CalibrationConfig(BaseModel):
+    """What a calibration fits and how (see :func:`simcore.identify.fit.fit`):
+    one typed object, validated once at the edge (:func:`calibration`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # free coefficients; None: all not fixed by the dataset
+    fit: Annotated[list | None, _want(lambda v: v is None or len(v) > 0,
+                                      "at least one coefficient (without the key: every "
+                                      "one the dataset does not fix)")] = None
+    start: dict = Field(default_factory=dict)  # initial values (else dataset params, defaults)
+    method: Annotated[StrictStr, _want(lambda v: v in F.METHODS,
+                                       f"one of {list(F.METHODS)}")] = "lm"
+    lr: Annotated[Number | None, _want(lambda v: v is None or (math.isfinite(v) and v > 0),
+                                       "a finite number > 0")] = None
+    ftol: Annotated[Number, _finite(0, False)] = 1e-10
+    gtol: Annotated[Number, _finite(0, False)] = 1e-8
+    # LM stops when a step is under this many standard errors
+    step_sigma: Annotated[Number, _finite(0, False)] = F.STEP_SIGMA
+    patience: Annotated[Count, _AT_LEAST_1] = 3
+    max_iter: Annotated[Count | None, _AT_LEAST_1] = None  # None: the method's default
+    starts: Annotated[Count, _AT_LEAST_1] = 1
+    seed: Count = 0
+    nuisance: Annotated[StrictStr, _want(lambda v: v in F.NUISANCE,
+                                         "none, velocity, push, spin (the spinning model) or "
+                                         "state (the time-stepper)")] = "none"
+    weights: dict = Field(default_factory=dict)
+    horizons: list = Field(default_factory=lambda: list(F.HORIZONS))
+    secant: list = Field(default_factory=list)  # relative steps; []: exact sensitivities
+    robust: Annotated[Number, _finite(0, False)] = F.ROBUST
+    shards: Annotated[Count, _AT_LEAST_0] = 0  # 0: one per worker
+    workers: Annotated[Count, _AT_LEAST_1] = 2  # threads of the default task runner
+    task_runner: Annotated[StrictStr, _want(lambda v: v in ("threads", "dask"),
+                                            "threads or dask")] = "threads"
+    dask_address: StrictStr | None = None  # None with dask: a local cluster
+    # recalibration test split when the data has none
+    test_fraction: Annotated[Number, _want(lambda v: 0 < v < 1, "in (0, 1)")] = 0.25
+    # the challenger must beat the champion by this fraction
+    promote_margin: Annotated[Number, _want(lambda v: 0 <= v < 1, "in [0, 1)")] = 0.01
+    overlays: Annotated[Count, _AT_LEAST_0] = 6  # scenarios drawn in the overlay plot
     # The registration gate: a converged fit is registered only when its
     # training residual rms is at most max(gate_k x the positions' noise
     # scale, gate_floor_m) and its intervals are finite and hold the estimates.
-    gate_k: float = 10.0
-    gate_floor_m: float = 0.05
+    gate_k: Annotated[Number, _finite(0, True)] = 10.0
+    gate_floor_m: Annotated[Number, _finite(0, False)] = 0.05
 
     def fit_options(self):
         """Keyword arguments of :func:`simcore.identify.fit.fit`."""
         return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
-                    step_sigma=self.step_sigma, patience=self.patience, max_iter=self.max_iter, starts=self.starts,
-                    seed=self.seed, nuisance=self.nuisance, horizons=tuple(self.horizons),
+                    step_sigma=self.step_sigma, patience=self.patience,
+                    max_iter=self.max_iter, starts=self.starts, seed=self.seed,
+                    nuisance=self.nuisance, horizons=tuple(self.horizons),
                     robust=self.robust, secant=tuple(self.secant))
 
     def as_dict(self):
-        return asdict(self)
+        return self.model_dump()
 
 
-_KINDS = {"fit": (list, type(None)), "start": dict, "method": str, "lr": (int, float, type(None)),
-          "ftol": (int, float), "gtol": (int, float), "step_sigma": (int, float),
-          "patience": int, "max_iter": (int, type(None)),
-          "starts": int, "seed": int, "nuisance": str, "weights": dict, "horizons": list,
-          "secant": list,
-          "robust": (int, float), "shards": int, "workers": int, "task_runner": str,
-          "dask_address": (str, type(None)), "test_fraction": (int, float),
-          "promote_margin": (int, float), "overlays": int, "gate_k": (int, float),
-          "gate_floor_m": (int, float)}
+def _type_names(annotation):
+    """``int or NoneType`` for ``StrictInt | None``: the names of the types a
+    field takes, for messages."""
+    if get_origin(annotation) is Annotated:
+        return _type_names(get_args(annotation)[0])
+    if get_args(annotation) and get_origin(annotation) not in (list, dict):
+        return [n for a in get_args(annotation) for n in _type_names(a)]
+    return [getattr(annotation, "__name__", str(annotation))]
+
+
+def _one_line(exc, given, where):
+    """The first error of a :class:`pydantic.ValidationError` as this
+    module's one line: ``WHERE: KEY = VALUE: expected ...``."""
+    err = exc.errors()[0]
+    key = err["loc"][0]
+    value = given.get(key, err.get("input"))
+    if err["type"] == "value_error":
+        want = str(err["ctx"]["error"])
+    else:
+        names = _type_names(CalibrationConfig.model_fields[key].annotation)
+        want = "expected " + " or ".join(dict.fromkeys(names))
+    return f"{where}: {key} = {value!r}: {want}"
 
 
 def calibration(path=None, **overrides):
     """A :class:`CalibrationConfig` from ``path`` (YAML) and keyword overrides
-    (``None`` values are ignored), checked."""
+    (``None`` values are ignored), checked: the types and ranges by the
+    model, the coefficient names, start values, weights, horizons and secant
+    steps against simcore's own rules."""
     given = _read_yaml(path) if path else {}
     where = str(path or "options")
     given.update({k: v for k, v in overrides.items() if v is not None})
-    names = {f.name for f in fields(CalibrationConfig)}
+    names = set(CalibrationConfig.model_fields)
     unknown = sorted(set(given) - names)
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(names)}")
-    for k, v in given.items():
-        kind = _KINDS[k]
-        if isinstance(v, bool) or not isinstance(v, kind):
-            want = kind.__name__ if isinstance(kind, type) else " or ".join(
-                t.__name__ for t in kind)
-            raise ValueError(f"{where}: {k} = {v!r}: expected {want}")
-    cfg = CalibrationConfig(**given)
+    try:
+        cfg = CalibrationConfig.model_validate(given)
+    except ValidationError as exc:
+        raise ValueError(_one_line(exc, given, where)) from None
     for what, names in (("fit", cfg.fit or []), ("start", cfg.start)):
         for n in names:
             try:
@@ -192,28 +246,6 @@ def calibration(path=None, **overrides):
         if not (math.isfinite(v) and lo <= v <= hi):
             raise ValueError(f"{where}: start: {n} = {v!r}: expected {lo} <= {P.base(n)} "
                              f"<= {hi}")
-    checks = (("method", cfg.method in F.METHODS, f"one of {list(F.METHODS)}"),
-              ("nuisance", cfg.nuisance in F.NUISANCE,
-               "none, velocity, push, spin (the spinning model) or state (the time-stepper)"),
-              ("task_runner", cfg.task_runner in ("threads", "dask"), "threads or dask"),
-              ("shards", cfg.shards >= 0, ">= 0"), ("workers", cfg.workers >= 1, ">= 1"),
-              ("test_fraction", 0 < cfg.test_fraction < 1, "in (0, 1)"),
-              ("promote_margin", 0 <= cfg.promote_margin < 1, "in [0, 1)"),
-              ("overlays", cfg.overlays >= 0, ">= 0"),
-              ("gate_k", 0 < cfg.gate_k < float("inf"), "a finite number > 0"),
-              ("gate_floor_m", 0 <= cfg.gate_floor_m < float("inf"), "a finite number >= 0"),
-              ("lr", cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0),
-               "a finite number > 0"),
-              *((key, math.isfinite(getattr(cfg, key)) and getattr(cfg, key) >= 0,
-                 "a finite number >= 0") for key in ("ftol", "gtol", "step_sigma", "robust")),
-              ("patience", cfg.patience >= 1, ">= 1"),
-              ("max_iter", cfg.max_iter is None or cfg.max_iter >= 1, ">= 1"),
-              ("starts", cfg.starts >= 1, ">= 1"),
-              ("fit", cfg.fit is None or len(cfg.fit) > 0,
-               "at least one coefficient (without the key: every one the dataset does not fix)"))
-    for key, ok, want in checks:
-        if not ok:
-            raise ValueError(f"{where}: {key} = {getattr(cfg, key)!r}: expected {want}")
     try:
         L.check_weights(cfg.weights)
     except ValueError as exc:
