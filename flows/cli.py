@@ -310,22 +310,39 @@ def _fit_config(args):
 
 
 def _print_fit(doc, out):
+    """The fit's verdict, its coefficients as a table (rich, which ships with
+    Prefect) and its scores."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     from flows import report
 
-    width = max(12, *(len(n) for n in doc["params"]))
-    lines = [f"{doc['status']}: {doc['message']}",
-             f"{'coefficient':{width}s} {'value':>14s} {'stderr':>9s}  95 % interval"
-             + ("  (stderr clustered by scenario)" if doc.get("stderr_cluster") else "")]
+    # a pipe or a log file gets a table as wide as its rows, not 80 columns
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    console.print(f"{doc['status']}: {doc['message']}", markup=False)
+    clustered = bool(doc.get("stderr_cluster"))
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    table.add_column("coefficient")
+    table.add_column("value", justify="right")
+    table.add_column("stderr", justify="right")
+    table.add_column("95 % interval")
+    if clustered:
+        table.add_column("stderr, clustered by scenario", justify="right")
     for n, v in doc["params"].items():
         if n not in doc["free"]:
-            lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  fixed")
+            row = [n, f"{v:.6g}", "", "fixed"]
         elif not doc["identifiability"][n]["identifiable"]:
-            lines.append(f"{n:{width}s} {v:14.6g} {'':>9s}  not identifiable: held at its start")
+            row = [n, f"{v:.6g}", "", "not identifiable: held at its start"]
         else:
             val, se, ci = report.estimate(doc, n)
-            cl = (doc.get("stderr_cluster") or {}).get(n)
-            lines.append(f"{n:{width}s} {val:>14s} {se:>9s}  {ci}"
-                         + (f"  ({cl:.2g})" if cl is not None else ""))
+            row = [n, val, se, ci]
+        if clustered:
+            cl = doc["stderr_cluster"].get(n)
+            row.append(f"{cl:.2g}" if cl is not None else "")
+        table.add_row(*row)
+    console.print(table)
+    lines = []
     corr = ", ".join(f"{c['a']}~{c['b']} {c['r']:+.2f}" for c in doc.get("correlations", []))
     if corr:
         lines.append(f"correlated estimates (|r| >= {report.CORRELATION_MIN}): {corr}")
@@ -344,7 +361,7 @@ def _print_fit(doc, out):
     if "decision" in doc:
         lines.append(f"champion: {doc['decision']}")
     lines.append(f"wrote {out}/fit.json; see the runs with: contactfit ui")
-    print("\n".join(lines))
+    console.print("\n".join(lines), markup=False)
 
 
 def _interrupted(signum, frame):
@@ -352,12 +369,12 @@ def _interrupted(signum, frame):
     undo a registration not yet finished), stop the temporary Prefect server
     this process started, and exit at once: waiting for Prefect to report the
     flow's end to a server the same Ctrl-C has killed would take minutes."""
-    from flows import pipeline
+    from flows import server, tracking
 
     name = signal.Signals(signum).name
-    pipeline.abandon(f"interrupted by {name}")
+    tracking.abandon(f"interrupted by {name}")
     with contextlib.suppress(Exception):
-        pipeline.stop_temporary_server()
+        server.stop_temporary_server()
     print(f"contactfit: {name}: the run is marked FAILED, nothing registered", file=sys.stderr,
           flush=True)
     os._exit(128 + signum)
@@ -367,11 +384,11 @@ def _server_lost():
     """The Prefect server stopped during a flow: mark the open MLflow runs
     FAILED (undoing a registration not yet finished) and exit at once,
     rather than wait minutes for Prefect's client to give up on it."""
-    from flows import pipeline
+    from flows import server, tracking
 
-    pipeline.abandon("the Prefect server stopped during the run")
+    tracking.abandon("the Prefect server stopped during the run")
     with contextlib.suppress(Exception):
-        pipeline.stop_temporary_server()
+        server.stop_temporary_server()
     print("contactfit: error: the Prefect server stopped during the run; the run is marked "
           "FAILED, nothing registered", file=sys.stderr, flush=True)
     os._exit(1)

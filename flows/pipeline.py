@@ -27,13 +27,9 @@ the benchmark's 10,000-scenario dataset): the loaded dataset goes in
 ``quote``, a shard's scenario ids in an array.
 """
 
-import contextlib
 import io
-import logging
-import os
 import platform
 import subprocess
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -53,27 +49,7 @@ from simcore import params as P
 from simcore.data import replay
 from simcore.identify.problem import Problem, ShardedProblem
 
-from . import registry, report, settings, tracking
-
-
-#: The MLflow runs this process has open, ``run_id -> [client, registered
-#: version or None]``: an interrupt marks them FAILED (:func:`abandon`).
-_OPEN_RUNS = {}
-
-
-def abandon(reason):
-    """Mark every run this process has open FAILED with ``reason`` and delete
-    a version one of them registered before it could finish (so an
-    interrupted calibration never leaves a version or an alias behind).
-    Called from a signal handler: it never raises."""
-    track = None
-    for run_id, (c, version) in list(_OPEN_RUNS.items()):
-        with contextlib.suppress(Exception):
-            if version is not None:
-                track = track or settings.tracking()
-                c.delete_model_version(track.registered_model, version)
-            tracking.fail(c, run_id, KeyboardInterrupt(reason))
-        _OPEN_RUNS.pop(run_id, None)
+from . import registry, report, server, settings, tracking
 
 
 class CalibrationFailed(RuntimeError):
@@ -285,188 +261,13 @@ def task_runner(cfg):
 
 def run(flow_fn, dataset, config=None, on_server_lost=None):
     """Run ``calibrate`` or ``recalibrate`` on the task runner its config names,
-    as the CLI does (:func:`_run_settings`, :func:`temporary_server`).
+    as the CLI does (:func:`flows.server.run_settings`,
+    :func:`flows.server.temporary_server`).
     ``on_server_lost``: called (from a watcher thread) when the Prefect
-    server stops during the run (:func:`watch_server`)."""
+    server stops during the run (:func:`flows.server.watch_server`)."""
     cfg = settings.calibration(**(config or {}))
-    with _run_settings(), temporary_server(), watch_server(on_server_lost):
+    with server.run_settings(), server.temporary_server(), server.watch_server(on_server_lost):
         return flow_fn.with_options(task_runner=task_runner(cfg))(dataset, config=config)
-
-
-#: A configured Prefect server that does not answer its health check for this
-#: long [s] is taken as lost (a busy server may be slow; a lost one says nothing).
-SERVER_GRACE_S = 30.0
-
-
-@contextlib.contextmanager
-def watch_server(on_lost, every=0.5):
-    """Call ``on_lost()`` once if the Prefect server stops while the block
-    runs: the temporary server's process exits, or a configured server
-    (``PREFECT_API_URL``) fails its health check for :data:`SERVER_GRACE_S`.
-    Without it Prefect's client retries for minutes and ends in a traceback."""
-    if on_lost is None:
-        yield
-        return
-    import urllib.request
-
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL
-
-    procs = [s.server_process for s in SubprocessASGIServer._instances.values()
-             if s.server_process is not None]
-    url = os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()
-    stop = threading.Event()
-
-    def alive():
-        if procs:
-            return all(p.poll() is None for p in procs)
-        try:
-            urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5)
-            return True
-        except Exception:
-            return False
-
-    def watch():
-        last_ok = time.monotonic()
-        while not stop.wait(every):
-            if alive():
-                last_ok = time.monotonic()
-            elif procs or time.monotonic() - last_ok > SERVER_GRACE_S:
-                on_lost()
-                return
-
-    if not (procs or url):
-        yield
-        return
-    thread = threading.Thread(target=watch, name="contactfit-server-watch", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-
-
-#: How long the temporary Prefect server may take to start [s] (Prefect's own
-#: default, 20 s, is not enough on a busy machine's first run).
-SERVER_STARTUP_S = 120.0
-
-
-@contextlib.contextmanager
-def temporary_server():
-    """Without a configured Prefect server (``PREFECT_API_URL``), start
-    Prefect's temporary one before the flow, with a longer start-up wait
-    (:data:`SERVER_STARTUP_S`), in a session of its own: a terminal's Ctrl-C
-    reaches contactfit, which stops the server (:func:`stop_temporary_server`),
-    instead of the server printing its shutdown traceback.  Prefect's own
-    code finds it as its default server, and processes started meanwhile (Dask
-    workers) find it through ``PREFECT_API_URL`` in their environment instead
-    of each starting a server of its own."""
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL
-
-    if PREFECT_API_URL.value() or None in SubprocessASGIServer._instances:
-        yield
-        return
-
-    class Detached(SubprocessASGIServer):
-        def _run_uvicorn_command(self):
-            popen = subprocess.Popen
-
-            def detached(*args, **kwargs):
-                return popen(*args, start_new_session=True, **kwargs)
-
-            subprocess.Popen = detached
-            try:
-                return super()._run_uvicorn_command()
-            finally:
-                subprocess.Popen = popen
-
-    server = Detached()
-    before = os.environ.get("PREFECT_API_URL")
-    try:
-        server.start(timeout=SERVER_STARTUP_S)
-        os.environ["PREFECT_API_URL"] = server.api_url  # for worker processes only
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = before
-        stop_temporary_server(drain=True)
-
-
-def stop_temporary_server(drain=False):
-    """Kill the temporary Prefect servers this process started, at once (a
-    graceful stop lets the server's event recorder print a traceback while it
-    shuts down; its SQLite store is crash-safe).  ``drain``: first send the
-    logs and events Prefect still holds (else its exit handlers report that
-    the server is gone)."""
-    from prefect.server.api.server import SubprocessASGIServer
-
-    if drain:
-        with contextlib.suppress(Exception):
-            from prefect.logging.handlers import APILogWorker
-
-            APILogWorker.drain_all(timeout=5)
-        with contextlib.suppress(Exception):
-            from prefect.events.worker import EventsWorker
-
-            EventsWorker.drain_all(timeout=5)
-
-    for key, server in list(SubprocessASGIServer._instances.items()):
-        proc = server.server_process
-        if proc is not None:
-            with contextlib.suppress(OSError):
-                proc.kill()
-                proc.wait(timeout=5)
-            server.server_process = None
-        server.running = False
-        SubprocessASGIServer._instances.pop(key, None)
-
-
-@contextlib.contextmanager
-def _run_settings():
-    """Task runs log at WARNING (a line per shard evaluation would drown the
-    fit's progress lines); on Prefect's temporary server (no
-    ``PREFECT_API_URL``) flow runs send no heartbeats: the server ends with
-    the process, nothing watches them, and a flow's end waits up to 1 s for
-    the heartbeat thread's sleep (``shared/docs/stack-notes.md``).  A
-    configured server keeps Prefect's heartbeats (crashed-run detection)."""
-    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-                                  temporary_settings)
-
-    log = logging.getLogger("prefect.task_runs")
-    level = log.level
-    log.setLevel(max(level, logging.WARNING))
-    # A failed flow is reported by the CLI in one line (and its traceback is
-    # in the run's error.txt): Prefect's own line keeps its message only.
-    flow_log = logging.getLogger("prefect.flow_runs")
-    flow_log.addFilter(_one_line_failures)
-    # Dask's cluster start and stop log a hundred INFO lines; its worker
-    # processes read the level from the environment.
-    dask_log = logging.getLogger("distributed")
-    dask_level = dask_log.level
-    dask_log.setLevel(max(dask_level, logging.WARNING))
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-    try:
-        if PREFECT_API_URL.value():
-            yield
-        else:
-            with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-                yield
-    finally:
-        log.setLevel(level)
-        dask_log.setLevel(dask_level)
-        flow_log.removeFilter(_one_line_failures)
-
-
-def _one_line_failures(record):
-    """Drop the traceback of Prefect's "Encountered exception during
-    execution" line (a logging filter: keeps every record)."""
-    if str(record.msg).startswith("Encountered exception during execution"):
-        record.exc_info = None
-        record.exc_text = None
-    return True
 
 
 def _code_version():
@@ -537,7 +338,7 @@ def _log_starts(c, exp_id, run_id, result, ok):
     with it when the fit failed)."""
     for i, r in enumerate(result.starts):
         child = tracking.start_run(c, exp_id, f"start {i}", {"mlflow.parentRunId": run_id,
-                                                            "start": i})
+                                                            "start": i})  # closed below
         tracking.log_params(c, child, {f"theta0_{n}": h for n, h in
                                        (r.history[0]["theta"].items() if r.history else [])})
         hist = tracking.History(c, child)
@@ -602,11 +403,11 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
                 f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
                 f"{loaded.rows.get('trajectories', 0)} samples; fitting {', '.join(free)}")
-    run_id = tracking.start_run(c, exp_id, run_name(loaded.ds.name, free),
-                                dict({"contactfit.flow": "calibrate",
-                                      "dataset": loaded.ds.name}, **(tags or {})))
-    _OPEN_RUNS[run_id] = [c, None]
-    try:
+    with tracking.tracked_run(c, exp_id, run_name(loaded.ds.name, free),
+                              dict({"contactfit.flow": "calibrate",
+                                    "dataset": loaded.ds.name}, **(tags or {})),
+                              track.registered_model) as run:
+        run_id = run.run_id
         tracking.log_dataset(c, run_id, dataset, loaded.ds.name, loaded.digest, "train",
                              loaded.rows)
         n_shards = _shard_count(cfg, loaded.train.nscen)
@@ -654,19 +455,13 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
              "unidentified": ",".join(n for n in result.free
                                       if not result.identifiability[n]["identifiable"])}
         )
-        _OPEN_RUNS[run_id][1] = version
+        run.registered(version)
         doc.update(model_version=version, first_champion=first)
         # fit.json and the report again, now with the version they describe.
         tracking.log_files(c, run_id, {"fit.json": report.dumps(doc),
                                        "report.html": report.report_html(doc, conv_png, over_png)})
         tracking.set_tags(c, run_id, {"model_version": version or "",
                                       **({"champion": "first"} if first else {})})
-        tracking.finish(c, run_id)
-        _OPEN_RUNS.pop(run_id, None)
-    except BaseException as exc:
-        _OPEN_RUNS.pop(run_id, None)
-        tracking.fail(c, run_id, exc)
-        raise
     logger.info(f"calibrated {loaded.ds.name}: loss {result.loss:.6e}, "
                 f"{result.nit} iterations, model version {version}, run {run_id}")
     return doc

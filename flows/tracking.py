@@ -4,9 +4,10 @@ Fluent ``mlflow.*`` calls keep their active run per thread: inside a Prefect
 task submitted to a thread pool they would silently open a new run (see
 ``shared/docs/stack-notes.md``).  Everything here names its run.
 
-A run is opened RUNNING by :func:`start_run` and closed by :func:`finish`
-(FINISHED) or :func:`fail` (FAILED, with the error as the ``error`` tag and
-``error.txt``); nothing sets FINISHED before the last artifact and the
+A run is opened and closed by one context, :func:`tracked_run`: RUNNING
+inside it, FINISHED at its end, FAILED (with the error as the ``error`` tag
+and ``error.txt``, and a version it registered deleted) when anything
+raises in it; nothing sets FINISHED before the last artifact and the
 registration are in.  A run whose process was killed before it could close
 it is found by the next :func:`client` on the store (:func:`reap`) and
 marked FAILED.
@@ -94,6 +95,64 @@ def start_run(c, exp_id, name, tags):
     tags = dict(tags, **{"contactfit.process": f"{host}:{pid}:{start}"})
     run = c.create_run(exp_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
     return run.info.run_id
+
+
+#: The runs this process has open, ``run_id -> OpenRun``: an interrupt marks
+#: them FAILED (:func:`abandon`).
+_OPEN = {}
+
+
+class OpenRun:
+    """A run :func:`tracked_run` holds open: its client and id, and the
+    model version it registered (deleted again if the run fails before it
+    finishes)."""
+
+    def __init__(self, c, run_id, registered_model):
+        self.c, self.run_id, self.registered_model = c, run_id, registered_model
+        self.version = None
+
+    def registered(self, version):
+        """Note the version this run registered (undone if the run fails)."""
+        self.version = version
+
+    def _undo(self):
+        if self.version is not None:
+            self.c.delete_model_version(self.registered_model, self.version)
+            self.version = None
+
+
+@contextlib.contextmanager
+def tracked_run(c, exp_id, name, tags, registered_model=None):
+    """The one way a run is opened and closed: RUNNING and tagged with this
+    process (:func:`start_run`) inside the block; FINISHED when the block
+    ends; on any exception (an interrupt too) FAILED with the error
+    (:func:`fail`), a version it registered deleted, and the exception
+    raised on.  Yields the :class:`OpenRun`; :func:`abandon` fails every
+    run still open (from a signal handler)."""
+    run = OpenRun(c, start_run(c, exp_id, name, tags), registered_model)
+    _OPEN[run.run_id] = run
+    try:
+        yield run
+    except BaseException as exc:
+        if _OPEN.pop(run.run_id, None) is not None:
+            with contextlib.suppress(Exception):
+                run._undo()
+            fail(c, run.run_id, exc)
+        raise
+    if _OPEN.pop(run.run_id, None) is not None:
+        finish(c, run.run_id)
+
+
+def abandon(reason):
+    """Mark every run this process has open FAILED with ``reason`` and delete
+    a version one of them registered before it could finish (so an
+    interrupted calibration never leaves a version or an alias behind).
+    Called from a signal handler: it never raises."""
+    for run_id, run in list(_OPEN.items()):
+        with contextlib.suppress(Exception):
+            run._undo()
+            fail(run.c, run_id, KeyboardInterrupt(reason))
+        _OPEN.pop(run_id, None)
 
 
 def reap(c, exp_id):

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
-from flows import pipeline, registry, settings, tracking
+from flows import pipeline, registry, server, settings, tracking
 from flows.cli import main
 from flows.store import StoreLocked
 from simcore.data import synth
@@ -25,8 +25,8 @@ INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
 @pytest.fixture(scope="session", autouse=True)
 def harness():
     # A busy 2-core machine can take longer than Prefect's 30 s to start the
-    # harness's server (the CLI's own wait is pipeline.SERVER_STARTUP_S).
-    with prefect_test_harness(server_startup_timeout=int(pipeline.SERVER_STARTUP_S)):
+    # harness's server (the CLI's own wait is server.SERVER_STARTUP_S).
+    with prefect_test_harness(server_startup_timeout=int(server.SERVER_STARTUP_S)):
         yield
 
 
@@ -421,13 +421,13 @@ def test_run_settings_drop_heartbeats_only_on_the_temporary_server():
     before = log.level
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
         assert get_current_settings().flows.heartbeat_frequency is not None
-        with pipeline._run_settings():
+        with server.run_settings():
             assert get_current_settings().flows.heartbeat_frequency is None
             assert log.getEffectiveLevel() >= logging.WARNING
         assert get_current_settings().flows.heartbeat_frequency is not None
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4200/api",
                              PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
-        with pipeline._run_settings():
+        with server.run_settings():
             assert get_current_settings().flows.heartbeat_frequency == 60
     assert log.level == before
 
