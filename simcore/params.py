@@ -49,7 +49,7 @@ from .spin import spin as spin_model
 from .laws import registry as contact_laws
 from .kernel.parameter import (  # noqa: F401  (the slots, re-exported)
     E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM,
-    SETUP_PARAMETERS, TIME_OFFSET, V_TH)
+    BODY_COLUMNS, GROUND_COLUMNS, SETUP_PARAMETERS, TIME_OFFSET, V_TH, WALL_COLUMNS)
 
 #: The parameters every model reads, in slot order.
 FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + SETUP_PARAMETERS,
@@ -95,10 +95,9 @@ OFFSET_SCALE = {p.name: p.scale for p in REGISTRY if p.contact == "global"}
 #: What a material name may be made of (it becomes part of parameter names
 #: and of MLflow keys).
 MATERIAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-#: The ground coefficients of a body material, in the columns of ``Layout.bg``.
-_GROUND = ("mu_s", "mu_k", "v_th", "e_bg", "mu_r", "mu_sp")
-_WALL = ("mu_w", "e_bw", "omega_ratio_w")
-_BODY = ("mu_bb", "e_bb", "mu_bb_b", "mu_bb_c")
+#: The coefficients of a body material in the columns of ``Layout.bg``, ``bw``
+#: and ``bb`` (declared where the kernels read them).
+_GROUND, _WALL, _BODY = GROUND_COLUMNS, WALL_COLUMNS, BODY_COLUMNS
 
 
 def unit(name, values=None):

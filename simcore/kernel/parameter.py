@@ -22,6 +22,17 @@ import numpy as np
 MU_S, MU_K, V_TH, MU_BB, E_BB, MU_W, E_BW, E_BG, GROUND_OFFSET, TIME_OFFSET = range(10)
 NPARAM = 10
 
+#: The columns of the per-material tables (:class:`simcore.params.Layout`
+#: ``bg``, ``bw``, ``bb``): a body of a material on the ground, against a
+#: wall, against another body.  Kernels read a column through the index
+#: constants below, made from these names, never through a literal.
+GROUND_COLUMNS = ("mu_s", "mu_k", "v_th", "e_bg", "mu_r", "mu_sp")
+WALL_COLUMNS = ("mu_w", "e_bw", "omega_ratio_w")
+BODY_COLUMNS = ("mu_bb", "e_bb", "mu_bb_b", "mu_bb_c")
+G_MU_S, G_MU_K, G_V_TH, G_E_BG, G_MU_R, G_MU_SP = map(GROUND_COLUMNS.index, GROUND_COLUMNS)
+W_MU_W, W_E_BW, W_OMEGA_RATIO_W = map(WALL_COLUMNS.index, WALL_COLUMNS)
+B_MU_BB, B_E_BB, B_MU_BB_B, B_MU_BB_C = map(BODY_COLUMNS.index, BODY_COLUMNS)
+
 #: How a coefficient can be addressed per material (see :mod:`simcore.params`):
 #: ``ground``: ``NAME@MAT`` (a body of material MAT on the ground);
 #: ``wall``: ``NAME@MAT`` (a wall without a material) or ``NAME@A+B`` (body A, wall B);

@@ -34,6 +34,8 @@ from ..geometry.collision import (SHAPE_SPHERE, UNSUPPORTED, contact_normal_body
 from ..kernel.config import GAP_TOL, V_CONTACT, V_STOP, jit
 from .contact import ABOVE, RESTING, STARTED, STARTING, Contacts
 from ..kernel.eventlog import log, log_tangent
+from ..kernel.parameter import (B_E_BB, B_MU_BB, B_MU_BB_B, B_MU_BB_C, G_E_BG, G_MU_K, G_MU_S,
+                                G_V_TH, W_E_BW, W_MU_W)
 from ..kernel.events import EV_BODY_BODY, EV_BODY_GROUND, EV_BODY_WALL, EV_START, EV_STOP, NA
 from ..kernel import sensitivity
 from .integrate import sample, stop_time, vth_crossing
@@ -255,19 +257,19 @@ def set_coefficients(mass, mat, wall_mat, params, bg_idx, bw_idx, bb_idx, inv_m,
     nb = mass.shape[0]
     for i in range(nb):
         inv_m[i] = 1.0 / mass[i]
-        g_mu_s[i] = params[bg_idx[mat[i], 0]]
-        g_mu_k[i] = params[bg_idx[mat[i], 1]]
-        g_vth[i] = params[bg_idx[mat[i], 2]]
-        g_e[i] = params[bg_idx[mat[i], 3]]
+        g_mu_s[i] = params[bg_idx[mat[i], G_MU_S]]
+        g_mu_k[i] = params[bg_idx[mat[i], G_MU_K]]
+        g_vth[i] = params[bg_idx[mat[i], G_V_TH]]
+        g_e[i] = params[bg_idx[mat[i], G_E_BG]]
         pl_e[i, 0] = g_e[i]  # pl_mu[:, 0] stays unused: the ground's mu follows its speed regime
         for k in range(wall_mat.shape[0]):
-            pl_mu[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 0]]
-            pl_e[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], 1]]
+            pl_mu[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], W_MU_W]]
+            pl_e[i, k + 1] = params[bw_idx[mat[i], wall_mat[k], W_E_BW]]
         for j in range(nb):
-            b_mu[i, j] = params[bb_idx[mat[i], mat[j], 0]]
-            b_e[i, j] = params[bb_idx[mat[i], mat[j], 1]]
-            b_mub[i, j] = entry(params, bb_idx[mat[i], mat[j], 2], 0.0)
-            b_muc[i, j] = entry(params, bb_idx[mat[i], mat[j], 3], 0.0)
+            b_mu[i, j] = params[bb_idx[mat[i], mat[j], B_MU_BB]]
+            b_e[i, j] = params[bb_idx[mat[i], mat[j], B_E_BB]]
+            b_mub[i, j] = entry(params, bb_idx[mat[i], mat[j], B_MU_BB_B], 0.0)
+            b_muc[i, j] = entry(params, bb_idx[mat[i], mat[j], B_MU_BB_C], 0.0)
 
 
 @jit(borrow=True)
@@ -697,12 +699,12 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
     if k == 0:
         fast = horizontal_speed(vel[i]) >= g_vth[i]
         mu = g_mu_k[i] if fast else g_mu_s[i]
-        p_mu = pdir[bg_idx[mat[i], 1 if fast else 0]]
-        p_e = pdir[bg_idx[mat[i], 3]]
+        p_mu = pdir[bg_idx[mat[i], G_MU_K if fast else G_MU_S]]
+        p_e = pdir[bg_idx[mat[i], G_E_BG]]
     else:
         mu = pc.pl_mu[i, k]
-        p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], 0]]
-        p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], 1]]
+        p_mu = pdir[bw_idx[mat[i], wall_mat[k - 1], W_MU_W]]
+        p_e = pdir[bw_idx[mat[i], wall_mat[k - 1], W_E_BW]]
     imp = impulse.plane_impact(vel[i], n, e, mu)
     if tvel.shape[2] > 0:  # tangents first: they read the velocity before the impulse
         tangent.impact_plane(i, vel[i], n, e, mu, imp, sustained, (p_e, p_mu), tvel, tdva,

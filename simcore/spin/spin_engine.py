@@ -55,7 +55,8 @@ from ..kernel.records import outputs
 from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE, LAW_STRONGE_COMPLIANT, PairLaw
 from ..geometry.collision import SHAPE_SPHERE
-from ..kernel.parameter import TIME_OFFSET
+from ..kernel.parameter import (B_E_BB, B_MU_BB, B_MU_BB_B, B_MU_BB_C, G_MU_K, G_MU_R, G_MU_S,
+                                G_MU_SP, G_V_TH, TIME_OFFSET, W_E_BW, W_MU_W, W_OMEGA_RATIO_W)
 
 
 #: The law codes this engine's kernels run, per contact kind (ground, body,
@@ -74,10 +75,6 @@ EDGE = 4  # a control window opens or closes
 #: Events at one instant after which a scenario is declared stalled.
 MAX_ZERO_STEPS = 100_000
 
-# Columns of the ground table (params.Layout.bg) and the wall table (bw).
-_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP = 0, 1, 2, 4, 5
-_MU_W, _E_BW, _RATIO_W = 0, 1, 2
-_MU_BB, _E_BB, _MU_BB_B, _MU_BB_C = 0, 1, 2, 3
 
 
 class Balls(NamedTuple):
@@ -188,11 +185,11 @@ def _count_segments(motion, w, step, mat, bg_idx, used):
     for i in range(w.shape[0]):
         st = motion.state[i]
         if st == spin.SLIDING:
-            used[bg_idx[mat[i], _MU_K if motion.above[i] else _MU_S]] += 1
+            used[bg_idx[mat[i], G_MU_K if motion.above[i] else G_MU_S]] += 1
         elif st == spin.ROLLING:
-            used[bg_idx[mat[i], _MU_R]] += 1
+            used[bg_idx[mat[i], G_MU_R]] += 1
         if w[i, 2] != 0.0:
-            used[bg_idx[mat[i], _MU_SP]] += 1
+            used[bg_idx[mat[i], G_MU_SP]] += 1
 
 
 @jit(borrow=True)
@@ -326,7 +323,7 @@ def _ball_ball(i, j, n_ev, t, balls, pc, code, ev_f, ev_i, v3, moving):
     for d in range(3):
         nrm[d] /= dist
     row = pc[mat[i], mat[j]]
-    law = PairLaw(code, row[_E_BB], row[_MU_BB], row[_MU_BB_B], row[_MU_BB_C])
+    law = PairLaw(code, row[B_E_BB], row[B_MU_BB], row[B_MU_BB_B], row[B_MU_BB_C])
     jn, jt, slipped = spin_impact.ball_ball(law, vel[i], w[i], vel[j], w[j], mass[i], mass[j],
                                             radius[i], radius[j], nrm, dva, dwa, dvb, dwb)
     dva[2] = 0.0  # the cloth takes the vertical part: the balls stay on it
@@ -355,7 +352,7 @@ def _ball_wall(i, k, n_ev, t, ground, balls, walls, wc, code, ev_f, ev_i, v3):
     spin_impact.cushion_normal(wall_n[k], gap, pos[i, 2] - ground - wall_h[k], nrm)
     row = wc[mat[i], wall_mat[k]]
     jn, jt, slipped = spin_impact.ball_cushion(
-        code, row[_E_BW], row[_MU_W], row[_RATIO_W], vel[i], w[i], mass[i],
+        code, row[W_E_BW], row[W_MU_W], row[W_OMEGA_RATIO_W], vel[i], w[i], mass[i],
         radius[i], nrm, dva, dwa)
     dva[2] = 0.0  # the table takes the vertical part: no hop
     for d in range(3):
@@ -395,7 +392,7 @@ def _set_up(b, s, pos, vel, w):
     params = b.params[s if b.params.shape[0] > 1 else 0]
     cbuf = np.empty((5, nb))
     for i in range(nb):
-        for c, col in enumerate((_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP)):
+        for c, col in enumerate((G_MU_S, G_MU_K, G_V_TH, G_MU_R, G_MU_SP)):
             cbuf[c, i] = params[b.bg_idx[mat[i], col]]
     cloth = Cloth(cbuf[0], cbuf[1], cbuf[2], cbuf[3], cbuf[4])
     pc, wc = _tables(params, b.bb_idx, b.bw_idx, mat, wall_mat)
@@ -489,7 +486,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
     if code == TRANSITION:
         end = motion.end[a]
         if end == spin.END_VTH:
-            used[bg_idx[mat[a], _V_TH]] += 1
+            used[bg_idx[mat[a], G_V_TH]] += 1
         n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5],
                            gravity, cloth)
         if nt and end < spin.END_STEP:
@@ -549,7 +546,7 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
     nt = tg.ttau.shape[0]
     cdir = np.full((5, nb), -1, np.int64)
     for i in range(nb):
-        for c, col in enumerate((_MU_S, _MU_K, _V_TH, _MU_R, _MU_SP)):
+        for c, col in enumerate((G_MU_S, G_MU_K, G_V_TH, G_MU_R, G_MU_SP)):
             cdir[c, i] = _pdir(tg, b.bg_idx[mat[i], col])
     v3 = np.zeros((6, 3))
     ds = np.zeros(nt)
