@@ -82,13 +82,20 @@ def test_every_dispatcher_reports_a_pair_without_a_row():
     assert not C.contact_point_body_plane(UNKNOWN, p, 0.1, pn, out)
 
 
-def test_a_batch_with_a_shape_pair_without_a_row_stops_with_its_status():
+def test_a_batch_with_a_shape_pair_without_a_row_stops_with_its_status(monkeypatch):
     """A shape code past the table (as a new shape without its functions would
-    be) stops the scenario with STATUS_UNSUPPORTED_PAIR, never a sphere's answer."""
+    be) is refused by ``simulate`` before the engine runs; and past that check,
+    the kernels stop the scenario with STATUS_UNSUPPORTED_PAIR, never a
+    sphere's answer."""
+    from simcore import engine as E
+
     sc = simcore.Scenario(radius=[0.05, 0.05], mass=[0.2, 0.2],
                           pos=[[0.0, 0.0, 0.05], [0.3, 0.0, 0.05]],
                           vel=[[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], t_end=0.5)
     model, state = simcore.build([sc])
     model.body_shape[0, 1] = UNKNOWN
+    with pytest.raises(ValueError, match="has no kernel in the sliding engine"):
+        simcore.simulate(model, state)
+    monkeypatch.setattr(E, "_refuse_unknown", lambda model, engine: None)
     with pytest.raises(RuntimeError, match="a pair of shapes has no contact function"):
         simcore.simulate(model, state)
