@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._emit import best as _best, emit
+from benchmarks._emit import best as _best
+from benchmarks._emit import emit
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
 FREE = ["mu_k", "mu_r", "mu_sp", "e_bb", "mu_bb", "mu_bb_b", "mu_bb_c", "e_bw", "mu_w",
@@ -111,8 +112,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     from simcore.data import dataset as D
-    from simcore.identify import problem as PB
     from simcore.engine import simulate
+    from simcore.identify import problem as PB
 
     ds = D.read(DATASET)
     model, state, _, _ = D.scenarios(ds, coefficients=list(ds.truth))

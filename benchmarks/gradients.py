@@ -11,8 +11,8 @@ the 7 informed coefficients from the defaults.
 import argparse
 import time
 
-
-from benchmarks._emit import best as _best, emit
+from benchmarks._emit import best as _best
+from benchmarks._emit import emit
 from simcore import params as P
 from simcore.engine import Directions, simulate
 from simcore.identify.fit import fit

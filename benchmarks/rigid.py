@@ -55,8 +55,8 @@ def recovery(tosses=40, seed=7):
     import tempfile
     import time
 
-    from simcore.identify import fit as F
     from simcore.data import synth
+    from simcore.identify import fit as F
     from simcore.identify.problem import Problem
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -176,9 +176,9 @@ def cmd_params(args):
     from rich.console import Console
     from rich.table import Table
 
+    from simcore import params as P
     from simcore.data import dataset
     from simcore.laws import registry as contact_laws
-    from simcore import params as P
 
     table = Table(title="coefficients", title_justify="left")
     for col in ("name", "default", "bounds", "unit", "per material", "law", "meaning",

@@ -43,10 +43,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from simcore.data import dataset as D
-from simcore.identify import fit as F
 from simcore import params as P
+from simcore.data import dataset as D
 from simcore.data import replay
+from simcore.identify import fit as F
 from simcore.identify.problem import Problem, ShardedProblem
 
 from . import registry, report, server, settings, tracking

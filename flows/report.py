@@ -11,6 +11,7 @@ import numpy as np
 
 from simcore.identify import fit as F
 
+
 def status_word(result):
     """The word of ``result``'s status (:data:`simcore.identify.fit.STATUSES`): the same
     in the terminal, ``fit.json``, the MLflow tags and the report."""

@@ -25,7 +25,6 @@ import subprocess
 import threading
 import time
 
-
 #: A configured Prefect server that does not answer its health check for this
 #: long [s] is taken as lost (a busy server may be slow; a lost one says nothing).
 SERVER_GRACE_S = 30.0
@@ -165,8 +164,11 @@ def run_settings():
     the process, nothing watches them, and a flow's end waits up to 1 s for
     the heartbeat thread's sleep (``shared/docs/stack-notes.md``).  A
     configured server keeps Prefect's heartbeats (crashed-run detection)."""
-    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-                                  temporary_settings)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
 
     log = logging.getLogger("prefect.task_runs")
     level = log.level

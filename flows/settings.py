@@ -28,13 +28,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, get_args, get_origin
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt,
-                      StrictStr, ValidationError)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
-from simcore.identify import fit as F
-from simcore.data.dataset import safe_yaml
-from simcore.identify import losses as L
 from simcore import params as P
+from simcore.data.dataset import safe_yaml
+from simcore.identify import fit as F
+from simcore.identify import losses as L
 
 TRACKING_DEFAULTS = {
     "tracking_uri": "sqlite:///mlflow.db",

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .geometry import collision
 from .kernel import sensitivity, status
 from .kernel.events import EVENT_FIELDS, FIELD_COLUMNS
 from .kernel.records import Batch, TangentIO
-from .geometry import collision
 from .laws import registry
 from .params import NAMES
 from .rigid import rigid_engine

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .laws import registry as contact_laws
 from . import params as P
 from .geometry import rigid
-from .laws import penalty
 from .geometry.collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
+from .laws import penalty
+from .laws import registry as contact_laws
 from .sliding.integrate import choose
 
 MAX_BODIES = 32

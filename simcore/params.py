@@ -43,13 +43,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernel.parameter import (  # noqa: F401  (the slots, re-exported)
+    BODY_COLUMNS,
+    E_BB,
+    E_BG,
+    E_BW,
+    GROUND_COLUMNS,
+    GROUND_OFFSET,
+    MU_BB,
+    MU_K,
+    MU_S,
+    MU_W,
+    NPARAM,
+    SETUP_PARAMETERS,
+    TIME_OFFSET,
+    V_TH,
+    WALL_COLUMNS,
+)
 from .laws import frictional_inelastic, impulse, penalty, stronge
+from .laws import registry as contact_laws
 from .sliding import contact
 from .spin import spin as spin_model
-from .laws import registry as contact_laws
-from .kernel.parameter import (  # noqa: F401  (the slots, re-exported)
-    E_BB, E_BG, E_BW, GROUND_OFFSET, MU_BB, MU_K, MU_S, MU_W, NPARAM,
-    BODY_COLUMNS, GROUND_COLUMNS, SETUP_PARAMETERS, TIME_OFFSET, V_TH, WALL_COLUMNS)
 
 #: The parameters every model reads, in slot order.
 FIXED = tuple(sorted(contact.PARAMETERS + impulse.PARAMETERS + SETUP_PARAMETERS,

@@ -13,8 +13,8 @@ from benchmarks import cube_toss as B
 from flows.cli import main
 from simcore.data import dataset as D
 from simcore.data import importers as I
-from simcore.identify.problem import Problem
 from simcore.geometry.rigid import integrate_orientation, quat_angle, quat_matrix
+from simcore.identify.problem import Problem
 
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
 #: The shipped recording's model (its make.py): the synthetic tosses below

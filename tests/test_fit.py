@@ -369,8 +369,8 @@ def test_push_from_data_closed_form_and_plateau():
     """Along the motion the window's quadratic gives ``F = m (a + mu_k g)``
     exactly; a given push that leaves the body at rest while the data show
     it moving is flagged stuck, with a start over the static threshold."""
-    from simcore.identify import losses as L
     from simcore import simulate
+    from simcore.identify import losses as L
     from simcore.model import Scenario, build
 
     truth = F.P.vector({})

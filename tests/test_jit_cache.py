@@ -113,7 +113,8 @@ def test_a_kernel_without_a_python_entry_point_says_so():
 def test_kernels_compile_without_the_loop_vectoriser_and_leave_numbas_setting():
     """simcore's kernels compile without LLVM's loop vectoriser; numba's own
     setting is as it was before and after, for other code."""
-    from numba.core import config as numba_config, event
+    from numba.core import config as numba_config
+    from numba.core import event
 
     seen = []
 

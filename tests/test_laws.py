@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import simcore
-from simcore.laws import registry as laws
 from simcore import params as P
 from simcore.data.dataset import DatasetError, read
 from simcore.engine import Directions, simulate
+from simcore.laws import registry as laws
 
 from .oracle import Oracle
 from .scenes import random_params, random_scenario
@@ -247,8 +247,8 @@ def test_a_fit_recovers_the_laws_coefficients(tmp_path):
     """Synthetic data simulated under frictional_inelastic (``generate --law``):
     mu_bb, mu_bb_b, mu_bb_c and e_bb fitted from 0.8 x the truth land within
     3 standard errors and 5 % of it."""
-    from simcore.identify import fit as F
     from simcore.data import synth
+    from simcore.identify import fit as F
     from simcore.identify.problem import Problem
 
     truth = dict(synth.TRUTH, mu_bb=0.02, mu_bb_b=0.12, mu_bb_c=1.1)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import simcore
+from simcore import params as P
 from simcore.identify import fit as F
 from simcore.identify import losses as L
-from simcore import params as P
 from simcore.identify.problem import Problem
 
 G = 9.81

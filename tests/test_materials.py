@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import yaml
 
-from simcore.data import dataset as D
-from simcore.identify import fit as F
 from simcore import params as P
+from simcore.data import dataset as D
 from simcore.data import synth
 from simcore.engine import simulate
-from simcore.model import Scenario, build
+from simcore.identify import fit as F
 from simcore.identify.problem import Problem
+from simcore.model import Scenario, build
 
 R, M, G = 0.03, 0.17, 9.81
 #: A frictionless ground: approach speeds stay what they were set to.

@@ -414,8 +414,12 @@ def test_run_settings_drop_heartbeats_only_on_the_temporary_server():
     end would wait for the heartbeat thread), Prefect's own with one."""
     import logging
 
-    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-                                  get_current_settings, temporary_settings)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        get_current_settings,
+        temporary_settings,
+    )
 
     log = logging.getLogger("prefect.task_runs")
     before = log.level

@@ -6,8 +6,8 @@ import pytest
 
 from simcore import engine as E
 from simcore import model as M
-from simcore.laws import penalty as PN
 from simcore.geometry.rigid import quat_angle, quat_matrix
+from simcore.laws import penalty as PN
 
 from . import rigid_oracle as O
 

@@ -6,15 +6,19 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simcore.data import dataset as D
 from simcore import engine as E
 from simcore import model as M
+from simcore.data import dataset as D
 from simcore.data import synth
-from simcore.kernel import sensitivity as T
-from simcore.identify.problem import Problem
+from simcore.geometry.rigid import (
+    integrate_orientation,
+    lowest,
+    quat_rate,
+    window_state,
+)
 from simcore.identify import fit as F
-from simcore.identify.problem import FLIGHT_CLEARANCE, SLOPE_HALF
-from simcore.geometry.rigid import integrate_orientation, lowest, quat_rate, window_state
+from simcore.identify.problem import FLIGHT_CLEARANCE, SLOPE_HALF, Problem
+from simcore.kernel import sensitivity as T
 
 from .test_rigid import cube
 

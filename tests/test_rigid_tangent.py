@@ -8,8 +8,8 @@ import pytest
 
 from simcore import engine as E
 from simcore import model as M
-from simcore.laws import penalty as PN
 from simcore.kernel import sensitivity as T
+from simcore.laws import penalty as PN
 from simcore.rigid.rigid_tangent import hc_alpha_slope
 
 from .test_rigid import _tosses, bodies, cube

@@ -6,11 +6,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simcore import engine, model as M
-from simcore.laws import stronge
-from simcore.spin import spin, spin_impact
-from simcore.laws.registry import PairLaw
+from simcore import engine
+from simcore import model as M
 from simcore.kernel.events import EVENT_KINDS
+from simcore.laws import stronge
+from simcore.laws.registry import PairLaw
+from simcore.spin import spin, spin_impact
 from tests import spin_oracle
 
 R, MASS, G = 0.028575, 0.170097, 9.81
@@ -360,7 +361,8 @@ def test_the_billiards_dataset_replays_pooltool_to_rounding():
     with pooltool 0.6 to a nanometre and 10 ns."""
     from pathlib import Path
 
-    from simcore.data import dataset as D, replay
+    from simcore.data import dataset as D
+    from simcore.data import replay
 
     ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
     assert ds.spin and ds.laws["body_wall"] == "stronge_compliant"
@@ -487,7 +489,8 @@ def test_a_fit_recovers_the_cue_balls_spin_as_a_nuisance_unknown():
     from pathlib import Path
 
     from simcore.data import dataset as D
-    from simcore.identify import fit as F, problem as PB
+    from simcore.identify import fit as F
+    from simcore.identify import problem as PB
 
     ds = D.read(Path(__file__).resolve().parents[1] / "datasets" / "billiards")
     pr = PB.Problem.from_dataset(ds).subset(np.arange(12))

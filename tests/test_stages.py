@@ -3,11 +3,19 @@
 import numpy as np
 import pytest
 
-from simcore.sliding import contact
 from simcore.kernel.eventlog import EventLog
+from simcore.kernel.events import (
+    EVF_DVA,
+    EVF_N,
+    EVF_T,
+    EVF_WIDTH,
+    EVI_A,
+    EVI_KIND,
+    EVI_WIDTH,
+    EventKind,
+)
+from simcore.sliding import contact
 from simcore.sliding import stages as S
-from simcore.kernel.events import (EVF_DVA, EVF_N, EVF_T, EVF_WIDTH, EVI_A, EVI_KIND, EVI_WIDTH,
-    EventKind)
 
 G = 9.81
 R = 0.03

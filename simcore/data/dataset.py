@@ -27,15 +27,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
 
-from ..kernel import buffers
-from ..laws import registry as contact_laws
 from .. import params as P
 from ..geometry.collision import SHAPE_NAMES
-from . import targets
-from ..kernel.config import jit
-from ..model import MAX_BODIES, TOUCH_TOL, Scenario, build
-from ..laws.penalty import CONES
 from ..geometry.rigid import quat_matrix
+from ..kernel import buffers
+from ..kernel.config import jit
+from ..laws import registry as contact_laws
+from ..laws.penalty import CONES
+from ..model import MAX_BODIES, TOUCH_TOL, Scenario, build
+from . import targets
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 TIME = {"s": 1.0, "ms": 1e-3}

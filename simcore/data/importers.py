@@ -31,8 +31,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from .dataset import stable_hash, write_table
 from ..geometry.rigid import quat_matrix
+from .dataset import stable_hash, write_table
+
 # The ContactNets cube (half width, mass, upstream's principal inertia; a
 # uniform cube would have 0.00068 kg m^2), as the generated tosses use it.
 from .synth import CUBE_HALF, CUBE_INERTIA, CUBE_MASS

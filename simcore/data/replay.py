@@ -19,11 +19,11 @@ from dataclasses import replace
 import numpy as np
 from numba import njit, prange
 
-from . import dataset as D
-from ..kernel.config import JIT_PARALLEL
 from ..engine import simulate
+from ..kernel.config import JIT_PARALLEL
 from ..kernel.events import EVENT_KINDS, EventKind
 from ..laws.registry import resolve
+from . import dataset as D
 
 TRAJECTORY_COLUMNS = ("scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz")
 #: The angular velocities [rad/s] the spinning model's and rigid bodies'

@@ -24,11 +24,11 @@ import numpy as np
 import yaml
 
 from .. import params as P
-from .dataset import write_table
 from ..engine import simulate
 from ..kernel.events import EVENT_KINDS
 from ..laws.registry import spelled
 from ..model import Scenario, build
+from .dataset import write_table
 
 
 @dataclass

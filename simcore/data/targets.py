@@ -39,7 +39,6 @@ Position noise (:func:`position_noise`)
 """
 
 import numpy as np
-
 from numba import njit, prange
 
 from ..kernel.config import JIT_PARALLEL

@@ -49,8 +49,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .collision import SHAPE_SPHERE
 from ..kernel.config import jit
+from .collision import SHAPE_SPHERE
 from .rigid import axis, corner, quat_rotate, quat_unrotate
 
 KIND_GROUND, KIND_BODY, KIND_WALL = 0, 1, 2

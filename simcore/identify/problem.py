@@ -44,14 +44,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..kernel import buffers
-from ..data import dataset as D
-from . import losses as L
 from .. import params as P
-from ..geometry.collision import SHAPE_SPHERE
+from ..data import dataset as D
 from ..engine import NO_DIRECTIONS, Directions, simulate
-from ..sliding.integrate import INTEGRATOR_PENALTY
+from ..geometry.collision import SHAPE_SPHERE
 from ..geometry.rigid import lowest, window_state
+from ..kernel import buffers
+from ..sliding.integrate import INTEGRATOR_PENALTY
+from . import losses as L
 
 NUISANCE = ("none", "velocity", "push", "spin", "state")
 #: Rest (:meth:`Problem.rest_time`): the largest move [m] and turn [rad]

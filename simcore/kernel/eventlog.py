@@ -6,7 +6,18 @@ from typing import NamedTuple
 import numpy as np
 
 from .config import jit
-from .events import EVF_DVA, EVF_DVB, EVF_JN, EVF_JT, EVF_N, EVF_T, EVI_A, EVI_B, EVI_KIND, EVI_SLIP
+from .events import (
+    EVF_DVA,
+    EVF_DVB,
+    EVF_JN,
+    EVF_JT,
+    EVF_N,
+    EVF_T,
+    EVI_A,
+    EVI_B,
+    EVI_KIND,
+    EVI_SLIP,
+)
 
 
 class EventLog(NamedTuple):

@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import frictional_inelastic, impulse, penalty, stronge
 from ..kernel.config import jit
+from . import frictional_inelastic, impulse, penalty, stronge
 
 #: The contact kinds, in the order of a batch's ``laws`` array.
 KINDS = ("body_ground", "body_body", "body_wall")

@@ -43,18 +43,43 @@ from typing import NamedTuple
 import numpy as np
 
 from ..geometry.collision import SHAPE_BOX, SHAPE_SPHERE
-from ..kernel.config import jit
-from ..geometry.faces import (KIND_BODY, KIND_GROUND, KIND_WALL, Points, body_plane, box_box,
-    points, sphere_box, sphere_sphere)
-from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
-from ..laws.penalty import (C_ALPHA, C_E, C_KV, C_MU_ROLL, CODES, CONE_PYRAMIDAL, NCOEF, hc_alpha,
-    spring_damper_of, stiction)
+from ..geometry.faces import (
+    KIND_BODY,
+    KIND_GROUND,
+    KIND_WALL,
+    Points,
+    body_plane,
+    box_box,
+    points,
+    sphere_box,
+    sphere_sphere,
+)
+from ..geometry.rigid import (
+    angular_kick,
+    com_arm,
+    cross,
+    integrate_orientation,
+    inv_inertia_times,
+)
 from ..kernel import drivers
-from . import rigid_tangent
-from ..geometry.rigid import angular_kick, com_arm, cross, integrate_orientation, inv_inertia_times
-from ..kernel.sensitivity import accumulate
+from ..kernel.config import jit
+from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
+from ..kernel.sensitivity import accumulate
 from ..kernel.status import STATUS_MESSAGES, STATUS_OK, STATUS_OVERFLOW
+from ..laws.penalty import (
+    C_ALPHA,
+    C_E,
+    C_KV,
+    C_MU_ROLL,
+    CODES,
+    CONE_PYRAMIDAL,
+    NCOEF,
+    hc_alpha,
+    spring_damper_of,
+    stiction,
+)
+from . import rigid_tangent
 
 #: The law codes the time-stepper's kernels run, per contact kind (ground,
 #: body, wall; ``laws.registry.KINDS``), and its shape codes (a body that is

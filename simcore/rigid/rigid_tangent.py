@@ -29,14 +29,41 @@ from typing import NamedTuple
 import numpy as np
 
 from ..geometry.collision import SHAPE_SPHERE
+from ..geometry.rigid import (
+    _sandwich,
+    com_arm,
+    cross,
+    gyro_solve,
+    gyroscopic,
+    quat_rotate,
+    quat_unrotate,
+)
 from ..kernel.config import jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
-from ..laws.penalty import (C_ALPHA, C_C_SD, C_D_MAX, C_E, C_K_HC, C_K_IMP, C_K_SD, C_KV, C_MU_K,
-    C_MU_ROLL, C_MU_S, C_N1_IMP, C_N_HC, C_P_MAX, C_VE1, C_VE2, LAW_HUNT_CROSSLEY,
-    LAW_IMPACT, LAW_SPRING_DAMPER, NCOEF, V_IMPACT_MIN)
-from ..geometry.rigid import (_sandwich, com_arm, cross, gyro_solve, gyroscopic, quat_rotate,
-    quat_unrotate)
 from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
+from ..laws.penalty import (
+    C_ALPHA,
+    C_C_SD,
+    C_D_MAX,
+    C_E,
+    C_K_HC,
+    C_K_IMP,
+    C_K_SD,
+    C_KV,
+    C_MU_K,
+    C_MU_ROLL,
+    C_MU_S,
+    C_N1_IMP,
+    C_N_HC,
+    C_P_MAX,
+    C_VE1,
+    C_VE2,
+    LAW_HUNT_CROSSLEY,
+    LAW_IMPACT,
+    LAW_SPRING_DAMPER,
+    NCOEF,
+    V_IMPACT_MIN,
+)
 
 
 class Tangents(NamedTuple):

@@ -27,17 +27,22 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..geometry.collision import SHAPE_SPHERE
 from ..kernel import buffers, drivers, sensitivity
 from ..kernel.config import MAX_LOOP, jit
 from ..kernel.eventlog import EventLog, Sums
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
-from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED, STATUS_UNSUPPORTED_PAIR
-from ..geometry.collision import SHAPE_SPHERE
+from ..kernel.status import (
+    STATUS_MAX_ITER,
+    STATUS_OK,
+    STATUS_STALLED,
+    STATUS_UNSUPPORTED_PAIR,
+)
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE
-from . import contact, stages as S, tangent
+from . import contact, tangent
+from . import stages as S
 from .integrate import INTEGRATOR_SYMPLECTIC, drift
-
 
 #: The law codes this engine's kernels run, per contact kind (in the order
 #: of ``laws.registry.KINDS``: ground, body, wall): the impact seam's laws

@@ -27,19 +27,44 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..laws import impulse, registry as laws
-from . import tangent
-from ..geometry.collision import (SHAPE_SPHERE, UNSUPPORTED, contact_normal_body_body,
-    gap_body_body, gap_body_plane, toi_body_body, toi_body_plane)
-from ..kernel.config import GAP_TOL, V_CONTACT, V_STOP, jit
-from .contact import ABOVE, RESTING, STARTED, STARTING, Contacts
-from ..kernel.eventlog import log, log_tangent
-from ..kernel.parameter import (B_E_BB, B_MU_BB, B_MU_BB_B, B_MU_BB_C, G_E_BG, G_MU_K, G_MU_S,
-                                G_V_TH, W_E_BW, W_MU_W)
-from ..kernel.events import EV_BODY_BODY, EV_BODY_GROUND, EV_BODY_WALL, EV_START, EV_STOP, NA
+from ..geometry.collision import (
+    SHAPE_SPHERE,
+    UNSUPPORTED,
+    contact_normal_body_body,
+    gap_body_body,
+    gap_body_plane,
+    toi_body_body,
+    toi_body_plane,
+)
 from ..kernel import sensitivity
-from .integrate import sample, stop_time, vth_crossing
+from ..kernel.config import GAP_TOL, V_CONTACT, V_STOP, jit
+from ..kernel.eventlog import log, log_tangent
+from ..kernel.events import (
+    EV_BODY_BODY,
+    EV_BODY_GROUND,
+    EV_BODY_WALL,
+    EV_START,
+    EV_STOP,
+    NA,
+)
+from ..kernel.parameter import (
+    B_E_BB,
+    B_MU_BB,
+    B_MU_BB_B,
+    B_MU_BB_C,
+    G_E_BG,
+    G_MU_K,
+    G_MU_S,
+    G_V_TH,
+    W_E_BW,
+    W_MU_W,
+)
+from ..laws import impulse
+from ..laws import registry as laws
 from ..laws.registry import PairLaw
+from . import tangent
+from .contact import ABOVE, RESTING, STARTED, STARTING, Contacts
+from .integrate import sample, stop_time, vth_crossing
 
 # impact_plane's ``propagated``, a boolean for the same reason.
 FRESH = np.bool_(False)

@@ -41,8 +41,8 @@ complementarity solve), body-body stick events, and the symplectic integrator.
 
 import numpy as np
 
-from ..laws import registry as laws
 from ..kernel.config import jit
+from ..laws import registry as laws
 
 
 @jit

@@ -42,22 +42,41 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernel import drivers
-from ..laws import registry as laws
-from ..kernel import sensitivity
-from . import spin, spin_impact, spin_tangent
-from ..geometry.collision import toi_sphere_plane, toi_sphere_sphere
+from ..geometry.collision import SHAPE_SPHERE, toi_sphere_plane, toi_sphere_sphere
+from ..kernel import drivers, sensitivity
 from ..kernel.config import MAX_LOOP, jit
 from ..kernel.eventlog import EventLog, Sums, log, log_tangent
-from ..kernel.events import (EV_BODY_BODY, EV_BODY_WALL, EV_ROLL_REST, EV_ROLL_SLIDE, EV_ROLL_SPIN,
-                             EV_SLIDE_ROLL, EV_SPIN_REST, EV_START, NA)
+from ..kernel.events import (
+    EV_BODY_BODY,
+    EV_BODY_WALL,
+    EV_ROLL_REST,
+    EV_ROLL_SLIDE,
+    EV_ROLL_SPIN,
+    EV_SLIDE_ROLL,
+    EV_SPIN_REST,
+    EV_START,
+    NA,
+)
+from ..kernel.parameter import (
+    B_E_BB,
+    B_MU_BB,
+    B_MU_BB_B,
+    B_MU_BB_C,
+    G_MU_K,
+    G_MU_R,
+    G_MU_S,
+    G_MU_SP,
+    G_V_TH,
+    TIME_OFFSET,
+    W_E_BW,
+    W_MU_W,
+    W_OMEGA_RATIO_W,
+)
 from ..kernel.records import outputs
 from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED
+from ..laws import registry as laws
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE, LAW_STRONGE_COMPLIANT, PairLaw
-from ..geometry.collision import SHAPE_SPHERE
-from ..kernel.parameter import (B_E_BB, B_MU_BB, B_MU_BB_B, B_MU_BB_C, G_MU_K, G_MU_R, G_MU_S,
-                                G_MU_SP, G_V_TH, TIME_OFFSET, W_E_BW, W_MU_W, W_OMEGA_RATIO_W)
-
+from . import spin, spin_impact, spin_tangent
 
 #: The law codes this engine's kernels run, per contact kind (ground, body,
 #: wall; ``laws.registry.KINDS``) and its shape codes: anything else is

@@ -49,11 +49,11 @@ micrometre; without it rest positions differ from pooltool's by up to
 
 import numpy as np
 
-from ..laws import frictional_inelastic, stronge
+from ..geometry.rigid import cross
 from ..kernel.config import jit
+from ..laws import frictional_inelastic, stronge
 from ..laws.impulse import capped
 from ..laws.registry import LAW_FRICTIONAL_INELASTIC, LAW_IMPULSE, LAW_STRONGE_COMPLIANT
-from ..geometry.rigid import cross
 from .spin import INERTIA
 
 #: ``W_t / W`` of two solid spheres, and of a solid sphere on a fixed surface.

@@ -41,9 +41,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import spin, spin_impact
 from ..kernel.config import jit
 from ..laws.registry import PairLaw
+from . import spin, spin_impact
 
 #: The complex step.
 STEP = 1e-20
