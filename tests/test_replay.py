@@ -2,6 +2,9 @@
 clocks and whose rows are not grouped by scenario: the fast paths must agree
 with the obvious per-scenario computation."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -140,33 +143,64 @@ def test_ordered_builds_and_contiguous_views(ragged):
 # --- pinned outputs of the shipped datasets ---------------------------------
 
 
-def _digest(tables):
-    """sha256 over every column of the simulated tables, in table and column
-    order (ids as text, numbers as their float64 / int64 bytes)."""
-    h = __import__("hashlib").sha256()
+PINNED = Path(__file__).resolve().parent / "pinned"
+#: Rows sampled per column, evenly over the table.
+PINNED_ROWS = 49
+#: Relative tolerance against the pinned values.  The same code on the same
+#: machine reproduces them to the bit; across machines glibc's libm picks
+#: other code for sin, cos and exp by CPU (with and without FMA), and the
+#: tumbling cubes amplify those last bits to about 1e-9 of the values
+#: (spins near 1e-8 rad/s on 10 rad/s).  Any change of the physics moves
+#: them far more.
+PINNED_RTOL = 1e-7
+
+
+def _fingerprint(tables):
+    """Per numeric column of the simulated tables: its length, sum, sum of
+    absolute values, and :data:`PINNED_ROWS` values evenly spaced over it;
+    per text column, a sha256 of its values."""
+    out = {}
     for name in ("trajectories", "events", "final"):
         for col, values in tables[name].items():
-            h.update(f"{name}.{col}".encode())
-            text = isinstance(values, list) or values.dtype == object
-            h.update("\n".join(map(str, values)).encode() if text
-                     else np.ascontiguousarray(values).tobytes())
-    return h.hexdigest()
+            key = f"{name}.{col}"
+            if isinstance(values, list) or values.dtype == object:
+                text = "\n".join(map(str, values)).encode()
+                out[key] = {"sha256": __import__("hashlib").sha256(text).hexdigest()}
+                continue
+            x = np.asarray(values, np.float64)
+            rows = np.unique(np.linspace(0, max(x.size - 1, 0), PINNED_ROWS).astype(int))
+            out[key] = {"n": int(x.size), "sum": float(x.sum()), "abs": float(np.abs(x).sum()),
+                        "rows": x[rows].tolist() if x.size else []}
+    return out
 
 
-#: ``contactfit simulate`` of each shipped dataset on its own coefficients:
-#: the sliding engine (synthetic-table), the spinning one (billiards) and the
-#: rigid time-stepper (cube-toss), to the bit.
-PINNED_DATASETS = {
-    "billiards": "3edd45f6028f8f97a4bf140634176bec774d4b94dfc84ec41140e1872ac82d38",
-    "cube-toss": "4749b890e766967b1291b4b59a5e5a2eab45f9d61010fe99d4f10d56b1d6e3fd",
-    "synthetic-table": "bc071aba5adb8bd259064ac36f2cd1ce90dcf0f439c96f2e1adb6466f83f87a7",
-}
-
-
-@pytest.mark.parametrize("name", sorted(PINNED_DATASETS))
-def test_shipped_datasets_simulate_to_their_pinned_bits(name):
-    from pathlib import Path
-
+def _pin(name):
+    """Write ``tests/pinned/NAME.json`` from the current code (run by hand,
+    after a change of the physics that is meant)."""
     root = Path(__file__).resolve().parents[1] / "datasets" / name
-    digest = _digest(replay.simulate_dataset(root))
-    assert digest == PINNED_DATASETS[name], digest
+    PINNED.mkdir(exist_ok=True)
+    (PINNED / f"{name}.json").write_text(
+        json.dumps(_fingerprint(replay.simulate_dataset(root)), indent=0) + "\n")
+
+
+@pytest.mark.parametrize("name", ["billiards", "cube-toss", "synthetic-table"])
+def test_shipped_datasets_simulate_to_their_pinned_values(name):
+    """``contactfit simulate`` of each shipped dataset on its own coefficients:
+    the sliding engine (synthetic-table), the spinning one (billiards) and the
+    rigid time-stepper (cube-toss), against values pinned before the rooms
+    moved (:data:`PINNED_RTOL`)."""
+    root = Path(__file__).resolve().parents[1] / "datasets" / name
+    got = _fingerprint(replay.simulate_dataset(root))
+    want = json.loads((PINNED / f"{name}.json").read_text())
+    assert got.keys() == want.keys()
+    for key, w in want.items():
+        g = got[key]
+        if "sha256" in w:
+            assert g == w, key
+            continue
+        assert g["n"] == w["n"], key
+        scale = max(w["abs"] / max(w["n"], 1), 1e-300)
+        np.testing.assert_allclose(g["rows"], w["rows"], rtol=PINNED_RTOL,
+                                   atol=PINNED_RTOL * scale, err_msg=key)
+        np.testing.assert_allclose([g["sum"], g["abs"]], [w["sum"], w["abs"]],
+                                   rtol=PINNED_RTOL, atol=PINNED_RTOL * w["abs"], err_msg=key)
