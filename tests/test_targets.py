@@ -1,11 +1,14 @@
 """Derived targets: robust end states and the collision detector, on synthetic data."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from flows.cli import main
 from simcore.data import dataset, synth, targets
+from simcore.data.dataset import tables as dataset_tables
 
 
 def test_end_states_exact_on_a_noiseless_parabola():
@@ -42,7 +45,7 @@ def test_detector_precision_and_recall(noisy):
     _, bodies, counts, t, p = dataset.body_series(ds)
     det_b, det_t, _ = targets.detect_events(t, p, counts)
     ev = ds.tables["events"]
-    ekey, _ = dataset._keys(ds.codes["events"], ev["body_id"].to_numpy())
+    ekey, _ = dataset_tables._keys(ds.codes["events"], ev["body_id"].to_numpy())
     dv = np.linalg.norm(np.stack([ev[c].to_numpy() for c in ("dvx", "dvy", "dvz")], 1), axis=1)
     big = dv >= 0.3
     true_b = np.searchsorted(bodies, ekey)[big]
@@ -81,7 +84,7 @@ def test_validate_without_initial_states(noisy, tmp_path, capsys):
 
 
 def test_time_offset_of_a_lagging_body_is_found(tmp_path, capsys):
-    src = dataset.Path("datasets/synthetic-table")
+    src = Path("datasets/synthetic-table")
     lag = tmp_path / "lag"
     lag.mkdir()
     for f in src.iterdir():

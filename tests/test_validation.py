@@ -10,6 +10,7 @@ import yaml
 
 from flows.cli import main
 from simcore.data import dataset, synth
+from simcore.data.dataset import scan as dataset_scan
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +186,7 @@ def test_shards_are_balanced_and_stable_across_processes(good):
                            check=True, env={"PYTHONHASHSEED": "123", "PATH": ""})
     import json
     assert json.loads(other.stdout) == a
-    counts = {s: r.size for s, r in dataset._groups(ds, "trajectories").items()}
+    counts = {s: r.size for s, r in dataset.groups(ds, "trajectories").items()}
     loads = [sum(counts[s] for s in shard) for shard in a]
     assert max(loads) - min(loads) <= max(counts.values())
 
@@ -290,14 +291,14 @@ def test_streamed_summary_equals_whole(busy, tmp_path, monkeypatch, fmt, layout)
     _, report, whole = dataset.validate(ds)
     assert not report, report.text()
     chunks = []
-    series = dataset._Scan.series
+    series = dataset_scan._Scan.series
 
     def spy(self, batches, size):
         for chunk in series(self, batches, size):
             chunks.append(chunk[0].size)
             yield chunk
 
-    monkeypatch.setattr(dataset._Scan, "series", spy)
+    monkeypatch.setattr(dataset_scan._Scan, "series", spy)
     report, streamed = dataset.validate_stream(ds, batch_rows=97)
     assert not report, report.text()
     assert streamed == whole

@@ -67,7 +67,7 @@ def _trajectories(ds, res, ids):
     traj = ds.tables["trajectories"]
     t_bid = traj["body_id"].to_numpy()
     t_t = traj["t"].to_numpy()
-    rows_of = D._groups(ds, "trajectories")
+    rows_of = D.groups(ds, "trajectories")
     spun = res.samp_omega is not None
     turned = res.samp_quat is not None
     cols = {k: [] for k in TRAJECTORY_COLUMNS + (SPIN_COLUMNS if spun else ())
@@ -163,7 +163,7 @@ def residuals(ds, simulated):
     traj = ds.tables["trajectories"]
     meas = np.stack([traj[c].to_numpy() for c in "xyz"], axis=1)
     sim_pos = np.stack([np.asarray(simulated[c]) for c in "xyz"], axis=1)
-    rows_of = D._groups(ds, "trajectories")
+    rows_of = D.groups(ds, "trajectories")
     sim_sid = simulated["scenario_id"]
     out = {"scenario_id": [], "samples": [], "rms_m": [], "max_m": [], "final_m": []}
     body = traj["body_id"].to_numpy()

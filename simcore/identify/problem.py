@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import params as P
 from ..data import dataset as D
+from ..data import targets as measured
 from ..engine import NO_DIRECTIONS, Directions, simulate
 from ..geometry.collision import SHAPE_SPHERE
 from ..geometry.rigid import lowest, window_state
@@ -883,7 +884,7 @@ def dataset_targets(ds, model, times, ids):
     tr = ds.tables["trajectories"]
     has_vel = all(c in tr.column_names for c in ("vx", "vy", "vz"))
     # Every body series lands in its scenario's rows, in one merge pass.
-    ser = D._series_index(ds)
+    ser = D.series_index(ds)
     _, _, _, _, p = D.body_series(ds)
     scen_of = np.full(len(ds.names), -1, np.int64)
     code_of = {str(n): c for c, n in enumerate(ds.names)}
@@ -895,7 +896,7 @@ def dataset_targets(ds, model, times, ids):
     row0 = np.where(built, ptr[np.maximum(q_scen, 0)], 0)
     row1 = np.where(built, ptr[np.maximum(q_scen, 0) + 1], 0)
     samp = np.concatenate(times) if times else np.zeros(0)
-    D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *p.cols, samp,
+    D.scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *p.cols, samp,
                       measured)
     # Orientations and velocities, where the trajectories have them (the
     # start of a segment reads them), in the series' order like the positions.
@@ -912,7 +913,7 @@ def dataset_targets(ds, model, times, ids):
             part = vals[k0:k0 + 3]
             part += [part[0]] * (3 - len(part))
             buf = np.full((ptr[-1], nbmax, 3), np.nan)
-            D._scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *part,
+            D.scatter_series(ser["start"], ser["count"], row0, row1, q_slot, ser["t"], *part,
                               samp, buf)
             width = min(3, len(cols) - k0)
             out[..., k0:k0 + width] = buf[..., :width]
@@ -951,7 +952,7 @@ def _measured_events(ds, ids, nbmax):
         return {"scen": np.array(scen, np.int64), "body": np.array(body, np.int64),
                 "other": np.array(other, np.int64), "t": ev["t"].to_numpy()[keep], "dv": dv}
     order, key, counts, t, p = D.body_series(ds)
-    det_b, det_t, det_dv = D.targets.detect_events(t, p, counts)
+    det_b, det_t, det_dv = measured.detect_events(t, p, counts)
     tr = ds.tables["trajectories"]
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     code = ds.codes["trajectories"][order[starts]]
