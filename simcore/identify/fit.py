@@ -607,10 +607,183 @@ def _rescue(problem, theta, nuis, nuisance, **kw):
     return (out if improved else None), nfev
 
 
-def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
-             gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
-             robust=0.0, step_sigma=0.0, secant=0.0):
-    nf = len(free_idx)
+#: Trial steps per iteration before it gives up (``STATUS_NOSTEP``).
+MAX_TRIALS = 40
+
+
+@dataclass
+class _Walk:
+    """One stage's current point and the trial step every method shares:
+    a candidate step is bounded (:func:`_trust_region`), projected onto the
+    bounds, evaluated (with sensitivities, or screened by its loss alone)
+    and, when the method accepts it, becomes the current point."""
+
+    problem: object
+    free_idx: list
+    nuisance: str
+    k: int                  # nuisance values per scenario
+    names: tuple            # the free coefficients' names
+    size_floor: np.ndarray  # the trust region's floor of each free value's size
+    secant: float
+    cauchy_a: object        # the robust objective's scale, or None
+    theta: np.ndarray
+    nuis: object
+    ev: object
+    loss: float
+    nfev: int
+    hold: list              # free coefficients no data inform
+    lam: float = 1e-3       # lm's damping
+    eta: float = 0.0        # gd's and Adam's rate
+    step: float = 0.0       # the last accepted step's length
+    rel: float = 0.0        # and its relative loss change
+
+    @property
+    def nf(self):
+        return len(self.free_idx)
+
+    def bounded(self, d, dn):
+        return _trust_region(d, dn, self.theta[self.free_idx], self.size_floor)
+
+    def candidate(self, d, dn):
+        """The point ``(theta, nuis)`` one step ``(d, dn)`` away, projected."""
+        cand = self.theta.copy()
+        cand[self.free_idx] += d
+        return project(cand, self.free_idx, self.problem.model.layout), (
+            self.nuis + dn if self.k else None)
+
+    def screen(self, cand, cand_nuis):
+        """The loss at a candidate from a forward run alone."""
+        self.nfev += 1
+        return _screen(self.problem, cand, self.nuisance, cand_nuis, self.cauchy_a)
+
+    def evaluate(self, cand, cand_nuis):
+        """``(loss, evaluation)`` at a candidate, with sensitivities (NaN
+        loss when the run fails)."""
+        try:
+            ev = self.problem.evaluate(cand, self.free_idx, self.nuisance, cand_nuis,
+                                       want_gn=True, secant=self.secant)
+        except RuntimeError:
+            return np.nan, None
+        if self.cauchy_a is not None:
+            ev = _cauchy(ev, self.cauchy_a)
+        self.nfev += ev.nfev
+        return ev.loss.total, ev
+
+    def accept(self, cand, cand_nuis, ev, loss):
+        self.step = float(np.linalg.norm(cand[self.free_idx] - self.theta[self.free_idx]))
+        self.rel = abs(self.loss - loss) / max(abs(self.loss), 1e-300)
+        self.theta, self.nuis, self.ev, self.loss = cand, cand_nuis, ev, loss
+
+    def settled(self, scen_hold, step_sigma, d=None):
+        return _settled(self.ev, self.nf, self.k, scen_hold, self.hold, step_sigma, d)
+
+
+class _Options(NamedTuple):
+    """What an iteration of each method reads besides the walk."""
+
+    precondition: object
+    ftol: float
+    step_sigma: float       # 0: no settled-step test
+    lr_growth: float
+    robust: bool
+
+
+def _lm_iteration(w, grads, scen_hold, opt, it):
+    """One Levenberg-Marquardt iteration: damped Gauss-Newton trials until
+    one lowers the loss.  Returns ``(status or None, trial index)``.
+
+    A trial stops the fit as converged when its step is statistically
+    nothing (``step_sigma``) or when the Gauss-Newton model promises less
+    than ``ftol`` (no trial is paid for that rounding decides).  After a
+    rejected trial the next is screened by its loss alone (most fail too).
+    The damping is relative to the curvature's diagonal, so a step only
+    shrinks once ``lam`` nears 1: a rejected trial goes there at once.  A
+    failed run (NaN) says nothing of the Gauss-Newton model: the damping it
+    forced is not carried into the next iteration (where a run fails at
+    every other evaluation it would grow without bound)."""
+    lam_start, rose, saw_nan = w.lam, False, False
+    for trial in range(MAX_TRIALS):
+        d, dn = _step("lm", opt.precondition, w.ev, grads, (w.nf, w.k), (w.lam, w.eta),
+                      (w.hold, scen_hold), None)
+        if not np.all(np.isfinite(d)) or (w.k and not np.all(np.isfinite(dn))):
+            saw_nan = True  # a singular or overflowing step: damp harder
+            w.lam *= 4.0
+            continue
+        d, dn = w.bounded(d, dn)
+        if opt.step_sigma and w.nf and not opt.robust and not saw_nan and \
+                w.settled(scen_hold, opt.step_sigma, None if trial == 0 else d):
+            return STATUS_STEP, trial
+        if not saw_nan and _predicted(w.ev.loss.gn, grads[0], d, dn, w.nf) <= \
+                opt.ftol * abs(w.loss):
+            return STATUS_FTOL, trial
+        cand, cand_nuis = w.candidate(d, dn)
+        if trial > 0:
+            new = w.screen(cand, cand_nuis)
+            if not (np.isfinite(new) and new <= w.loss):
+                saw_nan = saw_nan or not np.isfinite(new)
+                rose = rose or bool(np.isfinite(new))
+                w.lam = max(4.0 * w.lam, 1.0)
+                continue
+        new, ev = w.evaluate(cand, cand_nuis)
+        saw_nan = saw_nan or not np.isfinite(new)
+        if np.isfinite(new) and new <= w.loss:
+            w.accept(cand, cand_nuis, ev, new)
+            w.lam = max((w.lam if rose else lam_start) / 3.0, 1e-12)
+            return None, trial
+        rose = rose or bool(np.isfinite(new))
+        w.lam = max(4.0 * w.lam, 1.0)
+    return STATUS_NOSTEP, trial
+
+
+def _gd_iteration(w, grads, scen_hold, opt, it):
+    """One gradient-descent iteration: the rate halves until a step lowers
+    the loss, and grows by ``lr_growth`` after an accepted one."""
+    status, trial = _rate_iteration(w, "gd", grads, scen_hold, opt, None,
+                                    lambda new: new <= w.loss)
+    if status is None:
+        w.eta *= opt.lr_growth
+    return status, trial
+
+
+def _adam_iteration(w, grads, scen_hold, opt, it, moments):
+    """One Adam iteration (``moments`` ``(m1, m2)`` updated in place by each
+    trial): Adam may climb a little, as it is not a descent method, never
+    diverge (a step is taken while the loss stays under 1.5 times its last)."""
+    return _rate_iteration(w, "adam", grads, scen_hold, opt, moments + (it,),
+                           lambda new: new <= w.loss or new < 1.5 * w.loss)
+
+
+def _rate_iteration(w, method, grads, scen_hold, opt, adam, accepts):
+    """The trials of a rate method (gd, Adam): the rate halves after a step
+    that fails or is not accepted.  The first trial's Gauss-Newton step from
+    here (never taken) decides the settled-step test, as these methods
+    approach the optimum too slowly for ``ftol``."""
+    saw_nan = False
+    for trial in range(MAX_TRIALS):
+        d, dn = _step(method, opt.precondition, w.ev, grads, (w.nf, w.k), (w.lam, w.eta),
+                      (w.hold, scen_hold), adam)
+        if not np.all(np.isfinite(d)) or (w.k and not np.all(np.isfinite(dn))):
+            saw_nan = True
+            w.eta *= 0.5
+            continue
+        d, dn = w.bounded(d, dn)
+        if opt.step_sigma and w.nf and not opt.robust and not saw_nan and trial == 0 and \
+                w.settled(scen_hold, opt.step_sigma):
+            return STATUS_STEP, trial
+        cand, cand_nuis = w.candidate(d, dn)
+        new, ev = w.evaluate(cand, cand_nuis)
+        saw_nan = saw_nan or not np.isfinite(new)
+        if np.isfinite(new) and accepts(new):
+            w.accept(cand, cand_nuis, ev, new)
+            return None, trial
+        w.eta *= 0.5
+    return STATUS_NOSTEP, trial
+
+
+def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr):
+    """The walk at a stage's start: the first evaluation (with the robust
+    objective's scale fixed from it, so that the stage's objective is one
+    function)."""
     k = problem.nuisance_size(nuisance)
     lay = problem.model.layout
     names = tuple(lay.names[q] for q in free_idx)
@@ -624,131 +797,57 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
     ev = problem.evaluate(theta, free_idx, nuisance, nuis, want_gn=True, secant=secant)
     cauchy_a = None
     if robust:
-        # The Cauchy scale is fixed for the stage, so its objective is one function.
         cauchy_a = robust * max(float(np.median(ev.loss.per_scenario)), 1e-300)
         ev = _cauchy(ev, cauchy_a)
-    nfev = ev.nfev
-    loss = ev.loss.total
-    if not np.isfinite(loss):
-        return _result(problem, theta, nuis, ev, free_idx, method, 0, nfev, STATUS_NONFINITE,
-                       [], None, k, nuisance)
-    hold = [c for c in range(nf) if ev.signal[c] == 0]
-    history = []
-    fd_gap = _fd_check(problem, theta, free_idx, nuisance, nuis, ev) if fd_check else None
-    status = STATUS_MAXITER
-    lam = 1e-3
-    eta = lr
-    m1 = np.zeros(nf + (problem.nscen * k if k else 0))
-    m2 = np.zeros_like(m1)
-    quiet = 0
-    nit = 0
+    hold = [c for c in range(len(free_idx)) if ev.signal[c] == 0]
+    return _Walk(problem, list(free_idx), nuisance, k, names, size_floor, secant, cauchy_a,
+                 theta, nuis, ev, ev.loss.total, ev.nfev, hold, eta=lr)
+
+
+def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
+             gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
+             robust=0.0, step_sigma=0.0, secant=0.0):
+    """One stage: iterations of ``method`` from ``theta0`` until a
+    convergence test, ``max_iter`` or a failed iteration ends it."""
+    w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr)
+    if not np.isfinite(w.loss):
+        return _result(w, method, 0, STATUS_NONFINITE, [], None)
+    fd_gap = _fd_check(problem, w.theta, free_idx, nuisance, w.nuis, w.ev) if fd_check else None
+    opt = _Options(precondition, ftol, step_sigma, lr_growth, bool(robust))
+    moments = np.zeros(w.nf + (problem.nscen * w.k if w.k else 0))
+    moments = (moments, np.zeros_like(moments))
+    history, status, quiet, nit = [], STATUS_MAXITER, 0, 0
     for it in range(1, max_iter + 1):
-        scen_hold = _nuisance_hold(ev, nf, k)
-        g_full = ev.loss.grad
-        gg, gnuis, pre_g, pre_n = _gradients(ev, nf, k, hold, scen_hold, precondition)
-        scale = np.maximum(np.abs(theta[free_idx]), 0.1)
-        gnorm = float(np.linalg.norm(gg * scale)) / max(loss, 1e-300)
-        if nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
+        scen_hold = _nuisance_hold(w.ev, w.nf, w.k)
+        grads = (w.ev.loss.grad,) + _gradients(w.ev, w.nf, w.k, w.hold, scen_hold, precondition)
+        scale = np.maximum(np.abs(w.theta[free_idx]), 0.1)
+        gnorm = float(np.linalg.norm(grads[1] * scale)) / max(w.loss, 1e-300)
+        if w.nf and gnorm < gtol:  # (nuisance alone: the loss tests decide)
             status = STATUS_GTOL
             break
-        accepted = saw_nan = rose = False
-        lam_start = lam
-        for _trial in range(40):
-            d, dn = _step(method, precondition, ev, (g_full, gg, gnuis, pre_g, pre_n), (nf, k),
-                          (lam, eta), (hold, scen_hold), (m1, m2, it))
-            if not np.all(np.isfinite(d)) or (k and not np.all(np.isfinite(dn))):
-                # A singular or overflowing step: damp harder, or shrink the rate.
-                saw_nan = True
-                lam *= 4.0
-                eta *= 0.5
-                continue
-            d, dn = _trust_region(d, dn, theta[free_idx], size_floor)
-            if step_sigma and nf and not robust and not saw_nan and \
-                    (method == "lm" or _trial == 0) and \
-                    _settled(ev, nf, k, scen_hold, hold, step_sigma,
-                             None if _trial == 0 else d):
-                # The undamped step, or after trials that raised the loss the
-                # damped one about to be tried, is statistically nothing.
-                # gd and Adam stop by the same test (the Gauss-Newton step
-                # from where they are, never taken), as they approach the
-                # optimum too slowly for ftol.
-                status = STATUS_STEP
-                break
-            if method == "lm" and not saw_nan and \
-                    _predicted(ev.loss.gn, g_full, d, dn, nf) <= ftol * abs(loss):
-                # The Gauss-Newton model promises less than ftol (at once, or
-                # once steps that raised the loss have raised the damping):
-                # converged, without paying for trials that rounding decides.
-                status = STATUS_FTOL
-                break
-            cand = theta.copy()
-            cand[free_idx] += d
-            cand = project(cand, free_idx, lay)
-            cand_nuis = nuis + dn if k else None
-            if method == "lm" and _trial > 0:
-                # After a rejected trial the next is screened by its loss
-                # alone (no sensitivities): most of them fail too.
-                new = _screen(problem, cand, nuisance, cand_nuis, cauchy_a)
-                nfev += 1
-                if not (np.isfinite(new) and new <= loss):
-                    saw_nan = saw_nan or not np.isfinite(new)
-                    rose = rose or bool(np.isfinite(new))
-                    lam = max(4.0 * lam, 1.0)
-                    continue
-            try:
-                ev_new = problem.evaluate(cand, free_idx, nuisance, cand_nuis, want_gn=True,
-                                          secant=secant)
-                if cauchy_a is not None:
-                    ev_new = _cauchy(ev_new, cauchy_a)
-                new = ev_new.loss.total
-                nfev += ev_new.nfev
-            except RuntimeError:
-                new = np.nan
-            saw_nan = saw_nan or not np.isfinite(new)
-            # Adam may climb a little (it is not a descent method), never diverge.
-            if np.isfinite(new) and (new <= loss or (method == "adam" and new < 1.5 * loss)):
-                accepted = True
-                break
-            if method == "lm":
-                # The damping is relative to the curvature's diagonal, so a
-                # step only shrinks once lam nears 1: a rejected trial goes
-                # there at once (the next step is at most half as long)
-                # instead of paying for near-copies of the rejected one.
-                rose = rose or bool(np.isfinite(new))
-                lam = max(4.0 * lam, 1.0)
-            else:
-                eta *= 0.5
-        if status in (STATUS_FTOL, STATUS_STEP):
-            break
-        if not accepted:
-            status = STATUS_NOSTEP
+        if method == "lm":
+            stop, trial = _lm_iteration(w, grads, scen_hold, opt, it)
+        elif method == "gd":
+            stop, trial = _gd_iteration(w, grads, scen_hold, opt, it)
+        else:
+            stop, trial = _adam_iteration(w, grads, scen_hold, opt, it, moments)
+        if stop is not None:
+            status = stop
             break
         nit = it
-        step = float(np.linalg.norm(cand[free_idx] - theta[free_idx]))
-        rel = abs(loss - new) / max(abs(loss), 1e-300)
-        theta, nuis, ev, loss = cand, cand_nuis, ev_new, new
-        if method == "lm":
-            # A failed run (NaN) says nothing of the Gauss-Newton model: the
-            # damping it forced is not carried into the next iteration (where
-            # a run fails at every other evaluation it would grow without
-            # bound, and the steps shrink to nothing).
-            lam = max((lam if rose else lam_start) / 3.0, 1e-12)
-        elif method == "gd":
-            eta *= lr_growth
-        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": loss,
-               "components": dict(ev.loss.components),
-               "theta": {n: float(theta[q]) for n, q in zip(names, free_idx)},
-               "grad_norm": gnorm, "step": step}
+        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": w.loss,
+               "components": dict(w.ev.loss.components),
+               "theta": {n: float(w.theta[q]) for n, q in zip(w.names, free_idx)},
+               "grad_norm": gnorm, "step": w.step}
         history.append(rec)
         if callback is not None:
             callback(rec)
         # A step shrunk by backtracking says nothing about convergence.
-        quiet = quiet + 1 if rel < ftol and (_trial == 0 or method == "lm") else 0
+        quiet = quiet + 1 if w.rel < ftol and (trial == 0 or method == "lm") else 0
         if quiet >= patience:
             status = STATUS_FTOL
             break
-    return _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history,
-                   fd_gap, k, nuisance)
+    return _result(w, method, nit, status, history, fd_gap)
 
 
 def _step(method, precondition, ev, grads, sizes, rates, holds, adam):
@@ -907,8 +1006,11 @@ def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
     return worst
 
 
-def _result(problem, theta, nuis, ev, free_idx, method, nit, nfev, status, history, fd_gap, k,
-            nuisance="none"):
+def _result(w, method, nit, status, history, fd_gap):
+    """The stage's :class:`FitResult` at the walk's point: intervals,
+    correlations, identifiability and the message beside the status."""
+    problem, theta, nuis, ev, free_idx = w.problem, w.theta, w.nuis, w.ev, w.free_idx
+    k, nuisance, nfev = w.k, w.nuisance, w.nfev
     nf = len(free_idx)
     lay = problem.model.layout
     names = tuple(lay.names[q] for q in free_idx)

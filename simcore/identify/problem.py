@@ -2,22 +2,9 @@
 
 The unknowns are the free coefficients ``theta`` (a subset of
 :data:`simcore.params.NAMES`, the rest fixed) and, optionally, nuisance
-unknowns of every scenario:
-
-* ``nuisance="velocity"``: each body's initial horizontal velocity
-  ``(vx0, vy0)`` (``nuis (nscen, 2 nbmax)``, body-major);
-* ``nuisance="push"``: each control window's horizontal force ``(fx, fy)``
-  (``nuis (nscen, 2 ncmax)``, in the scenario's control order), with the
-  ``input`` loss as the regulariser;
-* ``nuisance="spin"`` (the spinning model): each body's initial horizontal
-  velocity and angular velocity, ``(vx0, vy0)`` of every body then
-  ``(wx0, wy0, wz0)`` of every body (``nuis (nscen, 5 nbmax)``): a real
-  shot never knows the cue ball's spin exactly;
-* ``nuisance="state"`` (the time-stepper: free-flying boxes and spheres):
-  each body's initial velocity and angular velocity in 3D, ``(vx0, vy0,
-  vz0)`` of every body then ``(wx0, wy0, wz0)`` of every body (``nuis
-  (nscen, 6 nbmax)``): where a toss's or a segment's start is estimated
-  from measured samples (:meth:`Problem.segmented`).
+unknowns of every scenario: a launch velocity, a spin, a push
+(``nuisance="velocity"``, ``"push"``, ``"spin"``, ``"state"``; one class
+each in :mod:`simcore.identify.nuisance`, with their layouts).
 
 :meth:`Problem.evaluate` runs the engine with forward-mode sensitivities
 along all unknowns and returns the loss, its per-scenario gradient and
@@ -53,8 +40,9 @@ from ..geometry.rigid import lowest, window_state
 from ..kernel import buffers
 from ..sliding.integrate import INTEGRATOR_PENALTY
 from . import losses as L
+from .nuisance import KINDS, kind_of
 
-NUISANCE = ("none", "velocity", "push", "spin", "state")
+NUISANCE = tuple(KINDS)
 #: Rest (:meth:`Problem.rest_time`): the largest move [m] and turn [rad]
 #: over the window [s] of a body at rest.
 REST_MOVE = 5e-3
@@ -130,49 +118,20 @@ class Problem:
         return self.model.nscen
 
     def nuisance_size(self, kind):
-        if kind == "velocity":
-            return 2 * self.model.body_radius.shape[1]
-        if kind == "push":
-            return 2 * int(np.diff(self.model.ctrl_ptr).max(initial=0))
-        if kind == "spin":
-            if not self.model.spin:
-                raise ValueError("nuisance 'spin' (initial velocities and spins): the model "
-                                 "does not spin; add model: {spin: true} to dataset.yaml")
-            return 5 * self.model.body_radius.shape[1]
-        if kind == "state":
-            if self.model.integrator != INTEGRATOR_PENALTY:
-                raise ValueError("nuisance 'state' (initial 3D velocities and angular "
-                                 "velocities) needs the time-stepper: boxes or a penalty law")
-            return 6 * self.model.body_radius.shape[1]
-        return 0
+        """Nuisance values per scenario of ``kind`` (:mod:`.nuisance`)."""
+        return kind_of(kind).size(self.model)
 
     def nuisance_columns(self, kind):
         """``(slot, component)`` of each nuisance column: the body or control
         window it belongs to, and what it is (``x``, ``y`` for a velocity or
         force; ``vx``, ``vy``, ``wx``, ``wy``, ``wz`` for ``spin``)."""
-        k = self.nuisance_size(kind)
-        if kind == "state":
-            nb = k // 6
-            slot = np.r_[np.arange(3 * nb) // 3, np.arange(3 * nb) // 3]
-            return slot, np.array(["vx", "vy", "vz"] * nb + ["wx", "wy", "wz"] * nb, object)
-        if kind != "spin":
-            return np.arange(k) // 2, np.array(["x", "y"] * (k // 2), object)
-        nb = k // 5
-        slot = np.r_[np.arange(2 * nb) // 2, np.arange(3 * nb) // 3]
-        comp = np.array(["vx", "vy"] * nb + ["wx", "wy", "wz"] * nb, object)
-        return slot, comp
+        return kind_of(kind).columns(self.nuisance_size(kind))
 
     def nuisance_mask(self, kind):
         """``(nscen, k)``: True for the real nuisance values (not the padding of
         scenarios with fewer bodies or control windows than the widest)."""
         slots = self.nuisance_columns(kind)[0]
-        if kind in ("velocity", "spin", "state"):
-            n = self.model.body_count
-        elif kind == "push":
-            n = np.diff(self.model.ctrl_ptr)
-        else:
-            n = np.zeros(self.nscen, np.int64)
-        return slots[None, :] < n[:, None]
+        return slots[None, :] < kind_of(kind).count(self.model)[:, None]
 
     def nuisance_cut(self, kind, theta):
         """``(nscen, k)``: push windows that a truncated problem's horizon cuts
@@ -182,18 +141,9 @@ class Problem:
         and a warm-up stage that moves it anyway can leave the next stage in
         a basin of its own; it is held until a stage covers the whole window.
         """
-        if kind != "push" or self.horizon >= 1.0:
+        if self.horizon >= 1.0:
             return None
-        m = self.model
-        lag = theta[P.TIME_OFFSET]
-        owner = np.repeat(np.arange(self.nscen), np.diff(m.ctrl_ptr))
-        local = np.arange(owner.size) - m.ctrl_ptr[owner]
-        end = m.scen_t_end[owner]
-        cut = (m.ctrl_t0 + lag < end) & (m.ctrl_t1 + lag > end)
-        out = np.zeros((self.nscen, self.nuisance_size(kind)), bool)
-        out[owner[cut], 2 * local[cut]] = True
-        out[owner[cut], 2 * local[cut] + 1] = True
-        return out
+        return kind_of(kind).cut(self.model, self.nuisance_size(kind), theta)
 
     def nuisance_start(self, kind, theta=None):
         """The nuisance values a fit starts from: ``(nscen, k)``.
@@ -202,28 +152,7 @@ class Problem:
         ``theta`` is given, for pushes that cannot move their body although
         the data show it moving: see :meth:`push_from_data`.
         """
-        k = self.nuisance_size(kind)
-        out = np.zeros((self.nscen, k))
-        if kind == "velocity":
-            out[:] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
-        elif kind == "spin":
-            nb = k // 5
-            out[:, :2 * nb] = self.state.body_vel[:, :, :2].reshape(self.nscen, -1)
-            out[:, 2 * nb:] = self.state.body_omega.reshape(self.nscen, -1)
-        elif kind == "state":
-            nb = k // 6
-            out[:, :3 * nb] = self.state.body_vel.reshape(self.nscen, -1)
-            out[:, 3 * nb:] = self.state.body_omega.reshape(self.nscen, -1)
-        elif kind == "push":
-            m = self.model
-            force = m.ctrl_force[:, :2].copy()
-            if theta is not None and force.shape[0]:
-                est, stuck = self.push_from_data(theta)
-                force[stuck] = est[stuck]
-            for s in range(self.nscen):
-                rows = np.arange(m.ctrl_ptr[s], m.ctrl_ptr[s + 1])
-                out[s, :2 * rows.size] = force[rows].ravel()
-        return out
+        return kind_of(kind).start(self, self.nuisance_size(kind), theta)
 
     def push_from_data(self, theta, min_samples=6, moving=PUSH_MOVING):
         """Horizontal control forces estimated from the measured motion in
@@ -318,39 +247,11 @@ class Problem:
 
     def apply(self, theta, kind, nuis):
         """``(model, state)`` with coefficients ``theta`` and the nuisance set."""
-        model = self.model.with_params(theta)
-        state = self.state
-        if kind == "velocity":
-            state = state.copy()
-            state.body_vel[:, :, :2] = nuis.reshape(self.nscen, -1, 2)
-        elif kind == "spin":
-            state = state.copy()
-            nb = state.body_vel.shape[1]
-            state.body_vel[:, :, :2] = nuis[:, :2 * nb].reshape(self.nscen, -1, 2)
-            state.body_omega[:] = nuis[:, 2 * nb:].reshape(self.nscen, -1, 3)
-        elif kind == "state":
-            state = state.copy()
-            nb = state.body_vel.shape[1]
-            state.body_vel[:] = nuis[:, :3 * nb].reshape(self.nscen, -1, 3)
-            state.body_omega[:] = nuis[:, 3 * nb:].reshape(self.nscen, -1, 3)
-        elif kind == "push" and model.ctrl_body.shape[0]:
-            force = model.ctrl_force.copy()
-            owner = np.repeat(np.arange(self.nscen), np.diff(model.ctrl_ptr))
-            local = np.arange(force.shape[0]) - model.ctrl_ptr[owner]
-            force[:, 0] = nuis[owner, 2 * local]
-            force[:, 1] = nuis[owner, 2 * local + 1]
-            model = replace(model, ctrl_force=force)
-        return model, state
+        return kind_of(kind).apply(self.model.with_params(theta), self.state, nuis)
 
     def directions(self, free, kind):
-        nbmax = self.model.body_radius.shape[1]
-        ncmax = self.nuisance_size("push") // 2
-        vel = ([(i, d) for i in range(nbmax) for d in (0, 1)] if kind in ("velocity", "spin")
-               else [(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind == "state"
-               else [])
-        ctrl = [(q, d) for q in range(ncmax) for d in (0, 1)] if kind == "push" else []
-        spins = ([(i, d) for i in range(nbmax) for d in (0, 1, 2)] if kind in ("spin", "state")
-                 else [])
+        vel, ctrl, spins = kind_of(kind).directions(self.model.body_radius.shape[1],
+                                                    self.nuisance_size("push") // 2)
         return Directions.build(params=free, velocities=vel, controls=ctrl, spins=spins,
                                names=self.model.layout.names)
 
