@@ -28,6 +28,7 @@ perturbed in it (its differences are exactly 0).
 
 import copy
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -93,6 +94,25 @@ class Evaluation:
     nfev: int = 1
     #: (nscen, k) nuisance values the problem holds (see Problem.nuisance_cut), or None.
     cut: np.ndarray = None
+
+
+class _FdPlan(NamedTuple):
+    """What every batch of :meth:`Problem._fd_grad` shares: the (scenario,
+    coefficient) pairs (``coef``, ``which`` into ``scen``), the perturbed
+    coefficient rows (up ``rows[c]``, down ``rows[nf + c]``), each pair's
+    ``step``, the nuisance, each scenario's event count at ``theta`` and
+    the Gauss-Newton factors ``f`` (or None)."""
+
+    coef: np.ndarray
+    which: np.ndarray
+    scen: np.ndarray
+    rows: np.ndarray
+    nf: int
+    step: np.ndarray
+    kind: str
+    nuis: object
+    events: np.ndarray
+    f: object
 
 
 @dataclass
@@ -398,18 +418,20 @@ class Problem:
                 total = 0
             total += 2 * rows_of[which[j]]
         cut.append(by.size)
+        plan = _FdPlan(coef, which, scen, rows, nf, step, kind, nuis, events, f)
         for lo, hi in zip(cut[:-1], cut[1:]):
-            self._fd_batch(by[lo:hi], coef, which, scen, rows, nf, step, kind, nuis, events,
-                           f, out, gn, g_traj)
+            self._fd_batch(by[lo:hi], plan, (out, gn, g_traj))
         return out, gn, g_traj
 
-    def _fd_batch(self, js, coef, which, scen, rows, nf, step, kind, nuis, events, f, out,
-                  gn, g_traj):
+    def _fd_batch(self, js, plan, into):
         """One batch of :meth:`_fd_grad`: the pairs ``js`` (indices into
-        ``coef`` and ``which``) run up and down side by side; writes their
-        differences into ``out`` and, with ``f`` (the trajectory and
-        orientation losses' factors per scenario), their ``2 J^T W J`` and
-        ``2 J^T W r`` into ``gn`` and ``g_traj``."""
+        ``plan.coef`` and ``plan.which``) run up and down side by side;
+        writes their differences into ``into = (out, gn, g_traj)``'s ``out``
+        and, with ``plan.f`` (the trajectory and orientation losses' factors
+        per scenario), their ``2 J^T W J`` and ``2 J^T W r`` into ``gn`` and
+        ``g_traj``."""
+        coef, which, scen, rows, nf, step, kind, nuis, events, f = plan
+        out, gn, g_traj = into
         pairs = js.size
         sub = self.subset(np.tile(scen[which[js]], 2))
         sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
@@ -599,15 +621,37 @@ class Problem:
         longest = LONGEST * length if longest is None else float(longest)
         if not longest >= length:
             raise ValueError(f"longest segment {longest}: expected >= the length {length} s")
+        theta = self.model.layout.vector() if theta is None else np.asarray(theta, np.float64)
+        ground = self.model.ground_z + theta[P.GROUND_OFFSET]
+        stop = self.rest_time() if rest else self.model.scen_t_end
+        owner, start_row, t_start, t_stop = self._segment_bounds(length, longest, stop, ground)
+        part = np.r_[0, np.cumsum(np.bincount(owner, minlength=self.nscen))]
+        piece = np.arange(owner.size) - part[owner]
+        sub = self.subset(owner)
+        model = replace(sub.model, scen_t_end=t_stop,
+                        names=tuple(f"{n}#{k}" for n, k in zip(sub.model.names, piece))
+                        if sub.model.names else ())
+        state = sub.state
+        state.time[:] = t_start
+        self._segment_states(state, owner, start_row, ground)
+        targets = self._segment_targets(sub, owner, start_row, t_start, t_stop)
+        ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
+        return replace(self, model=model, state=state, targets=targets, ids=ids,
+                       body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)
+
+    def _segment_bounds(self, length, longest, stop, ground):
+        """Where :meth:`segmented` cuts: per segment, its scenario
+        (``owner``), the row of its first sample (-1: the scenario's start),
+        its start and end times; segments start at samples every body is
+        measured and (:data:`SMOOTH_FACTOR`) smooth or (time-stepper) flying
+        around, about ``length`` apart, and end at ``stop`` or after
+        ``longest``."""
         tg = self.targets
         m = self.model
         states = tg.states or {}
         ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
         boxes = m.body_shape != SHAPE_SPHERE
         owner, start_row, t_start, t_stop = [], [], [], []
-        stop = self.rest_time() if rest else m.scen_t_end
-        theta = m.layout.vector() if theta is None else np.asarray(theta, np.float64)
-        ground = m.ground_z + theta[P.GROUND_OFFSET]
         ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
         w = SLOPE_HALF
         stepper = m.integrator == INTEGRATOR_PENALTY
@@ -653,17 +697,18 @@ class Problem:
             start_row.append(first)
             t_start.append(begin)
             t_stop.append(min(end, begin + longest))
-        owner = np.array(owner, np.int64)
-        t_start, t_stop = np.array(t_start), np.array(t_stop)
-        part = np.r_[0, np.cumsum(np.bincount(owner, minlength=self.nscen))]
-        piece = np.arange(owner.size) - part[owner]
-        sub = self.subset(owner)
-        model = replace(sub.model, scen_t_end=t_stop,
-                        names=tuple(f"{n}#{k}" for n, k in zip(sub.model.names, piece))
-                        if sub.model.names else ())
-        state = sub.state
-        state.time[:] = t_start
-        for k in np.flatnonzero(np.array(start_row) >= 0):
+        return (np.array(owner, np.int64), np.array(start_row, np.int64), np.array(t_start),
+                np.array(t_stop))
+
+    def _segment_states(self, state, owner, start_row, ground):
+        """Each segment's initial state (in ``state``, in place) from the
+        measured samples around its first one (:func:`window_state`), raised
+        onto the ground where a body's lowest point is below it."""
+        tg, m, w = self.targets, self.model, SLOPE_HALF
+        states = tg.states or {}
+        ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
+        ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
+        for k in np.flatnonzero(start_row >= 0):
             s, j = int(owner[k]), int(start_row[k])
             nb = int(m.body_count[s])
             win = slice(j - w, j + w + 1)
@@ -680,8 +725,12 @@ class Problem:
                 low = lowest(state.body_pos[k, i], state.body_quat[k, i], ext[s, i],
                              m.body_shape[s, i] == SHAPE_SPHERE)
                 state.body_pos[k, i, 2] += max(ground - low, 0.0)
-        # Each segment's samples: after its start (the first segment's from
-        # its start), up to its end.
+
+    def _segment_targets(self, sub, owner, start_row, t_start, t_stop):
+        """The segments' targets: each segment's samples after its start
+        (the first segment's from its start) up to its end, the measured
+        events inside it; no final-state targets."""
+        tg = self.targets
         keep = [(tg.sample_times[s] > t_start[k] + 1e-12) | ((start_row[k] < 0)
                                                                & (tg.sample_times[s] >= t_start[k]))
                 for k, s in enumerate(owner)]
@@ -697,11 +746,8 @@ class Problem:
             sel = (t > t_start[ev["scen"]]) & (t <= t_stop[ev["scen"]])
             ev = {key: v[sel] for key, v in ev.items()}
         none = np.full_like(sub.targets.final_pos, np.nan)
-        targets = L.Targets(times, sub.targets.measured[rows], none, none.copy(), ev,
-                            tg.measured_velocity, sub.targets.states_at(rows))
-        ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
-        return replace(self, model=model, state=state, targets=targets, ids=ids,
-                       body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)
+        return L.Targets(times, sub.targets.measured[rows], none, none.copy(), ev,
+                         tg.measured_velocity, sub.targets.states_at(rows))
 
     def rest_time(self, move=REST_MOVE, turn=REST_TURN, window=REST_WINDOW):
         """Per scenario, the first sample time from which every body stays
