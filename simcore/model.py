@@ -522,8 +522,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     return ext, inertia, fixed, quat, omega, com
 
 
-def _stable_step(rows, codes, vec, mass, arm, inertia, fixed, shapes, material, wall_mat,
-                 pos, vel, omega, controls, gravity, ground_z):
+def _stable_step(law, model, state, s, bodies):
     """The largest step [s] the stiffest contact of a scenario allows
     (:func:`simcore.laws.penalty.stable_step`): each moving body against the
     ground and the walls, and against the other bodies, with the effective
@@ -532,7 +531,18 @@ def _stable_step(rows, codes, vec, mass, arm, inertia, fixed, shapes, material, 
     half extents and centre of mass ``c``), met at
     the fastest speed its energy allows (kinetic, potential above the
     ground, and the controls' impulses) and pressed by the weight of every
-    moving body."""
+    moving body.
+
+    ``law``: ``(rows, codes, vec)``, the layout's penalty rows per kind, its
+    law codes and the coefficient vector; ``bodies``: scenario ``s``'s
+    ``(mass, arm, inertia, fixed, shapes, controls)`` as checked."""
+    rows, codes, vec = law
+    mass, arm, inertia, fixed, shapes, controls = bodies
+    nb = mass.shape[0]
+    material = model.body_material[s, :nb]
+    wall_mat = model.wall_material[s, :model.wall_count[s]]
+    pos, vel, omega = state.body_pos[s, :nb], state.body_vel[s, :nb], state.body_omega[s, :nb]
+    gravity, ground_z = model.gravity, model.ground_z
     ground, body, wall = rows  # the layout's penalty_rows, per kind
     moving = ~fixed
     weight = float(np.sum(mass[moving])) * gravity
@@ -553,9 +563,9 @@ def _stable_step(rows, codes, vec, mass, arm, inertia, fixed, shapes, material, 
         cases += [(codes[1], body[material[i], material[j]],
                    me if fixed[j] else 1.0 / (1.0 / me + 1.0 / m_eff[j]))
                   for j in range(mass.shape[0]) if j != i]
-        for code, rows, pair_mass in cases:
+        for code, pair_rows, pair_mass in cases:
             row = np.zeros(penalty.NCOEF)
-            row[:len(rows)] = [vec[r] if r >= 0 else 0.0 for r in rows]
+            row[:len(pair_rows)] = [vec[r] if r >= 0 else 0.0 for r in pair_rows]
             row[penalty.C_ALPHA] = penalty.hc_alpha(row[penalty.C_E])
             h = min(h, penalty.stable_step(int(code), row, pair_mass, v, weight))
     return h
@@ -618,6 +628,23 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         checked.append(arrays + spun)
     if not checked:
         raise ValueError("no scenarios")
+    fields, state = _pack(scenarios, checked, layout)
+    shapes = {SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}
+    if not rigid_model:
+        check_shapes(shapes)
+    chosen = choose(shapes, integrator, contact_laws.family(laws))
+    names = tuple(sc.name or str(s) for s, sc in enumerate(scenarios))
+    model = Model(**fields, params=vec, layout=layout, gravity=float(gravity),
+                  ground_z=float(ground_z), integrator=chosen.code, names=names)
+    if rigid_model:
+        model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict)
+    return model, state
+
+
+def _pack(scenarios, checked, layout):
+    """The checked scenarios packed into ``(fields, state)``: the Model's
+    per-scenario arrays by name (padded to the widest scenario) and the
+    initial State."""
     nscen = len(checked)
     nbmax = max(a[0].shape[0] for a in checked)
     nwmax = max(1, max(a[4].shape[0] for a in checked))
@@ -677,20 +704,14 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         pos[s, :nb] = p
         vel[s, :nb] = v
         time[s] = sc.t0
-    shapes = {SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}
-    if not rigid_model:
-        check_shapes(shapes)
-    chosen = choose(shapes, integrator, contact_laws.family(laws))
-    names = tuple(sc.name or str(s) for s, sc in enumerate(scenarios))
-    model = Model(body_count, body_shape, body_radius, body_mass, body_material,
-                  wall_count, wall_normal, wall_offset, wall_material,
-                  ctrl_ptr, ctrl_body, ctrl_t0, ctrl_t1, ctrl_force,
-                  scen_t_end, scen_dt, vec, layout, float(gravity), float(ground_z),
-                  chosen.code, names, wall_height, ctrl_torque=ctrl_torque)
-    state = State(pos, vel, omega, time)
-    if rigid_model:
-        model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict)
-    return model, state
+    fields = dict(body_count=body_count, body_shape=body_shape, body_radius=body_radius,
+                  body_mass=body_mass, body_material=body_material, wall_count=wall_count,
+                  wall_normal=wall_normal, wall_offset=wall_offset,
+                  wall_material=wall_material, ctrl_ptr=ctrl_ptr, ctrl_body=ctrl_body,
+                  ctrl_t0=ctrl_t0, ctrl_t1=ctrl_t1, ctrl_force=ctrl_force,
+                  scen_t_end=scen_t_end, scen_dt=scen_dt, wall_height=wall_height,
+                  ctrl_torque=ctrl_torque)
+    return fields, State(pos, vel, omega, time)
 
 
 def _with_rigid(model, state, checked, rigids, cone, strict):
@@ -713,11 +734,8 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
                                              np.linalg.norm(e, axis=1))
-        h = _stable_step(rows, codes, vec, arrays[1], e + np.abs(c), inert, fx,
-                         arrays[6], model.body_material[s, :nb],
-                         model.wall_material[s, :model.wall_count[s]], state.body_pos[s, :nb],
-                         state.body_vel[s, :nb], state.body_omega[s, :nb], arrays[5],
-                         model.gravity, model.ground_z)
+        h = _stable_step((rows, codes, vec), model, state, s,
+                         (arrays[1], e + np.abs(c), inert, fx, arrays[6], arrays[5]))
         if dt[s] > h:
             over.append((s, dt[s], h))
             dt[s] = h
