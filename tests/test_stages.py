@@ -76,18 +76,17 @@ def test_contact_solve_gives_coulomb_deceleration_and_static_hold():
     fl.modes[contact.ABOVE, 0] = True
     fl.modes[contact.RESTING, 1] = True
     w["free_acc"][:] = [[0, 0, -G], [0.25 * G, 0, -G]]   # a push of 0.25 m g on body 1
-    rotating = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu,
-                             w["gc"].mu_s, w["gc"].mu_k, fl.plane_contact, fl.body_contact,
-                             w["pc"].b_mu, fl.modes, w["start_dir"], w["acc"], 0.0)
+    friction = (w["gc"].mu_s, w["gc"].mu_k, w["pc"].pl_mu, w["pc"].b_mu)
+    rotating = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], friction, fl,
+                             w["start_dir"], w["acc"], 0.0)
     assert not rotating
     np.testing.assert_allclose(w["acc"][0], [-0.2 * G * 0.6, -0.2 * G * 0.8, 0], atol=1e-15)
     np.testing.assert_array_equal(w["acc"][1], 0.0)
     assert fl.modes[contact.RESTING, 1] and not fl.modes[contact.STARTED, 1]
     # Over mu_s m g it starts, against the static force: along the push.
     w["free_acc"][1, 0] = 0.35 * G
-    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu, w["gc"].mu_s,
-                  w["gc"].mu_k, fl.plane_contact, fl.body_contact, w["pc"].b_mu, fl.modes,
-                  w["start_dir"], w["acc"], 0.0)
+    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], friction, fl, w["start_dir"],
+                  w["acc"], 0.0)
     assert fl.modes[contact.STARTED, 1] and not fl.modes[contact.RESTING, 1]
     np.testing.assert_allclose(w["start_dir"][1], [1, 0, 0])
     np.testing.assert_allclose(w["acc"][1], [0.35 * G - 0.3 * G, 0, 0], rtol=1e-12)
@@ -100,8 +99,8 @@ def test_log_starts_logs_the_started_bodies_once():
     modes[contact.ABOVE, :] = True
     w["start_dir"][2] = [0.0, 1.0, 0.0]
     ev = _log()
-    n_ev, any_started = S.log_starts(0, 1.5, modes, w["start_dir"], ev.f, ev.i, ev.tt, ev.tdva,
-                                     ev.tdvb, np.zeros(0), np.zeros((3, 0)), w["v3"].zero3)
+    n_ev, any_started = S.log_starts(0, 1.5, modes, w["start_dir"], ev, np.zeros(0),
+                                     np.zeros((3, 0)), w["v3"].zero3)
     assert n_ev == 2 and any_started
     assert list(ev.i[:2, EVI_KIND]) == [EventKind.START] * 2 and list(ev.i[:2, EVI_A]) == [0, 2]
     np.testing.assert_array_equal(ev.f[1, EVF_N:EVF_N + 3], [0, 1, 0])
@@ -117,13 +116,11 @@ def test_kick_is_symplectic_euler_and_a_slide_never_reverses():
     w["acc"][:] = [[-2.0, 0, 0], [-2.0, 0, 0]]
     w["gc"].v_th[:] = 0.05
     ev = _log()
-    n_ev = S.kick(1e-3, 0, 0.7, vel, w["acc"], w["dacc"], w["gc"].v_th, fl.plane_contact,
-                  fl.modes, ev.f, ev.i, w["v3"].dva, w["v3"].zero3)
+    n_ev = S.kick(1e-3, 0, 0.7, vel, w["acc"], w["dacc"], w["gc"].v_th, fl, ev, w["v3"])
     np.testing.assert_allclose(vel[0], [1.0 - 2e-3, 0, 0], rtol=1e-15)
     assert n_ev == 0 and vel[1, 0] == pytest.approx(0.008)  # slower, still forward
     # A kick that would reverse body 1 stops it instead, logged, at rest.
-    n_ev = S.kick(1e-2, 0, 0.7, vel, w["acc"], w["dacc"], w["gc"].v_th, fl.plane_contact,
-                  fl.modes, ev.f, ev.i, w["v3"].dva, w["v3"].zero3)
+    n_ev = S.kick(1e-2, 0, 0.7, vel, w["acc"], w["dacc"], w["gc"].v_th, fl, ev, w["v3"])
     assert n_ev == 1 and ev.i[0, EVI_KIND] == EventKind.STOP and ev.i[0, EVI_A] == 1
     assert vel[1, 0] == 0.0 and fl.modes[contact.RESTING, 1]
     assert ev.f[0, EVF_DVA] == pytest.approx(-(0.008 - 0.02))
@@ -164,9 +161,8 @@ def test_impact_events_find_the_ground_and_the_pair_in_closed_form():
     vel = np.zeros((2, 3))
     acc = np.array([[0, 0, -G], [0, 0, 0]])
     fl.plane_contact[1, 0] = True
-    code, i, j, s = S.impact_events(10.0, S.NONE, -1, -1, shape, pos, vel, acc, radius,
-                                    w["plane_n"], w["plane_d"], fl.plane_contact,
-                                    fl.body_contact, w["v3"].nrm)
+    code, i, j, s = S.impact_events((S.NONE, -1, -1, 10.0), shape, pos, vel, acc, radius,
+                                    S.Planes(w["plane_n"], w["plane_d"]), fl, w["v3"].nrm)
     assert (code, i, j) == (S.IMPACT_PLANE, 0, 0)
     assert s == pytest.approx(np.sqrt(2 * (0.5 - R) / G), rel=1e-12)
     # Two bodies closing at 2 m/s from a gap of 0.1 m meet at 0.05 s.
@@ -174,13 +170,12 @@ def test_impact_events_find_the_ground_and_the_pair_in_closed_form():
     vel = np.array([[1.0, 0, 0], [-1.0, 0, 0]])
     acc = np.zeros((2, 3))
     fl.plane_contact[:, 0] = True
-    code, i, j, s = S.impact_events(10.0, S.NONE, -1, -1, shape, pos, vel, acc, radius,
-                                    w["plane_n"], w["plane_d"], fl.plane_contact,
-                                    fl.body_contact, w["v3"].nrm)
+    code, i, j, s = S.impact_events((S.NONE, -1, -1, 10.0), shape, pos, vel, acc, radius,
+                                    S.Planes(w["plane_n"], w["plane_d"]), fl, w["v3"].nrm)
     assert (code, i, j) == (S.IMPACT_BODY, 0, 1) and s == pytest.approx(0.05, rel=1e-12)
     shape[1] = 7  # no time-of-impact function for that pair
-    code, *_ = S.impact_events(10.0, S.NONE, -1, -1, shape, pos, vel, acc, radius, w["plane_n"],
-                               w["plane_d"], fl.plane_contact, fl.body_contact, w["v3"].nrm)
+    code, *_ = S.impact_events((S.NONE, -1, -1, 10.0), shape, pos, vel, acc, radius,
+                               S.Planes(w["plane_n"], w["plane_d"]), fl, w["v3"].nrm)
     assert code == S.UNSUPPORTED_PAIR
 
 
@@ -201,15 +196,14 @@ def test_quiet_time_is_a_lower_bound_of_the_first_event():
         w["free_acc"][:] = [[0, 0, -G]] * 2
         w["acc"][:, :2] = -0.2 * G * vel[:, :2] / np.hypot(vel[:, 0], vel[:, 1])[:, None]
         q = S.quiet_time(np.zeros(2, np.int64), pos, vel, w["acc"], w["free_acc"],
-                         np.full(2, R), w["plane_n"], w["plane_d"], fl.plane_contact,
-                         fl.body_contact, fl.modes, w["gc"].mu_s, w["gc"].mu_k, w["gc"].v_th)
+                         np.full(2, R), S.Planes(w["plane_n"], w["plane_d"]), fl, w["gc"])
         v3 = w["v3"]
         _, _, _, s_slide = S.slide_events(10.0, np.zeros(2, np.int64), pos, vel, w["acc"],
                                           w["gc"].v_th, fl.plane_contact, fl.body_contact,
                                           fl.modes, v3.nrm, v3.rel, v3.at)
-        _, _, _, s_hit = S.impact_events(10.0, S.NONE, -1, -1, np.zeros(2, np.int64), pos, vel,
-                                         w["acc"], np.full(2, R), w["plane_n"], w["plane_d"],
-                                         fl.plane_contact, fl.body_contact, v3.nrm)
+        _, _, _, s_hit = S.impact_events((S.NONE, -1, -1, 10.0), np.zeros(2, np.int64), pos,
+                                         vel, w["acc"], np.full(2, R),
+                                         S.Planes(w["plane_n"], w["plane_d"]), fl, v3.nrm)
         assert 0.0 <= q <= min(s_slide, s_hit)
 
 
@@ -249,7 +243,7 @@ def _resolved(code, vel, plane_contact=True):
                     np.zeros(0, np.int64), np.zeros((1, 4), np.int64),
                     np.zeros((1, 1, 2), np.int64), np.zeros((1, 1, 2), np.int64))
     ev = _log()
-    n_ev, flags = S.resolve(code, 0, 1 if code == S.IMPACT_BODY else 0, 0, 0.3, bodies, planes,
+    n_ev, flags = S.resolve((code, 0, 1 if code == S.IMPACT_BODY else 0), 0, 0.3, bodies, planes,
                             w["gc"], w["pc"], fl, w["v3"], ev, tg)
     return n_ev, flags, ev, fl
 

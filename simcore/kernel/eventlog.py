@@ -41,9 +41,10 @@ class Sums(NamedTuple):
 
 
 @jit(borrow=True)
-def log(ev_f, ev_i, count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
-    """Append one event to the log (``ev_f``, ``ev_i``: :class:`EventLog`'s
-    ``f`` and ``i``) if it has room; return the new count."""
+def log(ev, count, t, kind, a, b, n, jn, jt, dva, dvb, slip):
+    """Append one event to the log ``ev`` (:class:`EventLog`) if it has
+    room; return the new count."""
+    ev_f, ev_i = ev.f, ev.i
     if count < ev_f.shape[0]:
         ev_f[count, EVF_T] = t
         ev_f[count, EVF_JN] = jn

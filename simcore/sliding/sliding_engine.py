@@ -109,7 +109,6 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     c_body, c_t0, c_t1, c_force = scene.c_body, scene.c_t0, scene.c_t1, scene.c_force
     t_start, t_end, dt, params = run.t_start, run.t_end, run.dt, run.params
     t_param, t_ctrl, meas, signal = tan.t_param, tan.t_ctrl, tan.meas, tan.signal
-    ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb = ev.f, ev.i, ev.tt, ev.tdva, ev.tdvb
     nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
     has_meas = ns > 0 and meas.shape[0] == ns
     (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
@@ -118,7 +117,8 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
         nb, nt, params.shape[0], t_param)
     g_mu_s, g_mu_k, g_vth, pl_mu, b_mu = gc.mu_s, gc.mu_k, gc.v_th, pc.pl_mu, pc.b_mu
     plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    nrm, dva, zero3, rel, at = v3.nrm, v3.dva, v3.zero3, v3.rel, v3.at
+    nrm, zero3, rel, at = v3.nrm, v3.zero3, v3.rel, v3.at
+    friction = (g_mu_s, g_mu_k, pl_mu, b_mu)
     planes = S.Planes(plane_n, plane_d)
     bodies = S.Bodies(shape, pos, vel, acc, radius, mass, inv_m)
     tg = S.Tangents(tpos, tvel, tdva, tdvb, ttau, pdir, signal, scene.mat, scene.wall_mat,
@@ -158,22 +158,18 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
                 nd |= S.general_contacts(plane_contact, body_contact)
             h_dir = 0.0
             for _attempt in range(2):
-                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, pl_mu, g_mu_s, g_mu_k,
-                                         plane_contact, body_contact, b_mu, modes, start_dir,
-                                         acc, h_dir)
-                n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt,
-                                             ev_tdva, ev_tdvb, ttau, tdva, zero3)
+                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, friction, fl,
+                                         start_dir, acc, h_dir)
+                n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev, ttau, tdva, zero3)
                 if not rotating or symplectic:
                     break
                 # Directions rotate: step dt with the implicit direction.
                 h_dir = min(grid_next, t_end) - t
             if nt > 0:
-                S.acc_tangent(vel, free_acc, g_mu_s, g_mu_k, pbody, plane_contact, modes, h_dir,
-                              tvel, tfa, ttau, tacc, signal)
+                S.acc_tangent(vel, free_acc, gc, pbody, fl, h_dir, tvel, tfa, ttau, tacc, signal)
             if symplectic:
                 horizon = min(grid_next, t_end)
-                n_ev = S.kick(horizon - t, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes,
-                              ev_f, ev_i, dva, zero3)
+                n_ev = S.kick(horizon - t, n_ev, t, vel, acc, dacc, g_vth, fl, ev, v3)
             else:
                 for i in range(nb):
                     for d in range(3):
@@ -194,22 +190,20 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
                 code, ev_a, ev_b, s_best = S.slide_events(s_best, shape, pos, vel, dacc, g_vth,
                                                           plane_contact, body_contact, modes,
                                                           nrm, rel, at)
-            code, ev_a, ev_b, s_best = S.impact_events(s_best, code, ev_a, ev_b, shape, pos, vel,
-                                                       dacc, radius, plane_n, plane_d,
-                                                       plane_contact, body_contact, nrm)
+            code, ev_a, ev_b, s_best = S.impact_events((code, ev_a, ev_b, s_best), shape, pos,
+                                                       vel, dacc, radius, planes, fl, nrm)
             if code == S.UNSUPPORTED_PAIR:
                 return STATUS_UNSUPPORTED_PAIR, n_ev, t
             if grid_step and code == S.NONE:
                 # The bound holds while the forces do: up to the next window edge.
                 quiet_until = min(t + S.quiet_time(shape, pos, vel, dacc, free_acc, radius,
-                                                   plane_n, plane_d, plane_contact, body_contact,
-                                                   modes, g_mu_s, g_mu_k, g_vth), next_edge)
+                                                   planes, fl, gc), next_edge)
         if code != S.NONE:
             quiet_until = -np.inf
         # Stage 5: advance to the event, writing the samples passed.
         t_new = horizon if code == S.NONE else min(t + s_best, horizon)
         if nt > 0:
-            nd |= S.event_time_tangent(code, ev_a, ev_b, t_new - t, pos, vel, dacc, plane_n,
+            nd |= S.event_time_tangent((code, ev_a, ev_b), t_new - t, pos, vel, dacc, plane_n,
                                        g_vth, p_ground, pbody, ts, signal)
             if code == S.NONE and window_edge and t_new == next_edge and p_lag >= 0:
                 ds[p_lag] += 1.0
@@ -230,8 +224,8 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
         if code == S.NONE or not symplectic:
             need_solve = True
         if code != S.NONE:
-            n_ev, flags = S.resolve(code, ev_a, ev_b, n_ev, t, bodies, planes, gc, pc, fl, v3, ev,
-                                    tg)
+            n_ev, flags = S.resolve((code, ev_a, ev_b), n_ev, t, bodies, planes, gc, pc, fl, v3,
+                                    ev, tg)
             nd |= flags
     else:
         status = STATUS_MAX_ITER
@@ -255,7 +249,7 @@ def _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm):
                  planes.n, planes.d)
     S.set_coefficients(scene.mass, scene.mat, scene.wall_mat, params, run.bg_idx, run.bw_idx,
                        run.bb_idx, inv_m, gc, pc)
-    S.initial_contacts(scene.shape, pos, vel, scene.radius, planes.n, planes.d, gc.v_th, fl,
+    S.initial_contacts(scene.shape, pos, vel, scene.radius, planes, gc.v_th, fl,
                        tg.tpos, tg.tvel, tg.signal, tg.pdir[GROUND_OFFSET], nrm)
 
 

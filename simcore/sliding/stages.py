@@ -298,10 +298,11 @@ def set_coefficients(mass, mat, wall_mat, params, bg_idx, bw_idx, bb_idx, inv_m,
 
 
 @jit(borrow=True)
-def initial_contacts(shape, pos, vel, radius, plane_n, plane_d, g_vth, fl, tpos, tvel, signal,
-                     p_ground, nrm):
+def initial_contacts(shape, pos, vel, radius, planes, g_vth, fl, tpos, tvel, signal, p_ground,
+                     nrm):
     """Contacts present at the start: touching surfaces without a fast
     approach; a body on the ground slower than ``V_STOP`` rests."""
+    plane_n, plane_d = planes.n, planes.d
     plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
     nb = pos.shape[0]
     for i in range(nb):
@@ -371,26 +372,25 @@ def forces(t, lag, t_end, gravity, inv_m, c_body, c_t0, c_t1, c_force, force, fr
 
 
 @jit(borrow=True, python=True)
-def log_starts(n_ev, t, modes, start_dir, ev_f, ev_i, ev_tt, ev_tdva, ev_tdvb, ttau, tdva,
-               zero3):
+def log_starts(n_ev, t, modes, start_dir, ev, ttau, tdva, zero3):
     """Stage 2's events: the bodies the contact solve started sliding;
     returns the event count and whether any started."""
     any_started = False
     for i in range(modes.shape[1]):
         if modes[STARTED, i]:
             any_started = True
-            n_ev = log(ev_f, ev_i, n_ev, t, EV_START, i, NA, start_dir[i], 0.0, 0.0, zero3, zero3,
-                       NA)
+            n_ev = log(ev, n_ev, t, EV_START, i, NA, start_dir[i], 0.0, 0.0, zero3, zero3, NA)
             tdva[:] = 0.0
-            log_tangent(ev_tt, ev_tdva, ev_tdvb, n_ev, ttau, tdva, tdva)
+            log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, ttau, tdva, tdva)
             modes[ABOVE, i] = False
     return n_ev, any_started
 
 
 @jit(borrow=True, python=True)
-def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dva, zero3):
+def kick(h, n_ev, t, vel, acc, dacc, g_vth, fl, ev, v3):
     """Stage 3 (symplectic): the kick ``v' = v + a h``; a ground slide never
-    reverses (it stops, logged)."""
+    reverses (it stops, logged in ``ev``)."""
+    plane_contact, modes, dva, zero3 = fl.plane_contact, fl.modes, v3.dva, v3.zero3
     for i in range(vel.shape[0]):
         vx = vel[i, 0]
         vy = vel[i, 1]
@@ -405,7 +405,7 @@ def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dv
                 vel[i, 0] = 0.0
                 vel[i, 1] = 0.0
                 modes[RESTING, i] = True
-                n_ev = log(ev_f, ev_i, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
+                n_ev = log(ev, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
         modes[STARTING, i] = False
         if plane_contact[i, 0]:
             modes[ABOVE, i] = horizontal_speed(vel[i]) >= g_vth[i]
@@ -415,12 +415,15 @@ def kick(h, n_ev, t, vel, acc, dacc, g_vth, plane_contact, modes, ev_f, ev_i, dv
 # -- stage 4: the next event ------------------------------------------------------
 
 @jit(borrow=True, python=True)
-def impact_events(s_best, code, ev_i, ev_j, shape, pos, vel, acc, radius, plane_n, plane_d,
-                  plane_contact, body_contact, nrm):
-    """Stage 4, impacts: the earliest impact before ``s_best`` of a body on a
-    plane it is not in contact with, or of two bodies not in contact;
-    returns ``(code, i, j, s)``, the arguments unchanged if none is earlier.
-    A shape pair without a time-of-impact function gives ``UNSUPPORTED_PAIR``."""
+def impact_events(best, shape, pos, vel, acc, radius, planes, fl, nrm):
+    """Stage 4, impacts: the earliest impact before the best event so far,
+    ``best = (code, i, j, s)``, of a body on a plane it is not in contact
+    with, or of two bodies not in contact; returns ``(code, i, j, s)``,
+    ``best`` if none is earlier.  A shape pair without a time-of-impact
+    function gives ``UNSUPPORTED_PAIR``."""
+    code, ev_i, ev_j, s_best = best
+    plane_n, plane_d = planes.n, planes.d
+    plane_contact, body_contact = fl.plane_contact, fl.body_contact
     nb = pos.shape[0]
     for i in range(nb):
         for k in range(plane_n.shape[0]):
@@ -529,8 +532,7 @@ def _first_reach(g0, rate, a_max):
 
 
 @jit
-def quiet_time(shape, pos, vel, acc, free_acc, radius, plane_n, plane_d, plane_contact,
-               body_contact, modes, g_mu_s, g_mu_k, g_vth):
+def quiet_time(shape, pos, vel, acc, free_acc, radius, planes, fl, gc):
     """A time ``s`` from now within which no event of the search can occur
     while the forces stay as they are (0 when no such bound is at hand).
 
@@ -546,6 +548,9 @@ def quiet_time(shape, pos, vel, acc, free_acc, radius, plane_n, plane_d, plane_c
     than spheres and gaps within ``1e3 GAP_TOL`` give 0 (search every step).
     The bound is shrunk by ``QUIET_MARGIN``, far above rounding.
     """
+    plane_n, plane_d = planes.n, planes.d
+    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
+    g_mu_s, g_mu_k, g_vth = gc.mu_s, gc.mu_k, gc.v_th
     nb = pos.shape[0]
     npl = plane_n.shape[0]
     s_min = np.inf
@@ -640,9 +645,10 @@ def residuals(k0, k1, t, vel, acc, samp_t, out_pos, meas, ts, sums):
 # -- stage 6: resolve ----------------------------------------------------------------
 
 @jit
-def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
-    """Stage 6: resolve the event ``code`` of bodies ``i``, ``j`` (or plane
-    ``j``) at ``t``; returns ``(event count, nondiff flags)``."""
+def resolve(event, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
+    """Stage 6: resolve the event ``event = (code, i, j)`` of bodies ``i``,
+    ``j`` (or plane ``j``) at ``t``; returns ``(event count, nondiff flags)``."""
+    code, i, j = event
     shape, pos, vel, inv_m = bodies.shape, bodies.pos, bodies.vel, bodies.inv_m
     plane_contact, modes = fl.plane_contact, fl.modes
     nrm, dva, zero3 = v3.nrm, v3.dva, v3.zero3
@@ -662,7 +668,7 @@ def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
             modes[RESTING, i] = True
             modes[STARTING, i] = False
             modes[ABOVE, i] = False
-            n_ev = log(ev.f, ev.i, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
+            n_ev = log(ev, n_ev, t, EV_STOP, i, NA, zero3, 0.0, 0.0, dva, zero3, NA)
             tdvb[:] = 0.0
             log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, ttau, tdva, tdvb)
         return n_ev, 0
@@ -681,24 +687,24 @@ def resolve(code, i, j, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
             vel[j, d] -= ut * inv_m[j] / wsum
             vel[i, d] += ut * inv_m[i] / wsum
         return n_ev, sensitivity.ND_STICK if ttau.shape[0] > 0 else 0
-    ground = planes.d[0]
     if code == IMPACT_PLANE:
-        n_ev = impact_plane(i, j, n_ev, t, ground, FRESH, bodies, planes, gc, pc, fl, v3, ev, tg)
+        n_ev = impact_plane((i, j, FRESH), n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg)
         modes[WORK, i] = True
     else:
         n_ev = impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg)
         modes[WORK, i] = True
         modes[WORK, j] = True
     # Impulses propagate through contacts the impact drove together.
-    n_ev = propagate(n_ev, t, ground, bodies, planes, gc, pc, fl, v3, ev, tg)
+    n_ev = propagate(n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg)
     if ttau.shape[0] > 0:
         contact_tangent(planes.n, plane_contact, modes, tvel)
     return n_ev, 0
 
 
 @jit
-def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl, v3, ev, tg):
-    """Impact of body i on plane k (0 = ground); logs it and returns the count.
+def impact_plane(hit, n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
+    """Impact ``hit = (i, k, propagated)`` of body i on plane k (0 = the
+    ground, at ``planes.d[0]``); logs it and returns the count.
 
     ``propagated``: the plane was already in contact and another impulse drove
     the body into it.  Newton's law per contact gives the rebound ``-e`` times
@@ -709,6 +715,8 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
     :class:`simcore.laws.impulse.Impact` (the same e, mu, sustained decision, slip
     and intermediates) before it is applied, and are logged.
     """
+    i, k, propagated = hit
+    ground_z = planes.d[0]
     pos, vel, acc, radius, mass = bodies.pos, bodies.vel, bodies.acc, bodies.radius, bodies.mass
     g_mu_s, g_mu_k, g_vth = gc.mu_s, gc.mu_k, gc.v_th
     plane_contact, modes = fl.plane_contact, fl.modes
@@ -747,7 +755,7 @@ def impact_plane(i, k, n_ev, t, ground_z, propagated, bodies, planes, gc, pc, fl
     kind = EV_BODY_GROUND if k == 0 else EV_BODY_WALL
     for d in range(3):
         dvb[d] = 0.0  # a plane does not move
-    n_ev = log(ev.f, ev.i, n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
+    n_ev = log(ev, n_ev, t, kind, i, k - 1, n, jn * mass[i], jt * mass[i], dva, dvb,
                1 if slipped else 0)
     log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, ttau, tdva, tdvb)
     after_velocity_change(i, vel, plane_contact, modes, g_vth)
@@ -784,7 +792,7 @@ def impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg):
         for d in range(3):
             un += (vel[j, d] - vel[i, d]) * nrm[d]
         zero_normal_velocity(i, j, vel, inv_m, nrm, un)
-    n_ev = log(ev.f, ev.i, n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb,
+    n_ev = log(ev, n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb,
                1 if slipped else 0)
     log_tangent(ev.tt, ev.tdva, ev.tdvb, n_ev, tg.ttau, tg.tdva, tg.tdvb)
     return n_ev
@@ -815,7 +823,7 @@ def after_velocity_change(i, vel, plane_contact, modes, g_vth):
 
 
 @jit
-def propagate(n_ev, t, ground_z, bodies, planes, gc, pc, fl, v3, ev, tg):
+def propagate(n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
     """Sequential impulses through the contacts of the bodies in ``work``.
 
     An active contact that now approaches faster than ``V_ROUND`` gets an
@@ -846,8 +854,8 @@ def propagate(n_ev, t, ground_z, bodies, planes, gc, pc, fl, v3, ev, tg):
                 vn = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
                 if vn < -V_ROUND:
                     plane_contact[i, k] = False
-                    n_ev = impact_plane(i, k, n_ev, t, ground_z, PROPAGATED, bodies, planes, gc, pc,
-                                        fl, v3, ev, tg)
+                    n_ev = impact_plane((i, k, PROPAGATED), n_ev, t, bodies, planes, gc, pc, fl,
+                                        v3, ev, tg)
                     changed = True
                     modes[WORK, i] = True
                 elif vn > V_ROUND and (vn >= V_CONTACT or
@@ -907,11 +915,11 @@ def general_contacts(plane_contact, body_contact):
 
 
 @jit(borrow=True)
-def acc_tangent(vel, free_acc, g_mu_s, g_mu_k, pbody, plane_contact, modes, h_dir, tvel, tfa,
-                ttau, tacc, signal):
+def acc_tangent(vel, free_acc, gc, pbody, fl, h_dir, tvel, tfa, ttau, tacc, signal):
     """Tangent of the accelerations just solved: free flight, static hold, or
     a ground slide (the coefficient of the body's speed regime; ``pbody``:
     :func:`body_directions`)."""
+    g_mu_s, g_mu_k, plane_contact, modes = gc.mu_s, gc.mu_k, fl.plane_contact, fl.modes
     for i in range(vel.shape[0]):
         if not plane_contact[i, 0]:
             for d in range(3):
@@ -938,9 +946,11 @@ def body_directions(pdir, bg_idx, mat):
 
 
 @jit
-def event_time_tangent(code, i, j, s, pos, vel, acc, plane_n, g_vth, p_ground, pbody, ts, signal):
-    """``ds``: the tangent of the segment length (implicit function theorem);
-    returns the nondiff flags it raises."""
+def event_time_tangent(event, s, pos, vel, acc, plane_n, g_vth, p_ground, pbody, ts, signal):
+    """``ds``: the tangent of the segment length ``s`` to the event
+    ``(code, i, j)`` (implicit function theorem); returns the nondiff flags
+    it raises."""
+    code, i, j = event
     tpos, tvel, tacc, ttau, ds = ts.tpos, ts.tvel, ts.tacc, ts.ttau, ts.ds
     if code == IMPACT_PLANE:
         # The ground's height is the offset's direction; the walls are fixed.

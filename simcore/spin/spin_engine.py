@@ -291,7 +291,7 @@ def _sample(t, t_new, ks, motion, balls, samp_t, out, meas, tg, sums):
 
 
 @jit(borrow=True)
-def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, gravity, cloth):
+def _transition(i, n_ev, t, motion, vel, w, radius, ev, zero3, gravity, cloth):
     """Resolve ball i's transition at ``t`` (its segment's end); returns the event count."""
     end = motion.end[i]
     if end == spin.END_VTH:
@@ -307,26 +307,26 @@ def _transition(i, n_ev, t, motion, vel, w, radius, ev_f, ev_i, zero3, gravity, 
         motion.state[i] = spin.set_off(motion.state[i], motion.push[i], radius[i], gravity,
                                        cloth.mu_s[i], cloth.mu_r[i], cloth.mu_sp[i])
         motion.above[i] = False  # no slip yet
-        return log(ev_f, ev_i, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
+        return log(ev, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     if end == spin.END_SLIDE:
         motion.state[i] = spin.ROLLING
         w[i, 0] = -vel[i, 1] / radius[i]
         w[i, 1] = vel[i, 0] / radius[i]
-        return log(ev_f, ev_i, n_ev, t, EV_SLIDE_ROLL, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
+        return log(ev, n_ev, t, EV_SLIDE_ROLL, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     for d in range(2):
         vel[i, d] = 0.0
         w[i, d] = 0.0
     if end == spin.END_ROLL and w[i, 2] != 0.0:
         motion.state[i] = spin.SPINNING
-        return log(ev_f, ev_i, n_ev, t, EV_ROLL_SPIN, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
+        return log(ev, n_ev, t, EV_ROLL_SPIN, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
     w[i, 2] = 0.0
     motion.state[i] = spin.STATIONARY
     kind = EV_ROLL_REST if end == spin.END_ROLL else EV_SPIN_REST
-    return log(ev_f, ev_i, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
+    return log(ev, n_ev, t, kind, i, NA, zero3, 0.0, 0.0, zero3, zero3, NA)
 
 
 @jit
-def _ball_ball(i, j, n_ev, t, balls, pc, code, ev_f, ev_i, v3, moving):
+def _ball_ball(i, j, n_ev, t, balls, pc, code, ev, v3, moving):
     """Resolve the impact of balls i < j at ``t`` (moved apart to
     ``spin_impact.SEPARATION`` first) under the body-body law ``code``;
     returns the event count."""
@@ -352,12 +352,12 @@ def _ball_ball(i, j, n_ev, t, balls, pc, code, ev_f, ev_i, v3, moving):
         vel[j, d] += dvb[d]
         w[i, d] += dwa[d]
         w[j, d] += dwb[d]
-    return log(ev_f, ev_i, n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb,
+    return log(ev, n_ev, t, EV_BODY_BODY, i, j, nrm, jn, jt, dva, dvb,
                1 if slipped else 0)
 
 
 @jit
-def _ball_wall(i, k, n_ev, t, ground, balls, walls, wc, code, ev_f, ev_i, v3):
+def _ball_wall(i, k, n_ev, t, ground, balls, walls, wc, code, ev, v3):
     """Resolve ball i's impact on wall k at ``t`` (moved to
     ``spin_impact.SEPARATION`` from it first) under the body-wall law
     ``code``; returns the event count."""
@@ -377,7 +377,7 @@ def _ball_wall(i, k, n_ev, t, ground, balls, walls, wc, code, ev_f, ev_i, v3):
     for d in range(3):
         vel[i, d] += dva[d]
         w[i, d] += dwa[d]
-    return log(ev_f, ev_i, n_ev, t, EV_BODY_WALL, i, k, nrm, jn, jt, dva, zero3,
+    return log(ev, n_ev, t, EV_BODY_WALL, i, k, nrm, jn, jt, dva, zero3,
                1 if slipped else 0)
 
 
@@ -506,7 +506,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
         end = motion.end[a]
         if end == spin.END_VTH:
             used[bg_idx[mat[a], G_V_TH]] += 1
-        n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev.f, ev.i, v3[5],
+        n_ev = _transition(a, n_ev, t, motion, balls.vel, balls.w, radius, ev, v3[5],
                            gravity, cloth)
         if nt and end < spin.END_STEP:
             spin_tangent.transition(a, end, motion.state[a], radius[a], tg)
@@ -518,8 +518,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
                               (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2]),
                                _pdir(tg, rows[3])), moving, balls.pos, balls.vel, balls.w,
                               radius, balls.mass, tg)
-        n_ev = _ball_ball(a, k, n_ev, t, balls, pc, codes[laws.BODY_BODY], ev.f, ev.i, v3,
-                          moving)
+        n_ev = _ball_ball(a, k, n_ev, t, balls, pc, codes[laws.BODY_BODY], ev, v3, moving)
         _count(used, rows, 4)
         for i in (a, k):
             _enter(i, motion, balls.vel, balls.w, radius, cloth.v_th)
@@ -532,8 +531,8 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
                               (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2])),
                               walls.n[k], walls.d[k], walls.h[k], ground, balls.pos,
                               balls.vel, balls.w, radius, balls.mass, tg)
-        n_ev = _ball_wall(a, k, n_ev, t, ground, balls, walls, wc, codes[laws.BODY_WALL],
-                          ev.f, ev.i, v3)
+        n_ev = _ball_wall(a, k, n_ev, t, ground, balls, walls, wc, codes[laws.BODY_WALL], ev,
+                          v3)
         _count(used, rows, 3)
         _enter(a, motion, balls.vel, balls.w, radius, cloth.v_th)
         if nt:
