@@ -333,6 +333,13 @@ META = [
     (lambda m: dict(m, truth={"mu_k": "fast"}), ["wrong type", "truth: mu_k = 'fast'"]),
     (lambda m: dict(m, allow_implausible="yes please"), ["allow_implausible", "true or false"]),
     (lambda m: [m], ["wrong type", "expected a mapping of keys to values, got a list"]),
+    (lambda m: dict(m, model={"spinn": True}),
+     ["unknown key", "model.spinn; did you mean model.spin?"]),
+    (lambda m: dict(m, model={"spin": 1}), ["wrong type", "model.spin = 1: expected true or false"]),
+    (lambda m: dict(m, model={"cone": "round"}),
+     ["wrong type", "model.cone = 'round': expected one of ['elliptic', 'pyramidal']"]),
+    (lambda m: dict(m, model=3), ["wrong type", "model = 3: expected a mapping"]),
+    (lambda m: dict(m, model=None), ["wrong type", "model = None: expected a mapping"]),
 ]
 
 
@@ -487,3 +494,12 @@ def test_every_malformed_dataset_fails_cleanly_through_the_cli(good, tmp_path, m
     c = mlflow.MlflowClient(tracking_uri=uri)
     assert c.search_runs([e.experiment_id for e in c.search_experiments()]) == []
 
+
+
+def test_the_model_section_is_read_once_into_the_dataset(good, tmp_path):
+    bad = _copy(good, tmp_path)
+    meta = yaml.safe_load((bad / "dataset.yaml").read_text())
+    (bad / "dataset.yaml").write_text(yaml.safe_dump(dict(meta, model={"cone": "pyramidal"})))
+    ds = dataset.read(bad)
+    assert ds.model.cone == "pyramidal" and ds.model.spin is False and ds.spin is False
+    assert dataset.read(good).model.cone == "elliptic"

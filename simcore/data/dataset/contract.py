@@ -5,13 +5,16 @@ report a check fills (:class:`Report`, :class:`Violation`), the error
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict
 
 from ... import params as P
 from ...laws import registry as contact_laws
+from ...laws.penalty import CONES
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 
@@ -190,6 +193,19 @@ class DatasetError(ValueError):
         self.report = report
 
 
+class ModelSection(BaseModel):
+    """``dataset.yaml``'s ``model``: ``spin`` (the spinning model of balls on
+    cloth, :mod:`simcore.spin.spin`) and ``cone`` (the time-stepper's
+    friction cone, :data:`simcore.laws.penalty.CONES`).  Validated once on
+    read (:func:`simcore.data.dataset.tables.model_section`); strict types,
+    no other key."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    spin: bool = False
+    cone: Literal[CONES] = "elliptic"
+
+
 @dataclass
 class Dataset:
     """A dataset in SI units: its metadata and its tables as pyarrow Tables."""
@@ -207,6 +223,8 @@ class Dataset:
     #: Whether the spheres spin (``dataset.yaml`` ``model: {spin: true}``,
     #: :mod:`simcore.spin.spin`).
     spin: bool = False
+    #: ``dataset.yaml``'s ``model`` section, validated.
+    model: ModelSection = field(default_factory=ModelSection)
     #: Sorted scenario ids of all tables (``"*"`` included when walls use it),
     #: and per table the code of each row's scenario_id into that list: ids
     #: never become per-row Python strings.
@@ -272,6 +290,5 @@ META_KEYS = ("name", "description", "source", "license", "citation", "units", "g
              "allow_implausible")
 
 
-#: The keys of ``dataset.yaml`` ``model``: ``spin`` (true or false) and
-#: ``cone`` (the time-stepper's friction cone, :data:`simcore.laws.penalty.CONES`).
-MODEL_KEYS = ("spin", "cone")
+#: The keys of ``dataset.yaml`` ``model``.
+MODEL_KEYS = tuple(ModelSection.model_fields)

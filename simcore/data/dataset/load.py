@@ -46,12 +46,13 @@ def _read(root, report, keep=True, batch_rows=None):
     except ValueError as exc:
         report.add("unreadable or truncated file", meta_path, str(exc))
         return None
-    if not _check_meta(meta, meta_path, report):
+    section = _check_meta(meta, meta_path, report)
+    if section is None:
         return None
     _check_one_format(root, report)
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
-    spin = (meta.get("model") or {}).get("spin") is True
+    spin = section.spin
     tables = {}
     scale = _units(meta)
     scan = kept = None
@@ -114,5 +115,5 @@ def _read(root, report, keep=True, batch_rows=None):
     # The read's buffers are free now: hand them back to the OS rather than
     # keep them in Arrow's pool.
     pa.default_memory_pool().release_unused()
-    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, laws, spin, names, codes,
-                   scan=scan)
+    return Dataset(root, meta, tables, gravity, ground_z, fixed, truth, laws, spin, model=section,
+                   names=names, codes=codes, scan=scan)

@@ -124,7 +124,7 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
                          coefficients=layout.per_material, laws=layout.laws, spin=ds.spin,
-                         cone=(ds.meta.get("model") or {}).get("cone", "elliptic"),
+                         cone=ds.model.cone,
                          strict=strict)
     return model, state, times, ids
 

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
+from pydantic import ValidationError
 
 from ...kernel.config import jit
 from ...laws.penalty import CONES
@@ -28,6 +29,7 @@ from .contract import (
     NULLABLE,
     TABLES,
     TIME,
+    ModelSection,
 )
 
 
@@ -298,13 +300,44 @@ def safe_yaml(path):
         raise ValueError(f"not valid YAML: {what}{where}") from None
 
 
+def model_section(meta, meta_path, report):
+    """``dataset.yaml``'s ``model`` as a :class:`ModelSection`, validated
+    once: each problem one line in ``report`` naming the key (an unknown key
+    with the nearest known one), and the defaults in its place."""
+    model = meta.get("model", {})
+    if not isinstance(model, dict):
+        report.add("wrong type", meta_path, f"model = {model!r}: expected a mapping such as "
+                                            "{spin: true}")
+        meta["model"] = {}
+        return ModelSection()
+    try:
+        return ModelSection.model_validate(model)
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = str(err["loc"][0])
+            v = model.get(key)
+            if err["type"] == "extra_forbidden":
+                near = difflib.get_close_matches(key, MODEL_KEYS, n=1)
+                report.add("unknown key", meta_path, f"model.{key}" + (
+                    f"; did you mean model.{near[0]}?" if near else
+                    f"; expected {', '.join(MODEL_KEYS)}"))
+            elif key == "cone":
+                report.add("wrong type", meta_path,
+                           f"model.cone = {v!r}: expected one of {list(CONES)}")
+            else:
+                report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
+        meta["model"] = {}
+        return ModelSection()
+
+
 def _check_meta(meta, meta_path, report):
-    """Check ``dataset.yaml``'s keys, types and units into ``report``; False
-    when it is not a mapping (nothing else can be read from it)."""
+    """Check ``dataset.yaml``'s keys, types and units into ``report``; its
+    validated ``model`` section (:func:`model_section`), or None when it is
+    not a mapping (nothing else can be read from it)."""
     if not isinstance(meta, dict):
         report.add("wrong type", meta_path, f"expected a mapping of keys to values, got a "
                                             f"{type(meta).__name__}")
-        return False
+        return None
     for key in meta:
         if key not in META_KEYS:
             near = difflib.get_close_matches(str(key), META_KEYS, n=1)
@@ -341,28 +374,11 @@ def _check_meta(meta, meta_path, report):
         for name, v in values.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                 report.add("wrong type", meta_path, f"{key}: {name} = {v!r}: expected a number")
-    model = meta.get("model", {})
-    if not isinstance(model, dict):
-        report.add("wrong type", meta_path, f"model = {model!r}: expected a mapping such as "
-                                            "{spin: true}")
-        meta["model"] = {}
-    else:
-        for key, v in model.items():
-            if key not in MODEL_KEYS:
-                near = difflib.get_close_matches(str(key), MODEL_KEYS, n=1)
-                report.add("unknown key", meta_path, f"model.{key}" + (
-                    f"; did you mean model.{near[0]}?" if near else
-                    f"; expected {', '.join(MODEL_KEYS)}"))
-            elif key == "cone":
-                if v not in CONES:
-                    report.add("wrong type", meta_path,
-                               f"model.cone = {v!r}: expected one of {list(CONES)}")
-            elif not isinstance(v, bool):
-                report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
+    section = model_section(meta, meta_path, report)
     if not isinstance(meta.get("allow_implausible", False), bool):
         report.add("wrong type", meta_path, f"allow_implausible = "
                                             f"{meta['allow_implausible']!r}: expected true or false")
-    return True
+    return section
 
 
 def write_table(table_dict, path):
