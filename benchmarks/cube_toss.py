@@ -128,7 +128,9 @@ def baseline(problem, mu=BASELINE_MU, gravity=None):
     """The trivial baseline's positions and orientations at the sample times
     of ``problem``'s scenarios (see the module docstring), under ``gravity``
     [m/s^2] (default: the model's)."""
-    from simcore.geometry.rigid import integrate_orientation, lowest, quat_matrix
+    from simcore.geometry.collision import SHAPE_BOX
+    from simcore.geometry.rigid import integrate_orientation, quat_matrix
+    from simcore.geometry.shapes import lowest
 
     st, m = problem.state, problem.model
     gravity = m.gravity if gravity is None else gravity
@@ -148,7 +150,7 @@ def baseline(problem, mu=BASELINE_MU, gravity=None):
 
         # touchdown: the first time on a fine grid the lowest corner meets the table
         grid = np.arange(0.0, max(t[-1], 1e-3) + 1e-3, 5e-4)
-        hit = next((g for g in grid if lowest(*pose(g), ext, False) <= ground), grid[-1])
+        hit = next((g for g in grid if lowest(SHAPE_BOX, *pose(g), ext) <= ground), grid[-1])
         p_hit, q_hit = pose(hit)
         col = quat_matrix(q_hit)[2]
         k = int(np.argmax(np.abs(col)))

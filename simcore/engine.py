@@ -246,9 +246,9 @@ def _batch(model, scen, samp_ptr, samp_t):
     return Batch(
         body_count=m.body_count[scen], body_shape=m.body_shape[scen],
         body_radius=m.body_radius[scen], body_mass=m.body_mass[scen],
-        body_mat=m.body_material[scen], wall_count=m.wall_count[scen],
+        body_material=m.body_material[scen], wall_count=m.wall_count[scen],
         wall_normal=m.wall_normal[scen], wall_offset=m.wall_offset[scen],
-        wall_mat=m.wall_material[scen], ctrl_ptr=sub_ptr, ctrl_body=m.ctrl_body[ctrl_rows],
+        wall_material=m.wall_material[scen], ctrl_ptr=sub_ptr, ctrl_body=m.ctrl_body[ctrl_rows],
         ctrl_t0=m.ctrl_t0[ctrl_rows], ctrl_t1=m.ctrl_t1[ctrl_rows],
         ctrl_force=m.ctrl_force[ctrl_rows], scen_t_end=m.scen_t_end[scen],
         scen_dt=m.scen_dt[scen], samp_ptr=samp_ptr, samp_t=samp_t,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import params as P
-from .geometry import rigid
+from .geometry import shapes as shape_table
 from .geometry.collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
 from .laws import penalty
 from .laws import registry as contact_laws
@@ -297,8 +297,8 @@ def _check_scenario(sc, s):
         if name not in SHAPE_NAMES:
             raise ValueError(f"{label} body {i}: shape = {name!r}: expected one of {list(SHAPE_NAMES)}")
         shape_codes[i] = SHAPE_NAMES.index(name)
-    sphere = shape_codes == SHAPE_SPHERE
-    for what, arr in (("radius", radius[sphere]), ("mass", mass), ("pos", pos), ("vel", vel),
+    round_ = shape_table.flags(shape_codes, "reads_radius")
+    for what, arr in (("radius", radius[round_]), ("mass", mass), ("pos", pos), ("vel", vel),
                       ("walls", walls), ("controls", controls)):
         _finite(label, what, arr)
     for what, x in (("t0", sc.t0), ("t_end", sc.t_end)) + ((("dt", sc.dt),) if sc.dt is not None
@@ -310,7 +310,7 @@ def _check_scenario(sc, s):
     if sc.t_end < sc.t0:
         raise ValueError(f"{label}: t_end = {sc.t_end} < t0 = {sc.t0}")
     for i in range(nb):
-        if sphere[i] and radius[i] <= 0:
+        if round_[i] and radius[i] <= 0:
             raise ValueError(f"{label} body {i}: radius = {radius[i]}: expected radius > 0")
         if mass[i] <= 0:
             raise ValueError(f"{label} body {i}: mass = {mass[i]}: expected mass > 0")
@@ -441,14 +441,6 @@ def _rows(label, what, values, nb, width, default):
     return arr.reshape(nb, width).copy()
 
 
-def _lowest(shape, p, q, ext, n):
-    """The smallest ``n . x`` over a body's points (its support along ``-n``)."""
-    if shape == SHAPE_SPHERE:
-        return float(n @ p) - ext[0]
-    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
-    return float(np.min((p + (corners * ext) @ rigid.quat_matrix(q).T) @ n))
-
-
 def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     """The rigid bodies of one scenario (the time-stepper's): ``(ext, inertia,
     fixed, quat, omega, com)``, each validated with an error naming the body and
@@ -458,11 +450,11 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     if sc.wall_height is not None and np.any(~np.isnan(np.asarray(sc.wall_height, float))):
         raise ValueError(f"{label}: walls are given a nose height, which only the spinning "
                          "model reads (rigid bodies meet walls as planes)")
-    sphere = shapes == SHAPE_SPHERE
+    round_ = shape_table.flags(shapes, "reads_radius")
     ext = _rows(label, "extent", sc.extent, nb, 3, np.full((nb, 3), np.nan))
-    ext[sphere] = radius[sphere, None]
+    ext[round_] = radius[round_, None]
     names = ("hx", "hy", "hz")
-    for i in np.flatnonzero(~sphere):
+    for i in np.flatnonzero(~round_):
         for a in range(3):
             if not (np.isfinite(ext[i, a]) and ext[i, a] > 0):
                 raise ValueError(f"{label} body {i}: {names[a]} = {ext[i, a]}: expected a "
@@ -481,9 +473,9 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     com = _rows(label, "com", sc.com, nb, 3, np.zeros((nb, 3)))
     _finite(label, "com", com)
     for i in np.flatnonzero(np.any(com != 0.0, axis=1)):
-        if sphere[i]:
-            raise ValueError(f"{label} body {i}: a sphere with a centre of mass (com_x, com_y, "
-                             "com_z) off its centre: only boxes take one")
+        if not shape_table.of(shapes[i]).takes_com:
+            raise ValueError(f"{label} body {i}: a {SHAPE_NAMES[shapes[i]]} with a centre of "
+                             "mass (com_x, com_y, com_z) off its centre: only boxes take one")
         out = np.flatnonzero(np.abs(com[i]) >= ext[i])
         if out.size:
             a = int(out[0])
@@ -496,8 +488,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     names = ("ixx", "iyy", "izz")
     for i in range(nb):
         if np.all(np.isnan(inertia[i])):
-            inertia[i] = (rigid.sphere_inertia(mass[i], radius[i]) if sphere[i]
-                          else rigid.box_inertia(mass[i], ext[i]))
+            inertia[i] = shape_table.of(shapes[i]).inertia(mass[i], ext[i])
         for a in range(3):
             if not (np.isfinite(inertia[i, a]) and inertia[i, a] > 0):
                 raise ValueError(f"{label} body {i}: {names[a]} = {inertia[i, a]}: expected a "
@@ -513,7 +504,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
         (walls[k, :3], walls[k, 3], f"wall {k}") for k in range(walls.shape[0])]
     for i in np.flatnonzero(~fixed):
         for n, d, what in planes:
-            depth = d - _lowest(shapes[i], pos[i], quat[i], ext[i], n)
+            depth = d - shape_table.of(shapes[i]).support(pos[i], quat[i], ext[i], n)
             if depth > TOUCH_TOL:
                 raise ValueError(f"{label} body {i}: starts {depth:.3g} m {'below' if what == 'the ground' else 'behind'} "
                                  f"{what} (more than the {TOUCH_TOL:g} m taken as touching)")
@@ -546,7 +537,7 @@ def _stable_step(law, model, state, s, bodies):
     ground, body, wall = rows  # the layout's penalty_rows, per kind
     moving = ~fixed
     weight = float(np.sum(mass[moving])) * gravity
-    reach = np.where(shapes == SHAPE_SPHERE, 0.0, np.linalg.norm(arm, axis=1))
+    reach = shape_table.by_shape(shapes, "lever", arm)
     m_eff = 1.0 / (1.0 / mass + reach ** 2 / inertia.min(axis=1))
     kick = np.zeros(mass.shape[0])
     for row in controls:
@@ -566,7 +557,7 @@ def _stable_step(law, model, state, s, bodies):
         for code, pair_rows, pair_mass in cases:
             row = np.zeros(penalty.NCOEF)
             row[:len(pair_rows)] = [vec[r] if r >= 0 else 0.0 for r in pair_rows]
-            row[penalty.C_ALPHA] = penalty.hc_alpha(row[penalty.C_E])
+            penalty.derive(row)
             h = min(h, penalty.stable_step(int(code), row, pair_mass, v, weight))
     return h
 
@@ -732,8 +723,7 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
         nb = e.shape[0]
         ext[s, :nb], inertia[s, :nb], fixed[s, :nb], com[s, :nb] = e, inert, fx, c
         state.body_quat[s, :nb] = quat
-        model.body_radius[s, :nb] = np.where(arrays[6] == SHAPE_SPHERE, arrays[0],
-                                             np.linalg.norm(e, axis=1))
+        model.body_radius[s, :nb] = shape_table.by_shape(arrays[6], "bounding_radius", e)
         h = _stable_step((rows, codes, vec), model, state, s,
                          (arrays[1], e + np.abs(c), inert, fx, arrays[6], arrays[5]))
         if dt[s] > h:

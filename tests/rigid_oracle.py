@@ -211,7 +211,7 @@ def step(bodies, planes, planes_mat, table, laws, cone, gravity, h, memory):
         vi = memory.get(c["key"], max(-vn, 0.0))
         new_memory[c["key"]] = vi
         row = row_of(table, laws, bodies, planes_mat, c)
-        f, damping = PN.spring_damper_of.py_func(laws[c["kind"]], row, c["depth"], vi)
+        f, damping = PN.spring_damper_py(laws[c["kind"]], row, c["depth"], vi)
         vt = vrel - vn * c["n"]
         c.update(fs=f, cd=damping, slip=np.linalg.norm(vt), row=row)
         total = f * c["n"] - row[PN.C_KV] * vt

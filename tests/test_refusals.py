@@ -99,3 +99,46 @@ def test_the_dispatchers_answer_nothing_for_an_unknown_code():
     assert collision.plane_pair(7) == collision.NO_PAIR
     assert collision.toi_body_plane(7, np.zeros(3), np.zeros(3), np.zeros(3), 0.1,
                                     np.array([0, 0, 1.0]), 0.0, 1.0) == collision.UNSUPPORTED
+
+
+@pytest.mark.parametrize("which", sorted(ENGINES))
+def test_past_the_host_check_every_engine_stops_an_unknown_shape(which, monkeypatch):
+    """With ``simulate``'s refusal bypassed, each engine's own kernels stop
+    a scenario holding a shape code they have no kernel for with
+    STATUS_UNSUPPORTED_PAIR (the time-stepper: before any contact point,
+    never a box's corners)."""
+    model, state = ENGINES[which]()
+    shape = model.body_shape.copy()
+    shape[0, 0] = DUMMY
+    monkeypatch.setattr(E, "_refuse_unknown", lambda model, engine: None)
+    with pytest.raises(RuntimeError, match="a pair of shapes has no contact function"):
+        E.simulate(replace(model, body_shape=shape), state)
+
+
+def test_the_time_steppers_pair_table_refuses_an_unknown_shape():
+    """The table's source run as Python (its kernels have no Python entry
+    point; the engine test above runs them compiled)."""
+    from simcore.geometry import faces
+
+    pair_of, known = faces.pair_of.py_func, faces.known.py_func
+    box, ball = collision.SHAPE_BOX, collision.SHAPE_SPHERE
+    assert pair_of(ball, ball) == (faces.PAIR_SPHERE_SPHERE, False)
+    assert pair_of(box, ball) == (faces.PAIR_SPHERE_BOX, True)
+    assert pair_of(box, box) == (faces.PAIR_BOX_BOX, False)
+    assert pair_of(DUMMY, box)[0] == faces.PAIR_NONE
+    assert not known(DUMMY) and known(box) and known(ball)
+    ext = np.array([0.1, 0.2, 0.2])
+    assert faces.bounding_radius.py_func(box, ext) == pytest.approx(0.3)
+    assert faces.bounding_radius.py_func(ball, ext) == 0.1
+    assert np.isnan(faces.bounding_radius.py_func(DUMMY, ext))
+
+
+def test_the_shape_table_refuses_an_unknown_code():
+    from simcore.geometry import shapes
+
+    with pytest.raises(ValueError, match="shape code 99 has no row.*'sphere', 'box'"):
+        shapes.of(DUMMY)
+    with pytest.raises(ValueError, match="shape code 99"):
+        shapes.by_shape(np.array([0, DUMMY]), "size", np.ones((2, 3)))
+    with pytest.raises(ValueError, match="shape code 99"):
+        shapes.flags(np.array([DUMMY]), "oriented")

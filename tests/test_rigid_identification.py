@@ -10,12 +10,13 @@ from simcore import engine as E
 from simcore import model as M
 from simcore.data import dataset as D
 from simcore.data import synth
+from simcore.geometry.collision import SHAPE_BOX
 from simcore.geometry.rigid import (
     integrate_orientation,
-    lowest,
     quat_rate,
     window_state,
 )
+from simcore.geometry.shapes import lowest
 from simcore.identify import fit as F
 from simcore.identify.problem import FLIGHT_CLEARANCE, SLOPE_HALF, Problem
 from simcore.kernel import sensitivity as T
@@ -121,8 +122,8 @@ def test_segments_cut_the_tosses_and_start_from_the_measured_states(tosses):
         ext = prob.model.body_ext[s, 0]
         # a start in flight: every sample of its window clear of the table
         for r in range(j - SLOPE_HALF, j + SLOPE_HALF + 1):
-            assert lowest(prob.targets.measured[r, 0], prob.targets.states["quat"][r, 0], ext,
-                          False) >= FLIGHT_CLEARANCE
+            assert lowest(SHAPE_BOX, prob.targets.measured[r, 0],
+                          prob.targets.states["quat"][r, 0], ext) >= FLIGHT_CLEARANCE
         assert np.allclose(seg.state.body_quat[k, 0], prob.targets.states["quat"][j, 0],
                            atol=1e-9)
         # noiseless data, a start in smooth motion: its velocity is the truth's

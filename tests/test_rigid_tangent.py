@@ -9,8 +9,7 @@ import pytest
 from simcore import engine as E
 from simcore import model as M
 from simcore.kernel import sensitivity as T
-from simcore.laws import penalty as PN
-from simcore.rigid.rigid_tangent import hc_alpha_slope
+from simcore.laws import hunt_crossley as HC
 
 from .test_rigid import _tosses, bodies, cube
 
@@ -22,10 +21,10 @@ FLOOR = 0.05
 
 def test_hunt_crossley_alpha_slope_is_the_derivative_of_its_root():
     for e in (0.05, 0.3, 0.6, 0.95):
-        a = PN.hc_alpha(e)
-        fd = (PN.hc_alpha(e + 1e-7) - PN.hc_alpha(e - 1e-7)) / 2e-7
-        assert hc_alpha_slope(e, a) == pytest.approx(fd, rel=1e-5)
-    assert hc_alpha_slope(1.0, 0.0) == 0.0 and hc_alpha_slope(5e-4, PN.hc_alpha(5e-4)) == 0.0
+        a = HC.alpha(e)
+        fd = (HC.alpha(e + 1e-7) - HC.alpha(e - 1e-7)) / 2e-7
+        assert HC.alpha_slope(e, a) == pytest.approx(fd, rel=1e-5)
+    assert HC.alpha_slope(1.0, 0.0) == 0.0 and HC.alpha_slope(5e-4, HC.alpha(5e-4)) == 0.0
 
 
 def _final(model, state, times, params=None, shift=None):

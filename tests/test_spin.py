@@ -160,8 +160,8 @@ def test_ball_ball_impulse_conserves_momentum_and_angular_momentum_about_the_con
         ri, rj = R * rng.uniform(0.8, 1.2), R * rng.uniform(0.8, 1.2)
         e, mu = rng.uniform(0.5, 1.0), rng.choice([0.02, 0.1, 2.0])
         out = [np.zeros(3) for _ in range(4)]
-        jn, jt, slip = spin_impact.ball_ball(PairLaw(law, e, mu, 0.1, 1.0), vi, wi, vj, wj, mi,
-                                             mj, ri, rj, n, *out)
+        jn, jt, slip = spin_impact.ball_ball(PairLaw(law, e, mu, 0.1, 1.0), (vi, wi, mi, ri),
+                                             (vj, wj, mj, rj), n, tuple(out[:2]), tuple(out[2:]))
         dvi, dwi, dvj, dwj = out
         np.testing.assert_allclose(mi * dvi + mj * dvj, 0, atol=1e-12)
         # The impulse acts at the contact point: each ball's angular momentum about it holds.
@@ -195,8 +195,8 @@ def test_equal_balls_no_slip_is_pooltools_one_seventh():
     vi, wi = np.array([1.0, 0.3, 0]), np.array([2.0, -5.0, 30.0])
     vj, wj = np.zeros(3), np.zeros(3)
     out = [np.zeros(3) for _ in range(4)]
-    spin_impact.ball_ball(PairLaw(0, 0.9, 10.0, 0.0, 0.0), vi, wi, vj, wj, MASS, MASS, R, R, n,
-                          *out)
+    spin_impact.ball_ball(PairLaw(0, 0.9, 10.0, 0.0, 0.0), (vi, wi, MASS, R), (vj, wj, MASS, R),
+                          n, tuple(out[:2]), tuple(out[2:]))
     # pooltool's no-slip: dv1_t = -(1/7)(v1 - v2 + R (w1 + w2) x n), tangential part.
     slip = vi - vj + R * np.cross(wi + wj, n)
     expect = -(slip - (slip @ n) * n) / 7

@@ -76,17 +76,18 @@ def test_contact_solve_gives_coulomb_deceleration_and_static_hold():
     fl.modes[contact.ABOVE, 0] = True
     fl.modes[contact.RESTING, 1] = True
     w["free_acc"][:] = [[0, 0, -G], [0.25 * G, 0, -G]]   # a push of 0.25 m g on body 1
-    friction = (w["gc"].mu_s, w["gc"].mu_k, w["pc"].pl_mu, w["pc"].b_mu)
-    rotating = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], friction, fl,
-                             w["start_dir"], w["acc"], 0.0)
+    rotating = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu,
+                             w["gc"].mu_s, w["gc"].mu_k, fl.plane_contact, fl.body_contact,
+                             w["pc"].b_mu, fl.modes, w["start_dir"], w["acc"], 0.0)
     assert not rotating
     np.testing.assert_allclose(w["acc"][0], [-0.2 * G * 0.6, -0.2 * G * 0.8, 0], atol=1e-15)
     np.testing.assert_array_equal(w["acc"][1], 0.0)
     assert fl.modes[contact.RESTING, 1] and not fl.modes[contact.STARTED, 1]
     # Over mu_s m g it starts, against the static force: along the push.
     w["free_acc"][1, 0] = 0.35 * G
-    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], friction, fl, w["start_dir"],
-                  w["acc"], 0.0)
+    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu, w["gc"].mu_s,
+                  w["gc"].mu_k, fl.plane_contact, fl.body_contact, w["pc"].b_mu, fl.modes,
+                  w["start_dir"], w["acc"], 0.0)
     assert fl.modes[contact.STARTED, 1] and not fl.modes[contact.RESTING, 1]
     np.testing.assert_allclose(w["start_dir"][1], [1, 0, 0])
     np.testing.assert_allclose(w["acc"][1], [0.35 * G - 0.3 * G, 0, 0], rtol=1e-12)

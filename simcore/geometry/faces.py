@@ -50,10 +50,72 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernel.config import jit
-from .collision import SHAPE_SPHERE
+from .collision import SHAPE_BOX, SHAPE_SPHERE
 from .rigid import axis, corner, quat_rotate, quat_unrotate
 
 KIND_GROUND, KIND_BODY, KIND_WALL = 0, 1, 2
+
+#: The time-stepper's pair table (:func:`pair_of`): the contact-point kernel
+#: of each pair of shapes, lower shape code first; ``PAIR_NONE``: no kernel.
+PAIR_NONE, PAIR_SPHERE_SPHERE, PAIR_SPHERE_BOX, PAIR_BOX_BOX = 0, 1, 2, 3
+
+
+@jit(borrow=True)
+def pair_of(shape_i, shape_j):
+    """``(pair code, swapped)`` of bodies of shapes ``shape_i``, ``shape_j``:
+    the pair in table order and whether that swaps i and j."""
+    swapped = shape_i > shape_j
+    lo = shape_j if swapped else shape_i
+    hi = shape_i if swapped else shape_j
+    if lo == SHAPE_SPHERE and hi == SHAPE_SPHERE:
+        return PAIR_SPHERE_SPHERE, swapped
+    if lo == SHAPE_SPHERE and hi == SHAPE_BOX:
+        return PAIR_SPHERE_BOX, swapped
+    if lo == SHAPE_BOX and hi == SHAPE_BOX:
+        return PAIR_BOX_BOX, swapped
+    return PAIR_NONE, swapped
+
+
+@jit(borrow=True)
+def known(shape):
+    """Whether the time-stepper has kernels for ``shape`` (against a plane
+    and in :func:`pair_of`)."""
+    return shape == SHAPE_SPHERE or shape == SHAPE_BOX
+
+
+@jit(borrow=True)
+def bounding_radius(shape, ext):
+    """The radius of the smallest sphere about a body's centre holding it
+    (:mod:`simcore.geometry.shapes`); NaN for a shape without a row."""
+    if shape == SHAPE_SPHERE:
+        return ext[0]
+    if shape == SHAPE_BOX:
+        return np.sqrt(ext[0] ** 2 + ext[1] ** 2 + ext[2] ** 2)
+    return np.nan
+
+
+@jit(borrow=True)
+def turns_contacts(shape):
+    """Whether a body's rotation moves its contact points on it (a box's
+    corners do; a sphere's contact stays under its centre)."""
+    return shape == SHAPE_BOX
+
+
+@jit(borrow=True)
+def body_body(pts, pair, i, j, ci, qi, ei, cj, qj, ej):
+    """The contact points of bodies ``i`` and ``j`` (centres ``c``,
+    orientations ``q``, extents ``e``) by their ``pair = pair_of(...)``;
+    False when the record overflowed or the pair has no kernel."""
+    code, swapped = pair
+    if code == PAIR_SPHERE_SPHERE:
+        return sphere_sphere(pts, i, j, ci, ei[0], cj, ej[0])
+    if code == PAIR_SPHERE_BOX:
+        if swapped:
+            return sphere_box(pts, j, i, cj, ej[0], ci, qi, ei)
+        return sphere_box(pts, i, j, ci, ei[0], cj, qj, ej)
+    if code == PAIR_BOX_BOX:
+        return box_box(pts, i, j, ci, qi, ei, cj, qj, ej)
+    return False
 
 
 class Points(NamedTuple):
@@ -90,15 +152,16 @@ def _key(i, other, feature):
 
 
 @jit(borrow=True)
-def _add(pts, i, j, plane, kind, corner_id, key, p0, p1, p2, n0, n1, n2, depth):
-    """Append a contact point; False when the record is full."""
+def _add(pts, i, j, plane, kind, corner_id, key, p, n, depth):
+    """Append a contact point ``p`` with normal ``n`` (3-tuples) and its
+    ``depth``; False when the record is full."""
     c = pts.count[0]
     if c >= pts.i.shape[0]:
         return False
     pts.i[c], pts.j[c], pts.plane[c], pts.kind[c] = i, j, plane, kind
     pts.corner[c], pts.key[c] = corner_id, key
-    pts.point[c, 0], pts.point[c, 1], pts.point[c, 2] = p0, p1, p2
-    pts.normal[c, 0], pts.normal[c, 1], pts.normal[c, 2] = n0, n1, n2
+    pts.point[c, 0], pts.point[c, 1], pts.point[c, 2] = p[0], p[1], p[2]
+    pts.normal[c, 0], pts.normal[c, 1], pts.normal[c, 2] = n[0], n[1], n[2]
     pts.depth[c] = depth
     pts.count[0] = c + 1
     return True
@@ -107,14 +170,17 @@ def _add(pts, i, j, plane, kind, corner_id, key, p0, p1, p2, n0, n1, n2, depth):
 @jit(borrow=True)
 def body_plane(pts, i, shape, pos, q, ext, n, d, plane, kind):
     """Body ``i`` against the plane ``n . x = d`` (``n`` into the free side).
-    False when the record overflowed."""
+    False when the record overflowed or the shape has no kernel
+    (:func:`known`)."""
+    if shape != SHAPE_SPHERE and shape != SHAPE_BOX:
+        return False
     if shape == SHAPE_SPHERE:
         depth = ext[0] - (n[0] * pos[0] + n[1] * pos[1] + n[2] * pos[2] - d)
         if depth > 0.0:
             a = ext[0] - 0.5 * depth
             return _add(pts, i, -1, plane, kind, -1, _key(i, 64 + plane, 0),
-                        pos[0] - a * n[0], pos[1] - a * n[1], pos[2] - a * n[2],
-                        n[0], n[1], n[2], depth)
+                        (pos[0] - a * n[0], pos[1] - a * n[1], pos[2] - a * n[2]),
+                        (n[0], n[1], n[2]), depth)
         return True
     for k in range(8):
         c = corner(pos, q, ext, k)
@@ -122,8 +188,8 @@ def body_plane(pts, i, shape, pos, q, ext, n, d, plane, kind):
         if depth > 0.0:
             a = 0.5 * depth
             if not _add(pts, i, -1, plane, kind, k, _key(i, 64 + plane, k),
-                        c[0] + a * n[0], c[1] + a * n[1], c[2] + a * n[2],
-                        n[0], n[1], n[2], depth):
+                        (c[0] + a * n[0], c[1] + a * n[1], c[2] + a * n[2]),
+                        (n[0], n[1], n[2]), depth):
                 return False
     return True
 
@@ -139,7 +205,7 @@ def sphere_sphere(pts, i, j, pi, ri, pj, rj):
     n0, n1, n2 = d0 / dist, d1 / dist, d2 / dist
     a = rj - 0.5 * depth
     return _add(pts, i, j, -1, KIND_BODY, -1, _key(i, j, 0),
-                pj[0] + a * n0, pj[1] + a * n1, pj[2] + a * n2, n0, n1, n2, depth)
+                (pj[0] + a * n0, pj[1] + a * n1, pj[2] + a * n2), (n0, n1, n2), depth)
 
 
 @jit(borrow=True)
@@ -171,7 +237,7 @@ def sphere_box(pts, i, j, ps, r, pb, qb, eb):
     n = quat_rotate(qb, nb0, nb1, nb2)
     a = r - 0.5 * depth
     return _add(pts, i, j, -1, KIND_BODY, -1, _key(i, j, 0),
-                ps[0] - a * n[0], ps[1] - a * n[1], ps[2] - a * n[2], n[0], n[1], n[2], depth)
+                (ps[0] - a * n[0], ps[1] - a * n[1], ps[2] - a * n[2]), (n[0], n[1], n[2]), depth)
 
 
 @jit(borrow=True)
@@ -267,16 +333,10 @@ def box_box(pts, i, j, pi, qi, ei, pj, qj, ei_j):
     oj, nj, uj, lj, vj, wj = _face(pj, qj, ei_j, fj)
     # face 1: the smaller face (its corners are tested against face 2)
     if li * wi <= lj * wj:
-        one, two = i, j
-        o1, u1, l1, v1, w1 = oi, ui, li, vi, wi
-        o2, n2, u2, l2, v2, w2 = oj, nj, uj, lj, vj, wj
-        feat = (fi * 6 + fj) * 16
-    else:
-        one, two = j, i
-        o1, u1, l1, v1, w1 = oj, uj, lj, vj, wj
-        o2, n2, u2, l2, v2, w2 = oi, ni, ui, li, vi, wi
-        feat = (36 + fj * 6 + fi) * 16
-    return _face_points(pts, one, two, o1, u1, l1, v1, w1, o2, n2, u2, l2, v2, w2, feat)
+        return _face_points(pts, (i, j), (oi, ui, li, vi, wi), (oj, nj, uj, lj, vj, wj),
+                            (fi * 6 + fj) * 16)
+    return _face_points(pts, (j, i), (oj, uj, lj, vj, wj), (oi, ni, ui, li, vi, wi),
+                        (36 + fj * 6 + fi) * 16)
 
 
 @jit(borrow=True)
@@ -302,8 +362,14 @@ def _face_corner(o, u, l, v, w, k):
 
 
 @jit(borrow=True)
-def _face_points(pts, one, two, o1, u1, l1, v1, w1, o2, n2, u2, l2, v2, w2, feat):
-    """The contact points of face 1 (of body ``one``) on face 2 (of ``two``)."""
+def _face_points(pts, bodies, face1, face2, feat):
+    """The contact points of face 1 (of body ``one``) on face 2 (of ``two``),
+    ``bodies = (one, two)``: ``face1 = (o, u, l, v, w)`` (centre, in-plane
+    axes and half lengths), ``face2 = (o, n, u, l, v, w)`` (with its normal);
+    ``feat`` the pair's feature base of the contacts' keys."""
+    one, two = bodies
+    o1, u1, l1, v1, w1 = face1
+    o2, n2, u2, l2, v2, w2 = face2
     for k in range(4):
         c = _face_corner(o1, u1, l1, v1, w1, k)
         a0 = _dot(u2, c[0] - o2[0], c[1] - o2[1], c[2] - o2[2])
@@ -335,6 +401,6 @@ def _face_points(pts, one, two, o1, u1, l1, v1, w1, o2, n2, u2, l2, v2, w2, feat
             depth = -height * (nx * n2[0] + ny * n2[1] + nz * n2[2])
             a = 0.5 * depth
             if not _add(pts, one, two, -1, KIND_BODY, k, _key(one, two, feat + 3 * k + variant),
-                        p0 + a * nx, p1 + a * ny, p2 + a * nz, nx, ny, nz, depth):
+                        (p0 + a * nx, p1 + a * ny, p2 + a * nz), (nx, ny, nz), depth):
                 return False
     return True

@@ -33,18 +33,6 @@ import numpy as np
 from ..kernel.config import jit
 
 
-def box_inertia(mass, extent):
-    """Principal inertia (3,) of a uniform box of ``mass`` [kg] and half
-    extents ``extent (3,)`` [m]: ``m (b^2 + c^2) / 3`` about each axis."""
-    hx, hy, hz = (float(x) for x in extent)
-    return mass / 3.0 * np.array([hy * hy + hz * hz, hx * hx + hz * hz, hx * hx + hy * hy])
-
-
-def sphere_inertia(mass, radius):
-    """Principal inertia (3,) of a uniform sphere: ``2 m r^2 / 5`` about every axis."""
-    return np.full(3, 0.4 * mass * radius * radius)
-
-
 @jit(borrow=True)
 def _sandwich(w, x, y, z, v0, v1, v2):
     """``q v q*`` for the quaternion ``(w, x, y, z)``: with ``t = 2 (q_vec x
@@ -241,15 +229,6 @@ def window_state(tt, pos, quat=None):
     for i in range(quat0.shape[0]):
         integrate_orientation(quat0[i], r0[i, 0], r0[i, 1], r0[i, 2], 1.0)
     return pos0, vel, quat0, omega
-
-
-def lowest(pos, q, ext, sphere):
-    """The height [m] of a body's lowest point: a sphere's centre less its
-    radius (``ext[0]``), a box's lowest corner."""
-    if sphere:
-        return float(pos[2] - ext[0])
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
-    return float(pos[2] + np.min((signs * np.asarray(ext)) @ quat_matrix(q)[2]))
 
 
 def quat_matrix(q):

@@ -235,12 +235,12 @@ def turn_residuals(samp_quat, meas_quat, size):
 def body_size(model, ptr):
     """``(M, nbmax)``: per sample row (rows of scenario ``s`` in
     ``ptr[s]:ptr[s + 1]``) each body's size ``h`` of the orientation loss."""
-    from ..geometry.collision import SHAPE_SPHERE
+    from ..geometry import shapes as shape_table
 
-    h = np.nan_to_num(model.body_radius.astype(np.float64))
-    if model.body_ext is not None:
-        box = model.body_shape != SHAPE_SPHERE
-        h = np.where(box, np.nan_to_num(model.body_ext).mean(axis=-1), h)
+    radius = np.nan_to_num(model.body_radius.astype(np.float64))
+    ext = (np.repeat(radius[..., None], 3, -1) if model.body_ext is None
+           else np.nan_to_num(model.body_ext))
+    h = shape_table.by_shape(model.body_shape, "size", ext)
     return np.repeat(h, np.diff(ptr), axis=0)
 
 

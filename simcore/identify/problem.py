@@ -36,8 +36,8 @@ from .. import params as P
 from ..data import dataset as D
 from ..data import targets as measured
 from ..engine import NO_DIRECTIONS, Directions, simulate
-from ..geometry.collision import SHAPE_SPHERE
-from ..geometry.rigid import lowest, window_state
+from ..geometry import shapes as shape_table
+from ..geometry.rigid import window_state
 from ..kernel import buffers
 from ..sliding.integrate import INTEGRATOR_PENALTY
 from . import losses as L
@@ -650,7 +650,7 @@ class Problem:
         m = self.model
         states = tg.states or {}
         ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
-        boxes = m.body_shape != SHAPE_SPHERE
+        oriented = shape_table.flags(m.body_shape, "oriented")
         owner, start_row, t_start, t_stop = [], [], [], []
         ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
         w = SLOPE_HALF
@@ -664,7 +664,7 @@ class Problem:
             rows = np.arange(ptr[s], ptr[s + 1])
             end = float(min(stop[s], m.scen_t_end[s]))
             seen = np.isfinite(tg.measured[rows, :nb, 0]).all(axis=1)
-            if boxes[s, :nb].any():
+            if oriented[s, :nb].any():
                 if "quat" not in states:
                     raise ValueError(
                         f"scenario {self._name(s)!r}: segments need measured orientations "
@@ -674,8 +674,8 @@ class Problem:
             if stepper:
                 q = states["quat"][rows] if "quat" in states else None
                 clear = np.array([all(
-                    lowest(tg.measured[r, i], q[j, i] if q is not None else (1.0, 0, 0, 0),
-                           ext[s, i], m.body_shape[s, i] == SHAPE_SPHERE)
+                    shape_table.lowest(m.body_shape[s, i], tg.measured[r, i],
+                                       q[j, i] if q is not None else (1.0, 0, 0, 0), ext[s, i])
                     >= ground + FLIGHT_CLEARANCE for i in range(nb))
                     if seen[j] else False for j, r in enumerate(rows)], bool)
                 good = seen & clear
@@ -722,8 +722,8 @@ class Problem:
                 state.body_quat[k, :nb] = quat0
                 state.body_omega[k, :nb] = omega
             for i in range(nb):
-                low = lowest(state.body_pos[k, i], state.body_quat[k, i], ext[s, i],
-                             m.body_shape[s, i] == SHAPE_SPHERE)
+                low = shape_table.lowest(m.body_shape[s, i], state.body_pos[k, i],
+                                         state.body_quat[k, i], ext[s, i])
                 state.body_pos[k, i, 2] += max(ground - low, 0.0)
 
     def _segment_targets(self, sub, owner, start_row, t_start, t_stop):

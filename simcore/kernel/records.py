@@ -49,11 +49,11 @@ class Batch(NamedTuple):
     body_shape: np.ndarray
     body_radius: np.ndarray
     body_mass: np.ndarray
-    body_mat: np.ndarray
+    body_material: np.ndarray
     wall_count: np.ndarray
     wall_normal: np.ndarray
     wall_offset: np.ndarray
-    wall_mat: np.ndarray
+    wall_material: np.ndarray
     ctrl_ptr: np.ndarray
     ctrl_body: np.ndarray
     ctrl_t0: np.ndarray

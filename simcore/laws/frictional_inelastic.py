@@ -58,10 +58,13 @@ def slip_bound(e, mu, mu_b, mu_c, un, ut, inv_sum):
 
 
 @jit
-def slip_bound_tangent(e, mu, mu_b, mu_c, un, ut, inv_sum, de, dmu, dmu_b, dmu_c, dun, dut):
+def slip_bound_tangent(coef, un, ut, inv_sum, dcoef, dun, dut):
     """The directional derivative of :func:`slip_bound` along the tangents of
-    its inputs (``de``, ``dmu``, ... the coefficients' and ``dun``, ``dut`` the
-    normal velocity's and slip speed's)."""
+    its inputs: ``coef = (e, mu, mu_b, mu_c)`` and their tangents ``dcoef =
+    (de, dmu, dmu_b, dmu_c)``; ``dun``, ``dut`` the normal velocity's and
+    slip speed's."""
+    e, mu, mu_b, mu_c = coef
+    de, dmu, dmu_b, dmu_c = dcoef
     if un >= 0.0:
         return 0.0
     decay = np.exp(-mu_c * ut)

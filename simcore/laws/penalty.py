@@ -6,34 +6,21 @@ overlap along the contact normal) and a penetration rate ``xd`` [m/s]
 (positive while they approach).  The normal force [N] is, per law
 (``dataset.yaml`` ``laws:``, per contact kind):
 
-``spring_damper`` (``001_*``)
+``spring_damper`` (``001_*``, :mod:`simcore.laws.spring_damper`)
     ``F = k_sd x + c_sd xd``.
-``hunt_crossley`` (``001_*``; the default for boxes)
-    ``F = k_hc x^n_hc (1 + chi xd)`` with ``chi = a(e) / v_i``, ``v_i`` the
-    approach speed when the contact began and ``e`` the pair's restitution
-    (``e_bg``, ``e_bb``, ``e_bw``).  For this force, ``m x'' = -F`` gives
-    ``chi v_i - ln(1 + chi v_i) = -chi e v_i - ln(1 - chi e v_i)`` between
-    the approach speed ``v_i`` and the rebound speed ``e v_i`` whatever
-    ``k_hc``, ``n_hc`` and the mass (energy: ``m v dv = -k x^n (1 + chi v)
-    dx``, integrated over compression and restitution), so ``a(e) = chi v_i``
-    is the root of ``a (1 + e) - ln(1 + a) + ln(1 - a e) = 0`` in
-    ``(0, 1/e)`` (:func:`hc_alpha`): a contact with that damping rebounds with
-    exactly ``e`` (gravity during the contact aside).  The classical
-    ``3 (1 - e) / 2`` is first order in ``1 - e``; at ``e = 0.6`` it gives
-    ``a = 0.6`` where the exact root is 0.97.  Contacts that begin slower
-    than :data:`V_IMPACT_MIN` take ``v_i = V_IMPACT_MIN`` (the damping of a
-    touch at zero speed is unbounded; a bounce at that speed rises less
-    than a nanometre).
-``impact`` (``003_*``)
-    ``F = k_imp x^n1_imp + d(x) xd``, ``d`` ramping from 0 at ``x = 0`` to
-    ``d_max`` at ``x = p_max`` by the cubic step ``3 s^2 - 2 s^3``
-    (``s = x / p_max``) and constant beyond (the document's ``n2 = 0``: no
-    power of ``x`` on the damping).
-    Its defaults (the document's: ``k = 1e9`` N/m^2.2, ``d_max = 1e5``
-    N s/m) model heavy machine parts: on a body of a few kilograms or less the
-    damping ``d_max / m`` makes the contact overdamped and the stable step
-    falls to microseconds (:func:`stable_step`); scale ``d_max`` with the
-    mass (the document advises below 1 % of the stiffness).
+``hunt_crossley`` (``001_*``, :mod:`simcore.laws.hunt_crossley`; the default for boxes)
+    ``F = k_hc x^n_hc (1 + chi xd)``, ``chi = a(e) / v_i`` from the pair's
+    restitution so that a contact rebounds with exactly ``e``.
+``impact`` (``003_*``, :mod:`simcore.laws.impact`)
+    ``F = k_imp x^n1_imp + d(x) xd``, the damping ramping to ``d_max`` at
+    ``p_max``.
+
+Each law is one module holding its code, its own coefficients, its kernel
+``spring_damper(row, x, v_i)``, its tangent, its spring ``(k, n)`` for the
+stability guard and the derived columns it fills (:func:`derive`); the
+row's columns are :mod:`simcore.laws.penalty_row`'s.  This module holds
+what the family shares (friction, the stable step) and the dispatchers,
+which refuse a code without a module.
 
 Every force is clamped at ``F >= 0`` (a contact never pulls).  Each law is
 a spring ``F_s(x)`` and a damper ``c(x) xd`` (:func:`spring_damper_of`);
@@ -62,23 +49,43 @@ import numpy as np
 
 from ..kernel.config import jit
 from ..kernel.parameter import Parameter
+from . import hunt_crossley, impact, spring_damper
+from .penalty_row import (  # noqa: F401 (the row's columns, read through this module)
+    C_ALPHA,
+    C_C_SD,
+    C_D_MAX,
+    C_E,
+    C_K_HC,
+    C_K_IMP,
+    C_K_SD,
+    C_KV,
+    C_MU_K,
+    C_MU_ROLL,
+    C_MU_S,
+    C_N1_IMP,
+    C_N_HC,
+    C_P_MAX,
+    C_VE1,
+    C_VE2,
+    NCOEF,
+    OWN,
+    SHARED,
+    V_IMPACT_MIN,
+)
 
 #: The law family these laws form (their shared coefficients are declared with
 #: ``law=FAMILY``: a layout holds them when any contact kind uses one of them).
 FAMILY = "penalty"
-SPRING_DAMPER = "spring_damper"
-HUNT_CROSSLEY = "hunt_crossley"
-IMPACT = "impact"
-
-#: Slowest approach speed [m/s] the Hunt-Crossley damping is scaled to.
-V_IMPACT_MIN = 1e-4
+SPRING_DAMPER = spring_damper.NAME
+HUNT_CROSSLEY = hunt_crossley.NAME
+IMPACT = impact.NAME
 
 #: Friction cones.
 CONE_ELLIPTIC = 0
 CONE_PYRAMIDAL = 1
 CONES = ("elliptic", "pyramidal")
 
-PARAMETERS = (
+FAMILY_PARAMETERS = (
     Parameter("mu_bb_s", np.nan, (0.0, np.inf), "1",
               "body-body static friction of the penalty laws (default: mu_bb)",
               "body-body contact that stuck", "body", -1, law=FAMILY),
@@ -96,71 +103,33 @@ PARAMETERS = (
     Parameter("mu_roll", 0.0, (0.0, np.inf), "m",
               "rolling resistance arm: torque of at most mu_roll F against rolling",
               "contact rolling", "any", -1, law=FAMILY),
-    Parameter("k_sd", 1e6, (0.0, np.inf), "N/m", "stiffness of the linear spring-damper",
-              "contact", "any", -1, law=SPRING_DAMPER),
-    Parameter("c_sd", 100.0, (0.0, np.inf), "N s/m", "damping of the linear spring-damper",
-              "contact", "any", -1, law=SPRING_DAMPER),
-    Parameter("k_hc", 1e8, (0.0, np.inf), "N/m^n_hc",
-              "Hunt-Crossley stiffness (units N/m^n_hc; damping from the pair's restitution)",
-              "contact", "any", -1, law=HUNT_CROSSLEY),
-    Parameter("n_hc", 1.5, (1.0, 3.0), "1", "Hunt-Crossley exponent (1.5: Hertz)",
-              "contact", "any", -1, law=HUNT_CROSSLEY),
-    Parameter("k_imp", 1e9, (0.0, np.inf), "N/m^n1_imp",
-              "stiffness of the 003 law k p^n1 (units N/m^n1_imp)",
-              "contact", "any", -1, law=IMPACT),
-    Parameter("n1_imp", 2.2, (1.0, 3.0), "1", "exponent n1 of the 003 law",
-              "contact", "any", -1, law=IMPACT),
-    Parameter("d_max", 1e5, (0.0, np.inf), "N s/m", "full damping of the 003 law",
-              "contact", "any", -1, law=IMPACT),
-    Parameter("p_max", 1e-3, (1e-9, np.inf), "m",
-              "penetration at which the 003 law's damping is full", "contact", "any", -1,
-              law=IMPACT),
 )
+#: The family's coefficients, then each law's own.
+PARAMETERS = (FAMILY_PARAMETERS + spring_damper.PARAMETERS + hunt_crossley.PARAMETERS
+              + impact.PARAMETERS)
 #: The static friction of each kind defaults to that kind's kinetic coefficient.
 DEFAULT_FROM = {"mu_bb_s": "mu_bb", "mu_w_s": "mu_w"}
 
-#: Columns of a contact's coefficient row in the kernels (:func:`normal_force`,
-#: :func:`stiction`), per contact kind: the kind's own static, kinetic and
-#: restitution coefficients, then the laws' shared and own ones.
-SHARED = ("v_e1", "v_e2", "k_v", "mu_roll", "k_sd", "c_sd", "k_hc", "n_hc", "k_imp",
-          "n1_imp", "d_max", "p_max")
-OWN = {"body_ground": ("mu_s", "mu_k", "e_bg"),
-       "body_body": ("mu_bb_s", "mu_bb", "e_bb"),
-       "body_wall": ("mu_w_s", "mu_w", "e_bw")}
-(C_MU_S, C_MU_K, C_E, C_VE1, C_VE2, C_KV, C_MU_ROLL, C_K_SD, C_C_SD, C_K_HC, C_N_HC,
- C_K_IMP, C_N1_IMP, C_D_MAX, C_P_MAX) = range(15)
-#: One more column, filled at set-up: Hunt-Crossley's ``a(e)`` of the row.
-C_ALPHA = 15
-NCOEF = 16
-
-LAW_SPRING_DAMPER = 3
-LAW_HUNT_CROSSLEY = 4
-LAW_IMPACT = 5
-#: The codes :func:`spring_damper_of` has a kernel for.
+LAW_SPRING_DAMPER = spring_damper.CODE
+LAW_HUNT_CROSSLEY = hunt_crossley.CODE
+LAW_IMPACT = impact.CODE
+#: The codes the dispatchers have a module for.
 CODES = (LAW_SPRING_DAMPER, LAW_HUNT_CROSSLEY, LAW_IMPACT)
+_MODULES = {spring_damper.CODE: spring_damper, hunt_crossley.CODE: hunt_crossley,
+            impact.CODE: impact}
 
 
 @jit
-def hc_alpha(e):
-    """``a(e) = chi v_i``, the root in ``(0, 1/e)`` of
-    ``a (1 + e) - ln(1 + a) + ln(1 - a e) = 0`` (see the module): bisection
-    on ``b = a e`` in ``(0, 1)``.  ``e >= 1``: 0 (no damping); ``e`` below
-    1e-3 is taken as 1e-3 (the law cannot stop a contact dead)."""
-    if e >= 1.0:
-        return 0.0
-    e = max(e, 1e-3)
-    lo, hi = 0.0, 1.0  # b = a e
-    for _ in range(200):
-        b = 0.5 * (lo + hi)
-        if b == lo or b == hi:
-            break
-        a = b / e
-        f = a * (1.0 + e) - np.log1p(a) + np.log1p(-b)
-        if f > 0.0:
-            lo = b
-        else:
-            hi = b
-    return 0.5 * (lo + hi) / e
+def derive(row):
+    """Fill a coefficient row's derived columns from its others (every
+    law's: a row serves whichever law its contact kind uses)."""
+    hunt_crossley.derive(row)
+
+
+@jit
+def derive_tangent(row, te):
+    """The tangent of the derived column ``C_ALPHA`` given that of ``C_E``."""
+    return hunt_crossley.derive_tangent(row, te)
 
 
 @jit(borrow=True)
@@ -168,16 +137,28 @@ def spring_damper_of(law, row, x, v_i):
     """The spring force ``F_s`` [N] and damping ``c`` [N s/m] of the contact
     law ``law`` (a ``LAW_*`` code) with the coefficient row ``row (NCOEF,)``
     at penetration ``x > 0`` [m] and approach speed at first touch ``v_i``
-    [m/s] (see the module): the force is ``max(F_s + c xd, 0)``."""
+    [m/s] (each law's module): the force is ``max(F_s + c xd, 0)``."""
     if law == LAW_SPRING_DAMPER:
-        return row[C_K_SD] * x, row[C_C_SD]
+        return spring_damper.spring_damper(row, x, v_i)
     if law == LAW_HUNT_CROSSLEY:
-        spring = row[C_K_HC] * x ** row[C_N_HC]
-        return spring, spring * row[C_ALPHA] / max(v_i, V_IMPACT_MIN)
+        return hunt_crossley.spring_damper(row, x, v_i)
     if law == LAW_IMPACT:
-        s = min(x / row[C_P_MAX], 1.0)
-        return row[C_K_IMP] * x ** row[C_N1_IMP], row[C_D_MAX] * s * s * (3.0 - 2.0 * s)
+        return impact.spring_damper(row, x, v_i)
     return np.nan, np.nan  # a code without a kernel: never another law's force
+
+
+@jit(borrow=True)
+def law_tangent(law, row, trow, p, x, dx, vi, dvi):
+    """Tangents ``(dF_s, dc)`` of :func:`spring_damper_of` along direction
+    ``p`` (``trow (NCOEF, NT)`` the row's tangents), and whether a
+    coefficient entered directly; NaN for a code without a module."""
+    if law == LAW_SPRING_DAMPER:
+        return spring_damper.tangent(row, trow, p, x, dx, vi, dvi)
+    if law == LAW_HUNT_CROSSLEY:
+        return hunt_crossley.tangent(row, trow, p, x, dx, vi, dvi)
+    if law == LAW_IMPACT:
+        return impact.tangent(row, trow, p, x, dx, vi, dvi)
+    return np.nan, np.nan, True
 
 
 @jit(borrow=True, python=True)
@@ -204,18 +185,24 @@ def stiction(row, s):
     return row[C_MU_S] + (row[C_MU_K] - row[C_MU_S]) * u * u * (3.0 - 2.0 * u)
 
 
-def _known(law):
-    if law not in CODES:
+def spring_damper_py(law, row, x, v_i):
+    """:func:`spring_damper_of` run as Python (host side: the stable step and
+    the tests' NumPy oracle), by the law's module."""
+    return _module(law).spring_damper.py_func(row, x, v_i)
+
+
+def _module(law):
+    if law not in _MODULES:
         raise ValueError(f"penalty law code {law} has no kernel (simcore/laws/penalty.py "
                          f"has {list(CODES)})")
+    return _MODULES[law]
 
 
 def stiffness(law, row, x, v_i):
     """Linearised stiffness ``dF/dx`` [N/m] and damping ``dF/dxd`` [N s/m] of
     a contact at penetration ``x`` (host side, for :func:`stable_step`)."""
-    _known(law)
-    n = {LAW_SPRING_DAMPER: 1.0, LAW_HUNT_CROSSLEY: row[C_N_HC]}.get(law, row[C_N1_IMP])
-    spring, damping = spring_damper_of.py_func(law, row, x, v_i)
+    n = _module(law).spring(row)[1]
+    spring, damping = spring_damper_py(law, row, x, v_i)
     return n * spring / x, damping
 
 
@@ -224,14 +211,8 @@ def penetration(law, row, m_eff, v, weight):
     [kg] met at speed ``v`` [m/s] (its kinetic energy stored in the spring,
     damping aside: an upper bound) or pressed by ``weight`` [N], whichever is
     deeper."""
-    _known(law)
+    k, n = _module(law).spring(row)
     energy = 0.5 * m_eff * v * v
-    if law == LAW_SPRING_DAMPER:
-        k, n = row[C_K_SD], 1.0
-    elif law == LAW_HUNT_CROSSLEY:
-        k, n = row[C_K_HC], row[C_N_HC]
-    else:
-        k, n = row[C_K_IMP], row[C_N1_IMP]
     if k <= 0.0:
         return 0.0
     x_impact = ((n + 1.0) * energy / k) ** (1.0 / (n + 1.0))

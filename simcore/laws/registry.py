@@ -198,13 +198,11 @@ def slip_bound_tangent(law, un, jn, ut, inv_sum, dcoef, dun, djn, dut):
     """The tangent of :func:`slip_bound` along one direction: ``dcoef`` the
     tuple of the coefficients' tangents ``(de, dmu, dmu_b, dmu_c)``, ``dun``,
     ``djn``, ``dut`` those of the normal velocity, normal impulse and slip speed."""
-    de, dmu, dmu_b, dmu_c = dcoef
     if law.code == LAW_FRICTIONAL_INELASTIC:
-        return frictional_inelastic.slip_bound_tangent(law.e, law.mu, law.mu_b, law.mu_c, un,
-                                                       ut, inv_sum, de, dmu, dmu_b, dmu_c,
-                                                       dun, dut)
+        return frictional_inelastic.slip_bound_tangent((law.e, law.mu, law.mu_b, law.mu_c), un,
+                                                       ut, inv_sum, dcoef, dun, dut)
     if law.code == LAW_IMPULSE:
-        return dmu * jn + law.mu * djn
+        return dcoef[1] * jn + law.mu * djn
     return np.nan
 
 

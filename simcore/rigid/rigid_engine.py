@@ -47,12 +47,14 @@ from ..geometry.faces import (
     KIND_BODY,
     KIND_GROUND,
     KIND_WALL,
+    PAIR_NONE,
     Points,
+    body_body,
     body_plane,
-    box_box,
+    bounding_radius,
+    known,
+    pair_of,
     points,
-    sphere_box,
-    sphere_sphere,
 )
 from ..geometry.rigid import (
     angular_kick,
@@ -66,16 +68,19 @@ from ..kernel.config import jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
 from ..kernel.sensitivity import accumulate
-from ..kernel.status import STATUS_MESSAGES, STATUS_OK, STATUS_OVERFLOW
+from ..kernel.status import (
+    STATUS_MESSAGES,
+    STATUS_OK,
+    STATUS_OVERFLOW,
+    STATUS_UNSUPPORTED_PAIR,
+)
 from ..laws.penalty import (
-    C_ALPHA,
-    C_E,
     C_KV,
     C_MU_ROLL,
     CODES,
     CONE_PYRAMIDAL,
     NCOEF,
-    hc_alpha,
+    derive,
     spring_damper_of,
     stiction,
 )
@@ -295,39 +300,38 @@ def _centres(b):
 def detect(b, pl, pts):
     """Stage 1: the contact points of every body against the planes and every
     pair (a bounding-sphere test first), from the box centres (the points'
-    arms, their torques, from the centres of mass).  False when the record
-    overflowed."""
+    arms, their torques, from the centres of mass), by the pair table of
+    :mod:`simcore.geometry.faces`.  Returns the status: ``STATUS_OVERFLOW``
+    when the record overflowed, ``STATUS_UNSUPPORTED_PAIR`` for a shape or
+    a pair without a kernel."""
     pts.count[0] = 0
     _centres(b)
+    for i in range(b.count):
+        if not known(b.shape[i]):
+            return STATUS_UNSUPPORTED_PAIR
     for i in range(b.count):
         if b.fixed[i]:
             continue
         for k in range(pl.count):
             if not body_plane(pts, i, b.shape[i], b.centre[i], b.quat[i], b.ext[i],
                               pl.normal[k], pl.offset[k], k, KIND_GROUND if k == 0 else KIND_WALL):
-                return False
+                return STATUS_OVERFLOW
     for i in range(b.count):
         for j in range(i + 1, b.count):
             if b.fixed[i] and b.fixed[j]:
                 continue
-            si, sj = b.shape[i] == SHAPE_SPHERE, b.shape[j] == SHAPE_SPHERE
-            ri = b.ext[i, 0] if si else np.sqrt(b.ext[i, 0] ** 2 + b.ext[i, 1] ** 2 + b.ext[i, 2] ** 2)
-            rj = b.ext[j, 0] if sj else np.sqrt(b.ext[j, 0] ** 2 + b.ext[j, 1] ** 2 + b.ext[j, 2] ** 2)
+            pair = pair_of(b.shape[i], b.shape[j])
+            if pair[0] == PAIR_NONE:
+                return STATUS_UNSUPPORTED_PAIR
+            ri = bounding_radius(b.shape[i], b.ext[i])
+            rj = bounding_radius(b.shape[j], b.ext[j])
             ci, cj = b.centre[i], b.centre[j]
             d0, d1, d2 = ci[0] - cj[0], ci[1] - cj[1], ci[2] - cj[2]
             if d0 * d0 + d1 * d1 + d2 * d2 > (ri + rj) ** 2:
                 continue
-            if si and sj:
-                ok = sphere_sphere(pts, i, j, ci, ri, cj, rj)
-            elif si:
-                ok = sphere_box(pts, i, j, ci, ri, cj, b.quat[j], b.ext[j])
-            elif sj:
-                ok = sphere_box(pts, j, i, cj, rj, ci, b.quat[i], b.ext[i])
-            else:
-                ok = box_box(pts, i, j, ci, b.quat[i], b.ext[i], cj, b.quat[j], b.ext[j])
-            if not ok:
-                return False
-    return True
+            if not body_body(pts, pair, i, j, ci, b.quat[i], b.ext[i], cj, b.quat[j], b.ext[j]):
+                return STATUS_OVERFLOW
+    return STATUS_OK
 
 
 @jit(borrow=True)
@@ -520,8 +524,8 @@ def impulses(b, pl, coef, w, tg, h):
                         else np.sqrt(f1 * f1 + f2 * f2))
                 p1, p2 = (-cap * f1 / norm, -cap * f2 / norm) if norm > 0.0 else (0.0, 0.0)
             if tg.nt:
-                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, mu, u1, u2,
-                                       p1, p2, stick, coef.cone == CONE_PYRAMIDAL)
+                rigid_tangent.friction(b, w, tg, c, row, tg.coef[kind, ma, mb], h, mu, (u1, u2),
+                                       (p1, p2), stick, coef.cone == CONE_PYRAMIDAL)
             _push(b, w, c, 1, p1 - w.pt[c, 0])
             _push(b, w, c, 2, p2 - w.pt[c, 1])
             w.pt[c, 0], w.pt[c, 1] = p1, p2
@@ -583,7 +587,7 @@ def _rolling(b, w, tg, c, row, trow, h):
     total = min(w.pr[c] + mag / k, cap)
     d = total - w.pr[c]
     if tg.nt:
-        rigid_tangent.rolling(b, w, tg, c, row, trow, h, e0, e1, e2, mag, k,
+        rigid_tangent.rolling(b, w, tg, c, row, trow, h, (e0, e1, e2), mag, k,
                               w.pr[c] + mag / k < cap, d)
     w.pr[c] = total
     for side in range(2):
@@ -630,16 +634,18 @@ def _controls(b, tg, batch, t_ctrl, s, t, lag, h):
 def step(b, pl, coef, w, tg, gravity, h):
     """One step of the time-stepper: the five stages, with the tangents of
     ``tg`` (:class:`simcore.rigid.rigid_tangent.Tangents`; none when ``tg.nt`` is
-    0).  False on overflow."""
-    if not detect(b, pl, w.pts):
-        return False
+    0).  Returns :func:`detect`'s status (the step is taken when it is
+    ``STATUS_OK``)."""
+    status = detect(b, pl, w.pts)
+    if status != STATUS_OK:
+        return status
     if tg.nt:
         rigid_tangent.detect(b, pl, w.pts, tg)
     springs(b, pl, coef, w, tg)
     kick(b, tg, gravity, h)
     impulses(b, pl, coef, w, tg, h)
     drift(b, tg, h)
-    return True
+    return STATUS_OK
 
 
 @jit(borrow=True)
@@ -678,9 +684,10 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
             h = span / nstep
             for q in range(nstep):
                 _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
-                if not step(b, pl, coef, w, tg, batch.gravity, h):
+                status = step(b, pl, coef, w, tg, batch.gravity, h)
+                if status != STATUS_OK:
                     out.steps[s] = steps
-                    return STATUS_OVERFLOW
+                    return status
                 steps += 1
             t = target
         if last:
@@ -715,7 +722,7 @@ def _coefficients(params, rows_g, rows_b, rows_w):
                 if rows_w[a, m, col] >= 0:
                     table[KIND_WALL, a, m, col] = params[rows_w[a, m, col]]
             for kind in range(3):
-                table[kind, a, m, C_ALPHA] = hc_alpha(table[kind, a, m, C_E])
+                derive(table[kind, a, m])
     return table
 
 
@@ -793,7 +800,7 @@ def _report(batch, s, out, tan, h):
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
     pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
     _shift(b, 1.0)
-    ok = detect(b, pl, w.pts)
+    ok = detect(b, pl, w.pts) == STATUS_OK
     if ok:
         springs(b, pl, coef, w, tg)
         kick(b, tg, batch.gravity, h)

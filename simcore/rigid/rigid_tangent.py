@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..geometry.collision import SHAPE_SPHERE
+from ..geometry.faces import turns_contacts
 from ..geometry.rigid import (
     _sandwich,
     com_arm,
@@ -43,26 +43,16 @@ from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
 from ..laws.penalty import (
     C_ALPHA,
-    C_C_SD,
-    C_D_MAX,
     C_E,
-    C_K_HC,
-    C_K_IMP,
-    C_K_SD,
     C_KV,
     C_MU_K,
     C_MU_ROLL,
     C_MU_S,
-    C_N1_IMP,
-    C_N_HC,
-    C_P_MAX,
     C_VE1,
     C_VE2,
-    LAW_HUNT_CROSSLEY,
-    LAW_IMPACT,
-    LAW_SPRING_DAMPER,
     NCOEF,
-    V_IMPACT_MIN,
+    derive_tangent,
+    law_tangent,
 )
 
 
@@ -116,19 +106,6 @@ class Tangents(NamedTuple):
 
 
 @jit
-def hc_alpha_slope(e, a):
-    """``da/de`` of Hunt-Crossley's ``a(e)`` (:func:`simcore.laws.penalty.hc_alpha`)
-    by the implicit function theorem on ``F(a, e) = a (1 + e) - ln(1 + a) +
-    ln(1 - a e)``: ``-F_e / F_a``; 0 where ``a(e)`` is clamped (``e >= 1``,
-    ``e < 1e-3``)."""
-    if e >= 1.0 or e < 1e-3:
-        return 0.0
-    f_a = 1.0 + e - 1.0 / (1.0 + a) - e / (1.0 - a * e)
-    f_e = a - a / (1.0 - a * e)
-    return -f_e / f_a
-
-
-@jit
 def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, rows_w):
     """A scenario's :class:`Tangents`, seeded: the initial velocity and spin
     directions, the coefficient table's tangents (a direction moves every
@@ -163,8 +140,8 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
                     if rows_w[a, m, col] == q:
                         tg.coef[2, a, m, col, p] = 1.0
                 for kind in range(3):
-                    tg.coef[kind, a, m, C_ALPHA, p] = tg.coef[kind, a, m, C_E, p] * hc_alpha_slope(
-                        table[kind, a, m, C_E], table[kind, a, m, C_ALPHA])
+                    tg.coef[kind, a, m, C_ALPHA, p] = derive_tangent(table[kind, a, m],
+                                                                     tg.coef[kind, a, m, C_E, p])
     return tg
 
 
@@ -268,14 +245,14 @@ def detect(b, pl, pts, tg):
         i, k = pts.i[c], pts.plane[c]
         n = pl.normal[k]
         x = b.pos[i]
-        sphere = b.shape[i] == SHAPE_SPHERE
+        turns = turns_contacts(b.shape[i])
         half = 0.5 * pts.depth[c]
         r0 = pts.point[c, 0] - half * n[0] - x[0]
         r1 = pts.point[c, 1] - half * n[1] - x[1]
         r2 = pts.point[c, 2] - half * n[2] - x[2]
         for p in range(tg.nt):
             d0, d1, d2 = tg.pos[i, 0, p], tg.pos[i, 1, p], tg.pos[i, 2, p]
-            if not sphere:
+            if turns:
                 th = tg.rot[i, :, p]
                 m = cross(th[0], th[1], th[2], r0, r1, r2)
                 d0, d1, d2 = d0 + m[0], d1 + m[1], d2 + m[2]
@@ -284,40 +261,6 @@ def detect(b, pl, pts, tg):
             tg.point[c, 0, p] = d0 + 0.5 * dd * n[0]
             tg.point[c, 1, p] = d1 + 0.5 * dd * n[1]
             tg.point[c, 2, p] = d2 + 0.5 * dd * n[2]
-
-
-@jit(borrow=True)
-def law(code, row, trow, p, x, dx, vi, dvi):
-    """Tangents ``(dF_s, dc)`` of :func:`simcore.laws.penalty.spring_damper_of`
-    along direction ``p`` (``trow (NCOEF, NT)`` the row's tangents), and
-    whether a coefficient entered directly."""
-    if code == LAW_SPRING_DAMPER:
-        tk, tc = trow[C_K_SD, p], trow[C_C_SD, p]
-        return tk * x + row[C_K_SD] * dx, tc, tk != 0.0 or tc != 0.0
-    if code == LAW_HUNT_CROSSLEY:
-        tk, tn, ta = trow[C_K_HC, p], trow[C_N_HC, p], trow[C_ALPHA, p]
-        xn = x ** row[C_N_HC]
-        spring = row[C_K_HC] * xn
-        ds = tk * xn + spring * (tn * np.log(x) + row[C_N_HC] * dx / x)
-        v = max(vi, V_IMPACT_MIN)
-        dv = dvi if vi > V_IMPACT_MIN else 0.0
-        alpha = row[C_ALPHA]
-        dc = (ds * alpha + spring * ta) / v - spring * alpha * dv / (v * v)
-        return ds, dc, tk != 0.0 or tn != 0.0 or ta != 0.0
-    if code == LAW_IMPACT:
-        tk, tn, tm, tpm = trow[C_K_IMP, p], trow[C_N1_IMP, p], trow[C_D_MAX, p], trow[C_P_MAX, p]
-        xn = x ** row[C_N1_IMP]
-        spring = row[C_K_IMP] * xn
-        ds = tk * xn + spring * (tn * np.log(x) + row[C_N1_IMP] * dx / x)
-        pm = row[C_P_MAX]
-        s, dsr = x / pm, 0.0
-        if s < 1.0:
-            dsr = dx / pm - x * tpm / (pm * pm)
-        else:
-            s = 1.0
-        dc = tm * s * s * (3.0 - 2.0 * s) + row[C_D_MAX] * 6.0 * s * (1.0 - s) * dsr
-        return ds, dc, tk != 0.0 or tn != 0.0 or tm != 0.0 or tpm != 0.0
-    return np.nan, np.nan, True  # a code without a kernel
 
 
 @jit(borrow=True)
@@ -385,8 +328,8 @@ def springs(b, pl, coef, w, tg):
             else:
                 dvi = -dvn if -vn > 0.0 else 0.0
             tg.vi[c, p] = dvi
-            dfs, dcd, hit = law(coef.laws[kind], row, trow, p, pts.depth[c], tg.depth[c, p],
-                                w.vi[c], dvi)
+            dfs, dcd, hit = law_tangent(coef.laws[kind], row, trow, p, pts.depth[c],
+                                        tg.depth[c, p], w.vi[c], dvi)
             tg.fs[c, p] = dfs
             tg.cd[c, p] = dcd
             dt0, dt1, dt2 = dv0 - dvn * nrm[0], dv1 - dvn * nrm[1], dv2 - dvn * nrm[2]
@@ -574,11 +517,14 @@ def damp(b, w, tg, c, h, rate, g, free, p_new):
 
 
 @jit(borrow=True)
-def friction(b, w, tg, c, row, trow, h, mu_v, u1, u2, p1, p2, stick, pyramidal):
+def friction(b, w, tg, c, row, trow, h, mu_v, u, p_new, stick, pyramidal):
     """Tangents of a point's friction impulse (call before its pushes):
     stick ``p = pt - K^-1 u``; slide ``p = -cap f / |f|`` with ``f = u - K
     pt`` and ``cap = mu(slip) F h`` (``mu_v``: the forward's ``mu(slip)``;
-    ``|f|`` the 1-norm on the pyramid)."""
+    ``|f|`` the 1-norm on the pyramid).  ``u = (u1, u2)`` the tangential
+    rates, ``p_new = (p1, p2)`` the new accumulated impulses."""
+    u1, u2 = u
+    p1, p2 = p_new
     if w.pts.j[c] >= 0:
         return
     fn = w.fn[c]
@@ -637,11 +583,12 @@ def friction(b, w, tg, c, row, trow, h, mu_v, u1, u2, p1, p2, stick, pyramidal):
 
 
 @jit(borrow=True)
-def rolling(b, w, tg, c, row, trow, h, e0, e1, e2, mag, k, free, d):
+def rolling(b, w, tg, c, row, trow, h, e, mag, k, free, d):
     """Tangents of :func:`simcore.rigid.rigid_engine._rolling` (call before its
-    update): ``mag = |w_t|``, ``e = w_t / mag``, ``k = e . I_w^-1 e`` (``dk =
-    2 de . a + 2 rot . (a x e)``, ``a = I_w^-1 e``), the accumulated
-    ``min(pr + mag / k, mu_roll F h)`` and the update ``-d a``."""
+    update): ``mag = |w_t|``, ``e = w_t / mag`` (a 3-tuple), ``k = e . I_w^-1
+    e`` (``dk = 2 de . a + 2 rot . (a x e)``, ``a = I_w^-1 e``), the
+    accumulated ``min(pr + mag / k, mu_roll F h)`` and the update ``-d a``."""
+    e0, e1, e2 = e
     if w.pts.j[c] >= 0:
         return
     i = w.pts.i[c]

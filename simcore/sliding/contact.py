@@ -266,20 +266,19 @@ class Scratch(NamedTuple):
 
 
 @jit
-def solve(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, h_dir):
+def solve(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
+          body_contact, body_mu, modes, start_dir, acc, h_dir):
     """Contact forces of one scenario; writes ``acc (nb, 3)``.
 
     Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
     (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
-    (row 0 is the ground); the friction ``coef = (mu_s, mu_k, plane_mu_tab,
-    body_mu)``: ``mu_s``, ``mu_k (nb,)`` each body's ground friction,
-    ``plane_mu_tab (nb, nplane)`` wall friction per body and plane,
-    ``body_mu (nb, nb)``; ``fl`` (:class:`Contacts`): ``plane_contact (nb,
-    nplane)`` and ``body_contact (nb, nb)`` active flags (updated: released
-    contacts are cleared), the ground modes ``modes`` (rows ``RESTING``,
-    ``STARTING``, ``STARTED``, ``ABOVE``; updated, ``STARTED`` set for
-    bodies that start to slide in this call); ``start_dir (nb, 3)``
-    (updated).
+    (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
+    body and plane, ``mu_s``, ``mu_k (nb,)`` each body's ground friction,
+    ``plane_contact (nb, nplane)`` and ``body_contact (nb, nb)`` active flags
+    (updated: released contacts are cleared), ``body_mu (nb, nb)``, the
+    ground modes ``modes`` (rows ``RESTING``, ``STARTING``, ``STARTED``,
+    ``ABOVE``; updated, ``STARTED`` set for bodies that start to slide in
+    this call) and ``start_dir (nb, 3)`` (updated).
 
     ``h_dir`` chooses the sliding direction of plane contacts: 0 takes the
     direction of the tangential velocity (exact when it does not rotate);
@@ -293,11 +292,15 @@ def solve(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, h_dir):
     table) are solved in closed form, with the same arithmetic as the
     general system gives for them; the others go through the general system.
     Returns True when some friction direction rotates (bound the step by dt).
+
+    Positional for speed: this kernel runs every pass of the loop and
+    allocates (so it cannot borrow), and taking the flags and friction
+    tables as records here (15 arrays -> 10 or 12 parameters) made the
+    pushed and symplectic runs of ``benchmarks.engine`` 5-10 % slower, in
+    three interleaved runs against this form.
     """
     nb = mass.shape[0]
     nplane = plane_n.shape[0]
-    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    mu_s, mu_k = coef[0], coef[1]
     simple = np.ones(nb, dtype=np.bool_)
     for i in range(nb):
         modes[STARTED, i] = False
@@ -307,7 +310,8 @@ def solve(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, h_dir):
         for j in range(nb):
             if j != i and body_contact[i, j]:
                 simple[i] = False
-    rotating = _solve_general(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, h_dir,
+    rotating = _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k,
+                              plane_contact, body_contact, body_mu, modes, start_dir, acc, h_dir,
                               simple)
     for i in range(nb):
         if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], mu_s[i], mu_k[i],
@@ -385,8 +389,10 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, plane_contact, modes, start_dir,
 
 
 @jit
-def _solve_general(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, h_dir, skip):
-    """Contact forces of the bodies not in ``skip`` (arrays as in :func:`solve`).
+def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
+                   body_contact, body_mu, modes, start_dir, acc, h_dir, skip):
+    """Contact forces of the bodies not in ``skip`` (arrays as in :func:`solve`,
+    positional for the same measured reason).
 
     An active-set loop: build the unknowns of the current active set, solve
     (:func:`_solve_system`), clamp the most pulling normal force
@@ -396,8 +402,6 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, 
     """
     nb = mass.shape[0]
     nplane = plane_n.shape[0]
-    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    mu_s, plane_mu_tab = coef[0], coef[2]
     nu = _count_unknowns(skip, plane_contact, body_contact, modes)
     if nu == 0:
         for i in range(nb):
@@ -415,6 +419,8 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, coef, fl, start_dir, acc, 
     plane_clamp = np.zeros((nb, nplane), dtype=np.int64)
     body_clamp = np.zeros((nb, nb), dtype=np.int64)
     ptan = _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir)
+    fl = Contacts(plane_contact, body_contact, modes)
+    coef = (mu_s, mu_k, plane_mu_tab, body_mu)
 
     # A body started by the cone test but decelerating at once under kinetic
     # friction is inconsistent: mu_s >= mu_k, so static friction holds it.

@@ -94,16 +94,16 @@ class Run(NamedTuple):
 # Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
 @jit(inline="always")
 def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
-    """Simulate one scenario in place; returns ``(status, event_count, t)``.
-
-    ``scene``, ``run``: its constants; the state ``pos``, ``vel (nb, 3)`` is
-    advanced in place; samples go to ``out_pos``, ``out_vel``, events to ``ev``
-    (:class:`simcore.sliding.stages.EventLog`), sensitivities to ``tan`` (:class:`TangentIO`).
-    The loop is the list of stages of :mod:`simcore.sliding.stages`; the record fields
-    it reads are unpacked before it (a field read in the loop costs a reference
-    count per pass).  A window logged as ``[t0, t1)`` acts over ``[t0 + lag,
-    t1 + lag)``, ``lag = params[TIME_OFFSET]``; its edges move with the lag.
-    """
+    """Simulate one scenario in place from its constants ``scene``, ``run``:
+    the state ``pos``, ``vel (nb, 3)``, samples into ``out_pos``, ``out_vel``,
+    events into ``ev`` (``EventLog``), sensitivities into ``tan``
+    (``TangentIO``); returns ``(status, event_count, t)``.  The loop is the
+    stages of :mod:`simcore.sliding.stages`, the record fields it reads
+    unpacked before it (a field read in the loop costs a reference count per
+    pass).  A window ``[t0, t1)`` acts over ``[t0 + lag, t1 + lag)``, ``lag =
+    params[TIME_OFFSET]``.  Through a run of dt steps where a direction
+    rotates, no event can occur before ``quiet_until`` (``stages.quiet_time``):
+    the search is skipped there."""
     nb = pos.shape[0]
     shape, radius, mass, samp_t = scene.shape, scene.radius, scene.mass, scene.samp_t
     c_body, c_t0, c_t1, c_force = scene.c_body, scene.c_t0, scene.c_t1, scene.c_force
@@ -111,44 +111,26 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     t_param, t_ctrl, meas, signal = tan.t_param, tan.t_ctrl, tan.meas, tan.signal
     nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
     has_meas = ns > 0 and meas.shape[0] == ns
-    (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
-     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1, run.laws)
-    tpos, tvel, tacc, tfa, tsamp, ttau, ds, tdva, tdvb, pdir = S.tangent_scratch(
-        nb, nt, params.shape[0], t_param)
-    g_mu_s, g_mu_k, g_vth, pl_mu, b_mu = gc.mu_s, gc.mu_k, gc.v_th, pc.pl_mu, pc.b_mu
-    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    nrm, zero3, rel, at = v3.nrm, v3.zero3, v3.rel, v3.at
-    friction = (g_mu_s, g_mu_k, pl_mu, b_mu)
-    planes = S.Planes(plane_n, plane_d)
-    bodies = S.Bodies(shape, pos, vel, acc, radius, mass, inv_m)
-    tg = S.Tangents(tpos, tvel, tdva, tdvb, ttau, pdir, signal, scene.mat, scene.wall_mat,
-                    run.bg_idx, run.bw_idx, run.bb_idx)
-    ts = S.Segment(tpos, tvel, tacc, ttau, tsamp, ds)
+    planes, bodies, drifting, gc, pc, fl, v3, tg, ts, forcing = _work(scene, run, pos, vel, tan)
+    start_dir, force, free_acc, tfa = forcing
+    plane_n, inv_m, acc, dacc, g_vth = planes.n, bodies.inv_m, bodies.acc, drifting.acc, gc.v_th
+    tpos, tvel, tacc, ttau, ds, tdva = ts.tpos, ts.tvel, ts.tacc, ts.ttau, ts.ds, tg.tdva
+    plane_contact, body_contact, modes, zero3 = fl.plane_contact, fl.body_contact, fl.modes, v3.zero3
+    g_mu_s, g_mu_k, pl_mu, b_mu = gc.mu_s, gc.mu_k, pc.pl_mu, pc.b_mu
     sums = Sums(tan.tr_sse, tan.tr_grad, tan.tr_gn)
-    lag, p_ground, p_lag = params[TIME_OFFSET], pdir[GROUND_OFFSET], pdir[TIME_OFFSET]
-    pbody = S.body_directions(pdir, run.bg_idx, scene.mat)
+    lag, p_ground, p_lag = params[TIME_OFFSET], tg.pdir[GROUND_OFFSET], tg.pdir[TIME_OFFSET]
+    pbody = S.body_directions(tg.pdir, run.bg_idx, scene.mat)
     nd = sensitivity.ND_SYMPLECTIC if nt > 0 and symplectic else 0
-    if nt > 0:
-        sensitivity.seed(nb, tan.t_vel, tvel)
-    _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, nrm)
-    t = t_start
-    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t, "right"), pos, vel, acc, out_pos,
-                       out_vel, meas, ts, sums)
+    ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t_start, "right"), pos, vel, acc,
+                       out_pos, out_vel, meas, ts, sums)
     # int64 from the start (a literal 0 would compile the callees once more for it)
     n_ev, status, zero_steps = np.int64(0), STATUS_OK, 0
     need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
-    horizon, next_edge = t, t_end
-    # Through a run of dt steps where a direction rotates, no event can occur
-    # before ``quiet_until`` (stages.quiet_time): the search is skipped there.
-    quiet_until = -np.inf
+    t, horizon, next_edge, quiet_until = t_start, t_start, t_end, -np.inf
     for _loop in range(MAX_LOOP):
         if t >= t_end:
             break
-        # Grid time after t (for symplectic kicks and rotating directions).
-        kgrid = np.floor((t - t_start) / dt)
-        grid_next = t_start + (kgrid + 1.0) * dt
-        if grid_next <= t:
-            grid_next = t_start + (kgrid + 2.0) * dt
+        grid_next = _grid_after(t, t_start, dt)
         if need_solve:
             # Stages 1-3: forces, sustained contacts, (symplectic) kick.
             next_edge, window_edge = S.forces(t, lag, t_end, run.gravity, inv_m, c_body, c_t0,
@@ -158,7 +140,8 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
                 nd |= S.general_contacts(plane_contact, body_contact)
             h_dir = 0.0
             for _attempt in range(2):
-                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, friction, fl,
+                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, pl_mu, g_mu_s,
+                                         g_mu_k, plane_contact, body_contact, b_mu, modes,
                                          start_dir, acc, h_dir)
                 n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev, ttau, tdva, zero3)
                 if not rotating or symplectic:
@@ -189,13 +172,12 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
             if not symplectic:
                 code, ev_a, ev_b, s_best = S.slide_events(s_best, shape, pos, vel, dacc, g_vth,
                                                           plane_contact, body_contact, modes,
-                                                          nrm, rel, at)
+                                                          v3.nrm, v3.rel, v3.at)
             code, ev_a, ev_b, s_best = S.impact_events((code, ev_a, ev_b, s_best), shape, pos,
-                                                       vel, dacc, radius, planes, fl, nrm)
+                                                       vel, dacc, radius, planes, fl, v3.nrm)
             if code == S.UNSUPPORTED_PAIR:
                 return STATUS_UNSUPPORTED_PAIR, n_ev, t
             if grid_step and code == S.NONE:
-                # The bound holds while the forces do: up to the next window edge.
                 quiet_until = min(t + S.quiet_time(shape, pos, vel, dacc, free_acc, radius,
                                                    planes, fl, gc), next_edge)
         if code != S.NONE:
@@ -208,8 +190,7 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
             if code == S.NONE and window_edge and t_new == next_edge and p_lag >= 0:
                 ds[p_lag] += 1.0
                 signal[p_lag] += 1
-        k0 = ks
-        ks = S.sample_segment(t, t_new, ks, pos, vel, dacc, samp_t, out_pos, out_vel)
+        k0, ks = ks, S.sample_segment(t, t_new, ks, pos, vel, dacc, samp_t, out_pos, out_vel)
         if has_meas and ks > k0:
             S.residuals(k0, ks, t, vel, dacc, samp_t, out_pos, meas, ts, sums)
         drift(nb, pos, vel, dacc, t_new - t)
@@ -230,11 +211,54 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     else:
         status = STATUS_MAX_ITER
 
-    S.samples_now(ks, ns, pos, vel, acc, out_pos, out_vel, meas, ts, sums)
-    if nt > 0:
-        S.final_tangents(vel, acc, tpos, tvel, ttau, tan.fin_tpos, tan.fin_tvel)
-        tan.nondiff[0] = nd
+    _finish(ks, ns, pos, vel, acc, out_pos, out_vel, ts, sums, tan, nd)
     return status, n_ev, t
+
+
+@jit(borrow=True)
+def _finish(ks, ns, pos, vel, acc, out_pos, out_vel, ts, sums, tan, nd):
+    """The samples ``ks:ns`` at the end state, and the tangents at the
+    fixed end time (with the scenario's nondiff flags ``nd``)."""
+    S.samples_now(ks, ns, pos, vel, acc, out_pos, out_vel, tan.meas, ts, sums)
+    if tan.t_param.shape[0] > 0:
+        S.final_tangents(vel, acc, ts.tpos, ts.tvel, ts.ttau, tan.fin_tpos, tan.fin_tvel)
+        tan.nondiff[0] = nd
+
+
+@jit(inline="always")
+def _work(scene, run, pos, vel, tan):
+    """A scenario's work arrays (:func:`simcore.sliding.stages.scratch`,
+    :func:`~simcore.sliding.stages.tangent_scratch`) as the stages' records,
+    set up at ``run.t_start`` (the tangents seeded, then :func:`_set_up`):
+    ``(planes, bodies, drifting, gc, pc, fl, v3, tg, ts, forcing)``, where
+    ``drifting`` is ``bodies`` with the drift acceleration ``dacc`` and
+    ``forcing`` is ``(start_dir, force, free_acc, tfa)``."""
+    nb = pos.shape[0]
+    (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
+     fl) = S.scratch(nb, scene.wall_n.shape[0] + 1, run.laws)
+    tpos, tvel, tacc, tfa, tsamp, ttau, ds, tdva, tdvb, pdir = S.tangent_scratch(
+        nb, tan.t_param.shape[0], run.params.shape[0], tan.t_param)
+    planes = S.Planes(plane_n, plane_d)
+    bodies = S.Bodies(scene.shape, pos, vel, acc, scene.radius, scene.mass, inv_m)
+    drifting = S.Bodies(scene.shape, pos, vel, dacc, scene.radius, scene.mass, inv_m)
+    tg = S.Tangents(tpos, tvel, tdva, tdvb, ttau, pdir, tan.signal, scene.mat, scene.wall_mat,
+                    run.bg_idx, run.bw_idx, run.bb_idx)
+    ts = S.Segment(tpos, tvel, tacc, ttau, tsamp, ds)
+    if tan.t_param.shape[0] > 0:
+        sensitivity.seed(nb, tan.t_vel, tvel)
+    _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, v3.nrm)
+    return planes, bodies, drifting, gc, pc, fl, v3, tg, ts, (start_dir, force, free_acc, tfa)
+
+
+@jit(inline="always")
+def _grid_after(t, t_start, dt):
+    """The first grid time ``t_start + k dt`` after ``t`` (for symplectic
+    kicks and rotating directions)."""
+    kgrid = np.floor((t - t_start) / dt)
+    grid_next = t_start + (kgrid + 1.0) * dt
+    if grid_next <= t:
+        grid_next = t_start + (kgrid + 2.0) * dt
+    return grid_next
 
 
 @jit
@@ -272,8 +296,8 @@ def _run_one(s, b, out, tan):
         o_pos = out.out_pos[k0:k1]
         o_vel = out.out_vel[k0:k1]
     scene = Scene(b.body_shape[s, :nb], b.body_radius[s, :nb], b.body_mass[s, :nb],
-                  b.body_mat[s, :nb], b.wall_normal[s, :nw], b.wall_offset[s, :nw],
-                  b.wall_mat[s, :nw], b.ctrl_body[c0:c1], b.ctrl_t0[c0:c1], b.ctrl_t1[c0:c1],
+                  b.body_material[s, :nb], b.wall_normal[s, :nw], b.wall_offset[s, :nw],
+                  b.wall_material[s, :nw], b.ctrl_body[c0:c1], b.ctrl_t0[c0:c1], b.ctrl_t1[c0:c1],
                   b.ctrl_force[c0:c1], b.samp_t[k0:k1])
     run = Run(out.time[s], b.scen_t_end[s], b.scen_dt[s], b.gravity, b.ground_z, b.integrator,
               b.params[prow], b.bb_idx, b.bw_idx, b.bg_idx, b.laws)

@@ -531,30 +531,41 @@ def _first_reach(g0, rate, a_max):
     return np.inf
 
 
-@jit
+@jit(borrow=True)
+def _accel_bound(i, vel, acc, free_acc, fl, gc):
+    """The size ``A`` body ``i``'s acceleration keeps while the forces stay
+    (see :func:`quiet_time`)."""
+    if fl.modes[RESTING, i]:
+        return 0.0
+    if fl.plane_contact[i, 0]:
+        mu = max(gc.mu_s[i], gc.mu_k[i])
+        return np.sqrt(free_acc[i, 0] ** 2 + free_acc[i, 1] ** 2) + mu * abs(free_acc[i, 2])
+    return np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2 + acc[i, 2] ** 2)
+
+
+@jit(borrow=True, python=True)
 def quiet_time(shape, pos, vel, acc, free_acc, radius, planes, fl, gc):
     """A time ``s`` from now within which no event of the search can occur
     while the forces stay as they are (0 when no such bound is at hand).
 
     Over dt steps where sliding directions rotate, every body's acceleration
-    keeps a bounded size ``A``: ``|a_free,h| + mu |a_free,z|`` sliding on the
-    ground (``mu`` the larger coefficient), ``|a|`` in free flight (constant),
-    0 at rest.  So its velocity stays within ``A s`` of the current one and
-    its position within ``A s^2 / 2`` of the straight line: a plane gap
-    ``g0`` cannot close before ``g0 + (n . v) s - A s^2 / 2`` reaches 0, a
-    sphere pair before ``gap - |v_j - v_i| s - (A_i + A_j) s^2 / 2`` does,
-    a slide cannot stop before ``|v| / A`` nor cross ``v_th`` before
-    ``| |v| - v_th | / A``.  Sustained wall or body contacts, other shapes
-    than spheres and gaps within ``1e3 GAP_TOL`` give 0 (search every step).
-    The bound is shrunk by ``QUIET_MARGIN``, far above rounding.
+    keeps a bounded size ``A`` (:func:`_accel_bound`): ``|a_free,h| + mu
+    |a_free,z|`` sliding on the ground (``mu`` the larger coefficient),
+    ``|a|`` in free flight (constant), 0 at rest.  So its velocity stays
+    within ``A s`` of the current one and its position within ``A s^2 / 2``
+    of the straight line: a plane gap ``g0`` cannot close before ``g0 + (n
+    . v) s - A s^2 / 2`` reaches 0, a sphere pair before ``gap - |v_j -
+    v_i| s - (A_i + A_j) s^2 / 2`` does, a slide cannot stop before ``|v| /
+    A`` nor cross ``v_th`` before ``| |v| - v_th | / A``.  Sustained wall or
+    body contacts, other shapes than spheres and gaps within ``1e3
+    GAP_TOL`` give 0 (search every step).  The bound is shrunk by
+    ``QUIET_MARGIN``, far above rounding.
     """
     plane_n, plane_d = planes.n, planes.d
     plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
-    g_mu_s, g_mu_k, g_vth = gc.mu_s, gc.mu_k, gc.v_th
     nb = pos.shape[0]
     npl = plane_n.shape[0]
     s_min = np.inf
-    amax = np.empty(nb)
     for i in range(nb):
         if shape[i] != SHAPE_SPHERE:
             return 0.0
@@ -564,37 +575,33 @@ def quiet_time(shape, pos, vel, acc, free_acc, radius, planes, fl, gc):
         for j in range(nb):
             if j != i and body_contact[i, j]:
                 return 0.0
-        if modes[RESTING, i]:
-            amax[i] = 0.0
-        elif plane_contact[i, 0]:
-            mu = max(g_mu_s[i], g_mu_k[i])
-            amax[i] = (np.sqrt(free_acc[i, 0] ** 2 + free_acc[i, 1] ** 2)
-                       + mu * abs(free_acc[i, 2]))
+        a_i = _accel_bound(i, vel, acc, free_acc, fl, gc)
+        if plane_contact[i, 0] and not modes[RESTING, i] and a_i > 0.0:
             speed = np.sqrt(vel[i, 0] ** 2 + vel[i, 1] ** 2)
-            if amax[i] > 0.0:
-                s_min = min(s_min, speed / amax[i])
-                margin = speed - g_vth[i] if modes[ABOVE, i] else g_vth[i] - speed
-                if margin <= 0.0:
-                    return 0.0
-                s_min = min(s_min, margin / amax[i])
-        else:
-            amax[i] = np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2 + acc[i, 2] ** 2)
+            s_min = min(s_min, speed / a_i)
+            margin = speed - gc.v_th[i] if modes[ABOVE, i] else gc.v_th[i] - speed
+            if margin <= 0.0:
+                return 0.0
+            s_min = min(s_min, margin / a_i)
     for i in range(nb):
+        a_i = _accel_bound(i, vel, acc, free_acc, fl, gc)
         for k in range(npl):
             if plane_contact[i, k]:
                 continue
             g0 = gap_body_plane(shape[i], pos[i], radius[i], plane_n[k], plane_d[k])
             if g0 <= 1e3 * GAP_TOL:
                 return 0.0
-            rate = vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1] + vel[i, 2] * plane_n[k, 2]
-            s_min = min(s_min, _first_reach(g0, rate, amax[i]))
+            rate = (vel[i, 0] * plane_n[k, 0] + vel[i, 1] * plane_n[k, 1]
+                    + vel[i, 2] * plane_n[k, 2])
+            s_min = min(s_min, _first_reach(g0, rate, a_i))
         for j in range(i + 1, nb):
             g0 = gap_body_body(shape[i], shape[j], pos[i], radius[i], pos[j], radius[j])
             if g0 <= 1e3 * GAP_TOL:
                 return 0.0
             w = np.sqrt((vel[j, 0] - vel[i, 0]) ** 2 + (vel[j, 1] - vel[i, 1]) ** 2
                         + (vel[j, 2] - vel[i, 2]) ** 2)
-            s_min = min(s_min, _first_reach(g0, -w, amax[i] + amax[j]))
+            s_min = min(s_min, _first_reach(g0, -w, a_i + _accel_bound(j, vel, acc, free_acc,
+                                                                        fl, gc)))
     return s_min * (1.0 - QUIET_MARGIN)
 
 
@@ -635,8 +642,7 @@ def residuals(k0, k1, t, vel, acc, samp_t, out_pos, meas, ts, sums):
     """Stage 5: the trajectory residuals (and their tangents) of samples
     ``k0:k1`` of the segment from ``t``."""
     if k1 - k0 > SEGMENT_MOMENTS:
-        tangent.accumulate_segment(vel.shape[0], vel, acc, t, samp_t, k0, k1, ts.tpos, ts.tvel,
-                                   ts.tacc, ts.ttau, out_pos, meas, sums.sse, sums.grad, sums.gn)
+        tangent.accumulate_segment(vel, acc, t, samp_t, k0, k1, ts, out_pos, meas, sums)
     else:
         for k in range(k0, k1):
             measure(vel, acc, samp_t[k] - t, ts, out_pos[k], meas[k], sums)
@@ -778,7 +784,7 @@ def impact_body(i, j, n_ev, t, bodies, pc, fl, v3, ev, tg):
     imp = laws.pair_impact(law, vel[i], vel[j], inv_m[i], inv_m[j], nrm)
     if tvel.shape[2] > 0:  # tangents first: they read the velocities before the impulse
         rows = bb_idx[mat[i], mat[j]]
-        tangent.impact_body(i, j, vel[i], vel[j], pos, nrm, imp, (inv_m[i], inv_m[j]), law,
+        tangent.impact_body((i, j), (vel[i], vel[j]), pos, nrm, imp, (inv_m[i], inv_m[j]), law,
                             sustained, (pdir[rows[1]], pdir[rows[0]], entry(pdir, rows[2], -1),
                                         entry(pdir, rows[3], -1)),
                             (tg.tpos, tvel, tg.tdva, tg.tdvb), tg.signal)

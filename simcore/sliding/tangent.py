@@ -291,7 +291,7 @@ def impact_plane(i, v, n, e, mu, imp, sustained, pdirs, tvel, tdv, signal):
 
 
 @jit
-def impact_body(i, j, vi, vj, pos, n, imp, inv_m, law, sustained, pdirs, tt_arrays, signal):
+def impact_body(pair, v, pos, n, imp, inv_m, law, sustained, pdirs, tt_arrays, signal):
     """Tangent of a body-body impact (``laws.pair_impact``, ``impulse.apply_pair``)
     from the forward's :class:`simcore.laws.impulse.Impact` ``imp`` and normal ``n``.
 
@@ -300,12 +300,15 @@ def impact_body(i, j, vi, vj, pos, n, imp, inv_m, law, sustained, pdirs, tt_arra
     ``u_t = u - (u . n) n``; the friction impulse ``J_t`` is the law's slip
     bound (``laws.slip_bound``, its tangent ``laws.slip_bound_tangent``) or
     ``|u_t| / W`` (stick) along ``t = u_t / |u_t|``; impulse on j ``J_n n - J_t t``.
-    ``vi``, ``vj`` are the velocities before the impact, ``inv_m`` the pair
-    ``(1/m_i, 1/m_j)``; ``law`` the :class:`simcore.laws.registry.PairLaw` (its ``e``
-    already 0 when ``sustained``); ``pdirs`` the directions of ``(e, mu,
+    ``pair`` is ``(i, j)``, ``v`` their velocities ``(v_i, v_j)`` before the
+    impact, ``inv_m`` ``(1/m_i, 1/m_j)``; ``law`` the
+    :class:`simcore.laws.registry.PairLaw` (its ``e`` already 0 when
+    ``sustained``); ``pdirs`` the directions of ``(e, mu,
     mu_b, mu_c)`` (-1: none); ``tt_arrays`` the tangents ``(tpos, tvel (nb,
     3, NT), tdvi, tdvj (3, NT))``.
     """
+    i, j = pair
+    vi, vj = v
     tpos, tvel, tdvi, tdvj = tt_arrays
     p_e, p_mu, p_mub, p_muc = pdirs
     inv_mi, inv_mj = inv_m
@@ -361,10 +364,11 @@ def impact_body(i, j, vi, vj, pos, n, imp, inv_m, law, sustained, pdirs, tt_arra
 
 
 @jit
-def accumulate_segment(nb, vel, acc, t0, samp_t, k0, k1, tpos, tvel, tacc, ttau, out_pos, meas,
-                       sse, grad, gn):
+def accumulate_segment(vel, acc, t0, samp_t, k0, k1, ts, out_pos, meas, sums):
     """:func:`accumulate` for the samples ``k0:k1`` of one segment between
-    events, by moments.
+    events, by moments: the segment's tangents ``ts`` (``tpos``, ``tvel``,
+    ``tacc``, ``ttau``) into the residual sums ``sums`` (``sse``, ``grad``,
+    ``gn``).
 
     Inside a segment the tangent of a sample ``s = t_k - t0`` after its start
     is the polynomial ``J(s) = A + B s + C s^2`` (:func:`sample`: ``A = tpos -
@@ -374,9 +378,11 @@ def accumulate_segment(nb, vel, acc, t0, samp_t, k0, k1, tpos, tvel, tacc, ttau,
     dozen operations instead of ``3 (NT + NT (NT + 1) / 2)``; the moments are
     sums in ``s`` itself, so there is no cancellation.
     """
+    tpos, tvel, tacc, ttau = ts.tpos, ts.tvel, ts.tacc, ts.ttau
+    sse, grad, gn = sums.sse, sums.grad, sums.gn
     nt = grad.shape[0]
     full = gn.shape[0] == nt
-    for i in range(nb):
+    for i in range(vel.shape[0]):
         for d in range(3):
             s0 = s1 = s2 = s3 = s4 = 0.0
             r0 = r1 = r2 = 0.0

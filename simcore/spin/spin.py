@@ -133,15 +133,17 @@ def classify(v, w, radius):
 
 
 @jit(borrow=True)
-def segment(state, above, v, w, radius, gravity, mu_k, mu_s, v_th, mu_r, mu_sp, acc, alpha):
+def segment(state, above, v, w, radius, gravity, cloth, acc, alpha):
     """The constant accelerations of a ball over its segment and how long
-    the segment can last: writes ``acc (3,)`` [m/s^2] and ``alpha (3,)``
+    the segment can last, on the cloth ``(mu_k, mu_s, v_th, mu_r, mu_sp)``
+    under the ball: writes ``acc (3,)`` [m/s^2] and ``alpha (3,)``
     (the angular acceleration of ``w_x``, ``w_y`` while sliding, and the
     signed rate of ``w_z``, rad/s^2); returns ``(duration, END_*)``
     (``inf``, ``END_NONE`` for a ball at rest).  ``above``: a slide in the
     ``mu_k`` regime (its slip was ``>= v_th`` when it started or was hit);
     it ends with ``END_VTH`` at the crossing, whatever the coefficients (the
     split must not depend on their values, for ``d/d mu_s``)."""
+    mu_k, mu_s, v_th, mu_r, mu_sp = cloth
     for d in range(3):
         acc[d] = 0.0
         alpha[d] = 0.0
@@ -237,14 +239,14 @@ def _pushes_of(push, radius, gravity):
 
 
 @jit(borrow=True)
-def pushed_segment(state, above, v, w, radius, gravity, push, mu_k, mu_s, v_th, mu_r, mu_sp,
-                   step, acc, alpha):
+def pushed_segment(state, above, v, w, radius, gravity, push, cloth, step, acc, alpha):
     """:func:`segment` under a push (``push (6,)`` = F/m [m/s^2] and tau/I
     [rad/s^2], see the module; ``g_n = gravity - push_z > 0``): at most
     ``step`` [s] where a direction turns, ``END_STEP``; at the vertical
     spin's zero crossing under a torque, ``END_SPIN_ZERO``; ``END_SET_OFF``
     (duration 0) where the push moves a ball at rest or makes a rolling one
     slip."""
+    mu_k, mu_s, v_th, mu_r, mu_sp = cloth
     for d in range(3):
         acc[d] = 0.0
         alpha[d] = 0.0

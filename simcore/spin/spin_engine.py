@@ -73,7 +73,12 @@ from ..kernel.parameter import (
     W_OMEGA_RATIO_W,
 )
 from ..kernel.records import outputs
-from ..kernel.status import STATUS_MAX_ITER, STATUS_OK, STATUS_STALLED
+from ..kernel.status import (
+    STATUS_MAX_ITER,
+    STATUS_OK,
+    STATUS_STALLED,
+    STATUS_UNSUPPORTED_PAIR,
+)
 from ..laws import registry as laws
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE, LAW_STRONGE_COMPLIANT, PairLaw
 from . import spin, spin_impact, spin_tangent
@@ -144,13 +149,18 @@ class Motion(NamedTuple):
 
 
 @jit(borrow=True)
+def _cloth(cloth, i):
+    """Ball ``i``'s cloth coefficients ``(mu_k, mu_s, v_th, mu_r, mu_sp)``."""
+    return cloth.mu_k[i], cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i]
+
+
+@jit(borrow=True)
 def _segments(motion, vel, w, radius, gravity, cloth):
     """Every ball's segment from its current state (``spin.segment``)."""
     for i in range(vel.shape[0]):
         motion.dur[i], motion.end[i] = spin.segment(
-            motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, cloth.mu_k[i],
-            cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i], motion.acc[i],
-            motion.alpha[i])
+            motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, _cloth(cloth, i),
+            motion.acc[i], motion.alpha[i])
 
 
 @jit(borrow=True)
@@ -167,8 +177,7 @@ def _pushed_segments(motion, vel, w, radius, gravity, cloth, step):
         if pushed:
             motion.dur[i], motion.end[i] = spin.pushed_segment(
                 motion.state[i], motion.above[i], vel[i], w[i], radius[i], gravity, push[i],
-                cloth.mu_k[i], cloth.mu_s[i], cloth.v_th[i], cloth.mu_r[i], cloth.mu_sp[i],
-                step, motion.acc[i], motion.alpha[i])
+                _cloth(cloth, i), step, motion.acc[i], motion.alpha[i])
 
 
 @jit(borrow=True)
@@ -343,8 +352,9 @@ def _ball_ball(i, j, n_ev, t, balls, pc, code, ev, v3, moving):
         nrm[d] /= dist
     row = pc[mat[i], mat[j]]
     law = PairLaw(code, row[B_E_BB], row[B_MU_BB], row[B_MU_BB_B], row[B_MU_BB_C])
-    jn, jt, slipped = spin_impact.ball_ball(law, vel[i], w[i], vel[j], w[j], mass[i], mass[j],
-                                            radius[i], radius[j], nrm, dva, dwa, dvb, dwb)
+    jn, jt, slipped = spin_impact.ball_ball(law, (vel[i], w[i], mass[i], radius[i]),
+                                            (vel[j], w[j], mass[j], radius[j]), nrm, (dva, dwa),
+                                            (dvb, dwb))
     dva[2] = 0.0  # the cloth takes the vertical part: the balls stay on it
     dvb[2] = 0.0
     for d in range(3):
@@ -406,8 +416,8 @@ def _set_up(b, s, pos, vel, w):
     ``cdir (5, nb)`` the directions of each ball's cloth rows (filled later)."""
     nb = b.body_count[s]
     nw = b.wall_count[s]
-    mat = b.body_mat[s, :nb]
-    wall_mat = b.wall_mat[s, :nw]
+    mat = b.body_material[s, :nb]
+    wall_mat = b.wall_material[s, :nw]
     params = b.params[s if b.params.shape[0] > 1 else 0]
     cbuf = np.empty((5, nb))
     for i in range(nb):
@@ -459,8 +469,8 @@ def _tangent_segments(motion, balls, gravity, cloth, cdir, tg, step):
                 pushed = pushed or tpush[i, d, p] != 0.0
         if pushed:
             spin_tangent.pushed_segment(i, motion.state[i], motion.above[i], balls.vel[i],
-                                        balls.w[i], balls.radius[i], gravity, push[i], coef,
-                                        dirs, motion.dur[i], motion.end[i], step, tg)
+                                        balls.w[i], balls.radius[i], gravity, (push[i], step),
+                                        coef, dirs, (motion.dur[i], motion.end[i]), tg)
         else:
             spin_tangent.segment(i, motion.state[i], motion.above[i], balls.vel[i], balls.w[i],
                                  balls.radius[i], gravity, coef, dirs, motion.dur[i],
@@ -487,12 +497,17 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds, ldir):
 
 
 @jit
-def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, ev, tg, v3, used):
-    """Resolve the event ``code`` (of ball ``a``, and ball or wall ``k``) at
-    ``t``, its tangents first (they read the state before it); returns the
-    event count.  ``tables``: the batch's ``(bg_idx, bb_idx, bw_idx, laws,
-    ground_z, gravity)`` (not the batch record: a call per event would count
-    the references of all its arrays)."""
+def _resolve(event, n_ev, t, tables, scene, coef, ev, tg, v3, used):
+    """Resolve the event ``event = (code, a, k)`` (of ball ``a``, and ball or
+    wall ``k``) at ``t``, its tangents first (they read the state before
+    it); returns the event count.  ``tables``: the batch's ``(bg_idx,
+    bb_idx, bw_idx, laws, ground_z, gravity)`` (not the batch record: a call
+    per event would count the references of all its arrays); ``scene``:
+    ``(motion, balls, walls, cloth)``; ``coef``: the pair tables ``(pc,
+    wc)``."""
+    code, a, k = event
+    motion, balls, walls, cloth = scene
+    pc, wc = coef
     bg_idx, bb_idx, bw_idx, codes, ground, gravity = tables
     mat, radius = balls.mat, balls.radius
     nt = tg.ttau.shape[0]
@@ -529,7 +544,7 @@ def _resolve(code, a, k, n_ev, t, tables, motion, balls, walls, cloth, pc, wc, e
         if nt:
             spin_tangent.wall(a, codes[laws.BODY_WALL], wc[mat[a], walls.mat[k]],
                               (_pdir(tg, rows[0]), _pdir(tg, rows[1]), _pdir(tg, rows[2])),
-                              walls.n[k], walls.d[k], walls.h[k], ground, balls.pos,
+                              (walls.n[k], walls.d[k], walls.h[k]), ground, balls.pos,
                               balls.vel, balls.w, radius, balls.mass, tg)
         n_ev = _ball_wall(a, k, n_ev, t, ground, balls, walls, wc, codes[laws.BODY_WALL], ev,
                           v3)
@@ -549,14 +564,16 @@ def _pdir(tg, row):
 
 # Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
 @jit(inline="always")
-def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
-    """Simulate scenario ``s`` of batch ``b`` from ``t`` in place; returns
-    ``(status, event_count, t, nondiff)``.  ``out``: the sample rows
+def _scenario(b, s, state, out, ev, t, used, tg, sums, meas, t_ctrl):
+    """Simulate scenario ``s`` of batch ``b`` from ``t`` in place (``state =
+    (pos, vel, w)``); returns ``(status, event_count, t, nondiff)``.
+    ``out``: the sample rows
     ``(out_pos, out_vel, out_w)``; ``ev``: the :class:`simcore.sliding.stages.EventLog`;
     ``used`` counts per coefficient row the segments and events that read it;
     ``tg``: the tangents (:mod:`simcore.spin.spin_tangent`, no directions: none),
     ``sums`` the trajectory residual sums against ``meas``; ``t_ctrl`` the
     directions on control forces (:func:`_push_tangents`)."""
+    pos, vel, w = state
     balls, walls, cloth, motion, pc, wc = _set_up(b, s, pos, vel, w)
     radius, mat = balls.radius, balls.mat
     nb = radius.shape[0]
@@ -623,8 +640,8 @@ def _scenario(b, s, pos, vel, w, out, ev, t, used, tg, sums, meas, t_ctrl):
             return STATUS_STALLED, n_ev, t, nd
         t = t_new
         if code != NONE:
-            n_ev = _resolve(code, ev_a, ev_b, n_ev, t, tables, motion, balls, walls, cloth, pc,
-                            wc, ev, tg, v3, used)
+            n_ev = _resolve((code, ev_a, ev_b), n_ev, t, tables, (motion, balls, walls, cloth),
+                            (pc, wc), ev, tg, v3, used)
     else:
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's
@@ -652,6 +669,10 @@ def _run_one(s, b, out, tan):
     """Scenario ``s`` of a batch: its slices of the outputs and tangent
     buffers (``tan``: :class:`simcore.kernel.records.TangentIO`), and the run."""
     nb = b.body_count[s]
+    for i in range(nb):
+        if b.body_shape[s, i] != SHAPE_SPHERE:  # balls only: no other shape's physics
+            out.status[s] = STATUS_UNSUPPORTED_PAIR
+            return
     k0 = b.samp_ptr[s]
     k1 = b.samp_ptr[s + 1]
     if out.out_pos.shape[0] == 0:
@@ -668,7 +689,7 @@ def _run_one(s, b, out, tan):
     meas = tan.meas[k0:k1] if tan.meas.shape[0] == b.samp_t.shape[0] else tan.meas[:0]
     ev = EventLog(out.ev_f[s], out.ev_i[s], tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s])
     sums = Sums(tan.tr_sse[s:s + 1], tan.tr_grad[s], tan.tr_gn[s])
-    st, ne, tf, nd = _scenario(b, s, out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb],
+    st, ne, tf, nd = _scenario(b, s, (out.pos[s, :nb], out.vel[s, :nb], out.omega[s, :nb]),
                                (o_pos, o_vel, o_w), ev, out.time[s], used, tg, sums, meas,
                                tan.t_ctrl)
     out.status[s] = st

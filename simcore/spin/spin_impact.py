@@ -162,10 +162,16 @@ def cushion_normal(n_wall, gap, rise, out):
 
 
 @jit
-def ball_ball(law, vi, wi, vj, wj, mi, mj, ri, rj, n, dvi, dwi, dvj, dwj):
+def ball_ball(law, ball_i, ball_j, n, out_i, out_j):
     """Velocity and spin changes of balls i, j (module docstring) under
     ``law`` (a :class:`simcore.laws.registry.PairLaw`: the body-body law's code and
-    the pair's coefficients); returns ``(J_n, J_t, slipped)`` [N s]."""
+    the pair's coefficients); each ball ``(v, w, m, R)``, the normal ``n``
+    from i to j; writes ``out_i = (dv_i, dw_i)``, ``out_j``; returns ``(J_n,
+    J_t, slipped)`` [N s]."""
+    vi, wi, mi, ri = ball_i
+    vj, wj, mj, rj = ball_j
+    dvi, dwi = out_i
+    dvj, dwj = out_j
     e, mu = law.e, law.mu
     for d in range(3):
         dvi[d] = 0.0

@@ -219,12 +219,16 @@ def _spin_torque(wz, taz, rate, dwz, drate):
 
 
 @jit(borrow=True)
-def _stepped(crossed, ex, ey, cx, cy, k, s, dex, dey, dk, dsigma, step, dspin):
+def _stepped(crossed, e, c, k, s, de, dk, dsigma, step, dspin):
     """A pushed segment's length tangent ``ds`` (at a crossing of the speed
     when ``crossed``, :func:`_crossing`; 0 for a fixed step; ``dspin`` at
     the spin's zero crossing) and its direction ``h = e(s) / |e(s)|`` with
     the tangent ``dh = (I - h h^T)(de + c ds) / |e(s)|`` (``de`` at a fixed
-    ``s``): ``(ds, h_x, h_y, dh_x, dh_y)``."""
+    ``s``; ``e``, ``c``, ``de`` as ``(x, y)`` pairs): ``(ds, h_x, h_y,
+    dh_x, dh_y)``."""
+    ex, ey = e
+    cx, cy = c
+    dex, dey = de
     if crossed:
         ds = _crossing(ex, ey, cx, cy, k, s, dex, dey, dk, dsigma)
     elif s == step:
@@ -239,10 +243,10 @@ def _stepped(crossed, ex, ey, cx, cy, k, s, dex, dey, dk, dsigma, step, dspin):
 
 
 @jit(borrow=True)
-def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur, end, step,
-                   tg):
-    """Tangents of ball i's segment under a push (``spin.pushed_segment``,
-    ``push (6,)``): ``ta[i]``, ``tal[i]``, ``tdur[i]``.  The coefficients
+def pushed_segment(i, state, above, v, w, radius, gravity, pushed, coef, dirs, seg, tg):
+    """Tangents of ball i's segment under a push (``spin.pushed_segment``;
+    ``pushed = (push (6,), step)``, ``seg = (duration, END_*)`` as the forward
+    found them): ``ta[i]``, ``tal[i]``, ``tdur[i]``.  The coefficients
     move the friction terms and the segment's length; a direction on a
     control's force moves the push itself (``tpush[i]``: its force over
     mass), hence ``g_n = g - F_z/m``, the slip's acceleration ``c`` and the
@@ -254,6 +258,8 @@ def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur
     resistance ``mu_r g_n``."""
     mu_s, mu_k, v_th, mu_r, mu_sp = coef
     d_s, d_k, d_th, d_r, d_sp = dirs
+    push, step = pushed
+    dur, end = seg
     tv, tw, ta, tal, tdur, tpush = tg.tv, tg.tw, tg.ta, tg.tal, tg.tdur, tg.tpush
     nt = tv.shape[2]
     gn, c, ap = spin._pushes_of(push, radius, gravity)
@@ -284,8 +290,8 @@ def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur
             duy = tv[i, 1, p] + radius * tw[i, 0, p] + dpy * s
             ex, ey = ux + c[0] * s, uy + c[1] * s
             ds, hx, hy, dhx, dhy = _stepped(
-                end == spin.END_VTH or end == spin.END_SLIDE, ex, ey, c[0], c[1], k, s, dux,
-                duy, dk, 1.0 if end == spin.END_VTH and p == d_th else 0.0, step, dspin)
+                end == spin.END_VTH or end == spin.END_SLIDE, (ex, ey), (c[0], c[1]), k, s,
+                (dux, duy), dk, 1.0 if end == spin.END_VTH and p == d_th else 0.0, step, dspin)
             dmg = dmu * gn + mu * dgn
             ta[i, 0, p] = dpx - (dmg * hx + mu * gn * dhx)
             ta[i, 1, p] = dpy - (dmg * hy + mu * gn * dhy)
@@ -300,8 +306,8 @@ def pushed_segment(i, state, above, v, w, radius, gravity, push, coef, dirs, dur
             dapx, dapy = dpx * (1.0 - 1.0 / 3.5), dpy * (1.0 - 1.0 / 3.5)
             dvx, dvy = tv[i, 0, p] + dapx * s, tv[i, 1, p] + dapy * s
             ex, ey = v[0] + ap[0] * s, v[1] + ap[1] * s
-            ds, hx, hy, dhx, dhy = _stepped(end == spin.END_ROLL, ex, ey, ap[0], ap[1], k, s,
-                                            dvx, dvy, dk, 0.0, step, dspin)
+            ds, hx, hy, dhx, dhy = _stepped(end == spin.END_ROLL, (ex, ey), (ap[0], ap[1]), k, s,
+                                            (dvx, dvy), dk, 0.0, step, dspin)
             ta[i, 0, p] = dapx - (dk * hx + k * dhx)
             ta[i, 1, p] = dapy - (dk * hy + k * dhy)
             tdur[i, p] = ds
@@ -456,8 +462,8 @@ def pair(i, j, code, row, dirs, moving, pos, vel, w, radius, mass, tg):
         for d in range(3):
             nrm[d] = (pj[d] - pi[d]) / dist
         law = PairLaw(code, c[1], c[0], c[2], c[3])
-        spin_impact.ball_ball(law, vi, wi, vj, wj, mass[i], mass[j], radius[i], radius[j], nrm,
-                              dva, dwa, dvb, dwb)
+        spin_impact.ball_ball(law, (vi, wi, mass[i], radius[i]), (vj, wj, mass[j], radius[j]),
+                              nrm, (dva, dwa), (dvb, dwb))
         dva[2] = 0.0
         dvb[2] = 0.0
         for d in range(3):
@@ -476,10 +482,12 @@ def pair(i, j, code, row, dirs, moving, pos, vel, w, radius, mass, tg):
 
 
 @jit
-def wall(i, code, row, dirs, n_wall, d_wall, h_wall, ground, pos, vel, w, radius, mass, tg):
+def wall(i, code, row, dirs, cushion, ground, pos, vel, w, radius, mass, tg):
     """Ball i's tangents through its impact on a wall (``spin_engine._ball_wall``),
     by a complex step; ``row = (mu_w, e_bw, omega_ratio_w)`` and ``dirs``
-    their directions; writes the velocity change's tangent into ``tdva``."""
+    their directions; ``cushion = (n, d, h)`` the wall's plane and nose
+    height; writes the velocity change's tangent into ``tdva``."""
+    n_wall, d_wall, h_wall = cushion
     tp, tv, tw = tg.tp, tg.tv, tg.tw
     z = np.zeros((6, 3), np.complex128)
     pc, vc, wc, nrm, dv, dw = z[0], z[1], z[2], z[3], z[4], z[5]
