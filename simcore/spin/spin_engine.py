@@ -497,18 +497,16 @@ def _event_tangent(code, a, k, step, motion, balls, walls, tg, ds, ldir):
 
 
 @jit
-def _resolve(event, n_ev, t, tables, scene, coef, ev, tg, v3, used):
+def _resolve(event, n_ev, t, tables, motion, balls, walls, cloth, ev, tg, v3, used):
     """Resolve the event ``event = (code, a, k)`` (of ball ``a``, and ball or
     wall ``k``) at ``t``, its tangents first (they read the state before
     it); returns the event count.  ``tables``: the batch's ``(bg_idx,
-    bb_idx, bw_idx, laws, ground_z, gravity)`` (not the batch record: a call
-    per event would count the references of all its arrays); ``scene``:
-    ``(motion, balls, walls, cloth)``; ``coef``: the pair tables ``(pc,
-    wc)``."""
+    bb_idx, bw_idx, laws, ground_z, gravity)`` and the scenario's pair
+    tables ``(pc, wc)`` (not the batch record, nor the records in a tuple: a
+    call per event would count the references of all their arrays; 10 %
+    of the billiards benchmark when the records came as a tuple)."""
     code, a, k = event
-    motion, balls, walls, cloth = scene
-    pc, wc = coef
-    bg_idx, bb_idx, bw_idx, codes, ground, gravity = tables
+    bg_idx, bb_idx, bw_idx, codes, ground, gravity, pc, wc = tables
     mat, radius = balls.mat, balls.radius
     nt = tg.ttau.shape[0]
     count = n_ev
@@ -585,7 +583,7 @@ def _scenario(b, s, state, out, ev, t, used, tg, sums, meas, t_ctrl):
             cdir[c, i] = _pdir(tg, b.bg_idx[mat[i], col])
     v3 = np.zeros((6, 3))
     ds = np.zeros(nt)
-    tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z, b.gravity)
+    tables = (b.bg_idx, b.bb_idx, b.bw_idx, b.laws, b.ground_z, b.gravity, pc, wc)
     ctrl = np.empty((b.ctrl_ptr[s + 1] - b.ctrl_ptr[s], 9))
     for q in range(ctrl.shape[0]):
         r = b.ctrl_ptr[s] + q
@@ -640,8 +638,8 @@ def _scenario(b, s, state, out, ev, t, used, tg, sums, meas, t_ctrl):
             return STATUS_STALLED, n_ev, t, nd
         t = t_new
         if code != NONE:
-            n_ev = _resolve((code, ev_a, ev_b), n_ev, t, tables, (motion, balls, walls, cloth),
-                            (pc, wc), ev, tg, v3, used)
+            n_ev = _resolve((code, ev_a, ev_b), n_ev, t, tables, motion, balls, walls, cloth, ev,
+                            tg, v3, used)
     else:
         return STATUS_MAX_ITER, n_ev, t, nd
     # Samples at the end time (or after a run stopped early), and the state's

@@ -161,7 +161,7 @@ def cushion_normal(n_wall, gap, rise, out):
     out[2] = nz / norm
 
 
-@jit
+@jit(borrow=True, python=True)
 def ball_ball(law, ball_i, ball_j, n, out_i, out_j):
     """Velocity and spin changes of balls i, j (module docstring) under
     ``law`` (a :class:`simcore.laws.registry.PairLaw`: the body-body law's code and
