@@ -124,7 +124,7 @@ def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0, model=
     cols = {k: v[order] for k, v in table.items()}
     toss = cols["toss_id"]
     ids, first, counts = np.unique(toss, return_index=True, return_counts=True)
-    group = groups(ids, duplicates)
+    group = _groups(ids, duplicates)
     split = np.array(["test" if stable_hash(f"toss{g}", seed) / 2.0 ** 64 < test_share
                       else "train" for g in group])
     names = np.array([f"toss{i}" for i in ids])
@@ -219,7 +219,7 @@ def _read(src):
     return cols
 
 
-def groups(ids, duplicates):
+def _groups(ids, duplicates):
     """Per toss id (in ``ids`` order), the smallest id of its group of
     duplicate recordings (union-find over the pairs)."""
     parent = {int(i): int(i) for i in ids}
