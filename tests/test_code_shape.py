@@ -3,9 +3,9 @@
 (options of a public function can be keyword-only; a kernel takes its
 arrays as records or tuples, which a borrowing kernel reads for free).
 
-The exceptions are listed by name with the measurement that keeps them: a
+An exception would be listed by name with the measurement that keeps it (a
 counting kernel on the hot path pays a reference count for every field it
-reads from a record, and the contact solve's records cost 5-10 % of a pass."""
+reads from a record); there is none."""
 
 import ast
 from pathlib import Path
@@ -16,10 +16,7 @@ SIMCORE = Path(__file__).resolve().parents[1] / "simcore"
 MAX_LINES = 120
 MAX_POSITIONAL = 12
 #: Kernels kept over the limit, and why (their docstrings say the same).
-MEASURED = {
-    "sliding/contact.py solve": "its arrays as records: pushes and symplectic 5-10 % slower",
-    "sliding/contact.py _solve_general": "called by solve with its arrays, as measured there",
-}
+MEASURED = {}
 
 
 def _functions():

@@ -132,3 +132,37 @@ def test_impacts_inside_a_rotating_push_match_the_oracle():
     inside = (got["t"] > 0.05) & (got["t"] < 1.2) & (got["a"] == 0)
     hit = {EVENT_KINDS[k] for k in got["kind"][inside]}
     assert {"body-body", "body-wall"} <= hit, kinds  # both impacts during the push
+
+
+def test_a_row_pressed_into_a_wall_outgrows_the_first_contact_room_and_matches_the_oracle():
+    """Ten touching balls in a row, pushed along it into a wall, then the
+    first pulled away: with the ground, nine ball contacts, the wall and the
+    resting bodies' static forces the contact system has 40 unknowns, more
+    than a scenario's first room holds (``2 nb + contact.FIRST_ROOM`` with
+    the ``2 nb`` kept for bodies put back at rest): the kernel grows it
+    mid-run and must still agree with the oracle."""
+    from simcore.sliding import contact
+
+    r, m, nb = 0.03, 0.2, 10
+    half = 0.5
+    pos = np.zeros((nb, 3))
+    pos[:, 0] = half - r - 2 * r * np.arange(nb)[::-1]
+    pos[:, 2] = r
+    push = [[0, 0.05, 0.25, 2.5, 0.0, 0.0], [0, 0.3, 0.5, -3.0, 0.0, 0.0]]
+    sc = simcore.Scenario(radius=np.full(nb, r), mass=np.full(nb, m), pos=pos,
+                          vel=np.zeros((nb, 3)), t_end=0.6, dt=1e-3, walls=box_walls(half),
+                          controls=np.array(push), name="row")
+    assert (nb + (nb - 1) + 1 + 2 * nb) + 2 * nb > 2 * nb + contact.FIRST_ROOM
+    params = {"mu_k": 0.2, "mu_s": 0.3, "v_th": 0.03}
+    times = [np.linspace(0.0, 0.6, 61)]
+    model, state = simcore.build([sc], params=params)
+    res = simcore.simulate(model, state, times)
+    orc = Oracle(sc.radius, sc.mass, sc.pos, sc.vel, sc.walls, sc.controls, sc.t0, sc.t_end,
+                 sc.dt, P.vector(params))
+    samples = orc.run(times[0])
+    pos_k, vel_k = _samples(res, 0, nb)
+    np.testing.assert_allclose(pos_k, [p for p, _ in samples], rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(vel_k, [v for _, v in samples], rtol=TOL, atol=TOL)
+    # The row held against the wall under the push, then the first ball left.
+    np.testing.assert_allclose(pos_k[20, 1:], pos[1:], atol=1e-12)
+    assert pos_k[-1, 0, 0] < pos[0, 0] - 0.1

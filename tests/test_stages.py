@@ -33,6 +33,11 @@ def _work(nb, walls=()):
                 force=force, free_acc=free_acc, acc=acc, dacc=dacc, v3=v3, fl=fl)
 
 
+def _fric(w):
+    """The contact solve's friction tables: ground ``mu_s``, ``mu_k``, walls, bodies."""
+    return w["gc"].mu_s, w["gc"].mu_k, w["pc"].pl_mu, w["pc"].b_mu
+
+
 def _log(cap=8, nt=0):
     return EventLog(np.zeros((cap, EVF_WIDTH)), np.zeros((cap, EVI_WIDTH), np.int64),
                       np.zeros((cap, nt)), np.zeros((cap, 3, nt)), np.zeros((cap, 3, nt)))
@@ -76,21 +81,68 @@ def test_contact_solve_gives_coulomb_deceleration_and_static_hold():
     fl.modes[contact.ABOVE, 0] = True
     fl.modes[contact.RESTING, 1] = True
     w["free_acc"][:] = [[0, 0, -G], [0.25 * G, 0, -G]]   # a push of 0.25 m g on body 1
-    rotating = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu,
-                             w["gc"].mu_s, w["gc"].mu_k, fl.plane_contact, fl.body_contact,
-                             w["pc"].b_mu, fl.modes, w["start_dir"], w["acc"], 0.0)
-    assert not rotating
+    cw, rm = contact.work(2, w["plane_n"].shape[0]), contact.room(8)
+    answer = contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], _fric(w), fl,
+                           w["start_dir"], w["acc"], 0.0, cw, rm)
+    assert answer == contact.STEADY
     np.testing.assert_allclose(w["acc"][0], [-0.2 * G * 0.6, -0.2 * G * 0.8, 0], atol=1e-15)
     np.testing.assert_array_equal(w["acc"][1], 0.0)
     assert fl.modes[contact.RESTING, 1] and not fl.modes[contact.STARTED, 1]
     # Over mu_s m g it starts, against the static force: along the push.
     w["free_acc"][1, 0] = 0.35 * G
-    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], w["pc"].pl_mu, w["gc"].mu_s,
-                  w["gc"].mu_k, fl.plane_contact, fl.body_contact, w["pc"].b_mu, fl.modes,
-                  w["start_dir"], w["acc"], 0.0)
+    contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], _fric(w), fl, w["start_dir"],
+                  w["acc"], 0.0, cw, rm)
     assert fl.modes[contact.STARTED, 1] and not fl.modes[contact.RESTING, 1]
     np.testing.assert_allclose(w["start_dir"][1], [1, 0, 0])
     np.testing.assert_allclose(w["acc"][1], [0.35 * G - 0.3 * G, 0, 0], rtol=1e-12)
+
+
+def _pressed_row(room):
+    """Three resting bodies in a row pushed into a wall (ground, wall and body
+    contacts: the general system), solved with work arrays of ``room`` unknowns
+    (None: room for every contact the three could have); returns the
+    answers, the state and ``acc``."""
+    w = _work(3, walls=[((-1.0, 0, 0), -0.09)])
+    mass = np.array([0.2, 0.3, 0.25])
+    pos = np.array([[-0.03, 0, R], [0.03, 0, R], [0.09, 0, R]])
+    vel = np.zeros((3, 3))
+    w["gc"].mu_s[:] = 0.3
+    w["gc"].mu_k[:] = 0.2
+    w["pc"].pl_mu[:] = 0.1
+    fl = w["fl"]
+    fl.plane_contact[:, 0] = True
+    fl.plane_contact[2, 1] = True
+    fl.body_contact[[0, 1, 1, 2], [1, 0, 2, 1]] = True
+    fl.modes[contact.RESTING, :] = True
+    w["free_acc"][:] = [[0.5 * G, 0.1 * G, -G], [0.2 * G, 0, -G], [0.1 * G, -0.2 * G, -G]]
+    cw, rm = contact.work(3, 2), contact.room(3 * 2 * 5 + 4 * 3 if room is None else room)
+    w["acc"][:] = np.nan
+    answers = []
+    for _ in range(2):
+        answers.append(contact.solve(mass, pos, vel, w["free_acc"], w["plane_n"], _fric(w), fl,
+                                     w["start_dir"], w["acc"], 0.0, cw, rm))
+        if answers[-1] >= 0:
+            break
+        assert np.isnan(w["acc"]).all(), "a solve without room wrote accelerations"
+        assert fl.modes[contact.RESTING].all() and fl.body_contact.sum() == 4
+        rm = contact.room(-answers[-1], rm.ints.shape[0] // 3)
+    return answers, fl, w["start_dir"], w["acc"]
+
+
+def test_contact_solve_asks_for_room_and_solves_the_same_once_grown():
+    """The system of 6 contacts and 3 resting bodies needs 12 + 2 nb = 18
+    unknowns: a room of 4 is refused before anything is written, and the
+    grown room gives bit for bit the forces of a room with space to spare."""
+    answers, fl, start_dir, acc = _pressed_row(4)
+    assert answers[0] == -18 and answers[1] >= 0
+    ref_answers, ref_fl, ref_dir, ref_acc = _pressed_row(None)
+    assert ref_answers == answers[1:]
+    np.testing.assert_array_equal(acc, ref_acc)
+    np.testing.assert_array_equal(start_dir, ref_dir)
+    for got, ref in zip(fl, ref_fl):
+        np.testing.assert_array_equal(got, ref)
+    # The row really is solved: the pressed bodies do not move into the wall.
+    assert acc[2, 0] <= 1e-12 and np.isfinite(acc).all()
 
 
 def test_log_starts_logs_the_started_bodies_once():

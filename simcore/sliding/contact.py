@@ -87,12 +87,13 @@ N_TOL = 1e-9
 RES_TOL = 1e-9
 
 
-@jit
-def _gauss_solve(a, b, n, pivot_tol):
-    """Solve ``a[:n, :n] x = b[:n]`` by partial pivoting (in place).
+@jit(borrow=True)
+def _gauss_solve(a, b, n, pivot_tol, x):
+    """Solve ``a[:n, :n] x[:n] = b[:n]`` by partial pivoting (``a`` and ``b``
+    overwritten).
 
-    Returns ``(x, ok)``; ``ok`` is False when a pivot is below ``pivot_tol``
-    times the largest entry (redundant contacts: the forces are statically
+    Returns ``ok``: False when a pivot is below ``pivot_tol`` times the
+    largest entry (redundant contacts: the forces are statically
     indeterminate), and ``x`` is then meaningless.
     """
     scale = 0.0
@@ -100,7 +101,8 @@ def _gauss_solve(a, b, n, pivot_tol):
         for j in range(n):
             scale = max(scale, abs(a[i, j]))
     tol = pivot_tol * scale
-    x = np.zeros(n)
+    for i in range(n):
+        x[i] = 0.0
     for col in range(n):
         piv = col
         best = abs(a[col, col])
@@ -109,7 +111,7 @@ def _gauss_solve(a, b, n, pivot_tol):
                 best = abs(a[r, col])
                 piv = r
         if best <= tol:
-            return x, False
+            return False
         if piv != col:
             for j in range(n):
                 a[col, j], a[piv, j] = a[piv, j], a[col, j]
@@ -125,19 +127,22 @@ def _gauss_solve(a, b, n, pivot_tol):
         for j in range(i + 1, n):
             acc -= a[i, j] * x[j]
         x[i] = acc / a[i, i]
-    return x, True
+    return True
 
 
-@jit
-def _min_norm_solve(a, b, n):
-    """Minimum-norm solution of a redundant system: ``x = A^T (A A^T + eps I)^-1 b``.
+@jit(borrow=True)
+def _min_norm_solve(a, b, n, room, x):
+    """Minimum-norm solution of a redundant system: ``x = A^T (A A^T + eps I)^-1 b``
+    (``A = a[:n, :n]``, into ``x[:n]``; the Gram matrix and its solution in
+    ``room.gram``, ``room.w``, ``b`` copied to ``room.b_work``; ``room``
+    :class:`Parts`).
 
     Used when the contact forces are statically indeterminate (a resting body
     held by a wall and by its static friction at once): of all force sets that
     keep the contacts, the smallest one, which spreads the load instead of
     balancing two huge opposite forces.  ``eps = 1e-13 max diag(A A^T)``.
     """
-    g = np.zeros((n, n))
+    g, rhs, w = room.gram, room.b_work, room.w
     for i in range(n):
         for j in range(n):
             acc = 0.0
@@ -149,18 +154,17 @@ def _min_norm_solve(a, b, n):
         big = max(big, g[i, i])
     for i in range(n):
         g[i, i] += 1e-13 * big
-    rhs = b.copy()
-    w, _ = _gauss_solve(g, rhs, n, 0.0)  # SPD by construction
-    x = np.zeros(n)
+    for i in range(n):
+        rhs[i] = b[i]
+    _gauss_solve(g, rhs, n, 0.0, w)  # SPD by construction
     for k in range(n):
         acc = 0.0
         for i in range(n):
             acc += a[i, k] * w[i]
         x[k] = acc
-    return x
 
 
-@jit
+@jit(borrow=True)
 def _start(i, sx, sy, smag, modes, start_dir):
     """Body i leaves rest: kinetic friction against the impending motion
     ``-s / |s|`` of its static force ``s = (sx, sy)`` (a ``start`` event)."""
@@ -172,7 +176,7 @@ def _start(i, sx, sy, smag, modes, start_dir):
     start_dir[i, 2] = 0.0
 
 
-@jit
+@jit(borrow=True)
 def _clamp_order(kind, i, j, plane_clamp, body_clamp):
     """Clamp order of a normal-force unknown (0: free or not a normal force)."""
     if kind == U_PLANE:
@@ -182,7 +186,7 @@ def _clamp_order(kind, i, j, plane_clamp, body_clamp):
     return 0
 
 
-@jit
+@jit(borrow=True)
 def _release(kind, i, j, plane_contact, body_contact, modes):
     """Drop a contact from the active set (the body leaves the plane or body)."""
     if kind == U_PLANE:
@@ -195,7 +199,7 @@ def _release(kind, i, j, plane_contact, body_contact, modes):
         body_contact[j, i] = False
 
 
-@jit
+@jit(borrow=True)
 def _residual(a, x, b, n):
     """``max |a x - b|``."""
     worst = 0.0
@@ -207,7 +211,7 @@ def _residual(a, x, b, n):
     return worst
 
 
-@jit
+@jit(borrow=True)
 def _absmax(b, n):
     worst = 0.0
     for i in range(n):
@@ -215,7 +219,7 @@ def _absmax(b, n):
     return worst
 
 
-@jit
+@jit(borrow=True)
 def _unit_tangent(vec, n, out):
     """``out`` = unit of the part of ``vec`` normal to ``n``; returns its size."""
     vn = vec[0] * n[0] + vec[1] * n[1] + vec[2] * n[2]
@@ -265,20 +269,106 @@ class Scratch(NamedTuple):
     slide: np.ndarray
 
 
+class Room(NamedTuple):
+    """Storage for a contact system of up to ``cap = ints.shape[0] // 3``
+    unknowns: ``ints (3 cap,)`` and ``floats (3 cap^2 + 10 cap,)``, cut
+    into the system's arrays (:class:`Parts`) for the size a solve needs
+    (:func:`room` allocates it; two arrays, so a caller that grows it
+    rebinds two references, not twenty)."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+
+
+class Parts(NamedTuple):
+    """A room cut for ``n`` unknowns: the unknowns ``sysm``, the matrix ``a
+    (n, n)`` and right side ``rhs``, their working copies ``a_work``,
+    ``b_work``, the Gram matrix ``gram`` of the minimum-norm solve and its
+    solution ``w``, the forces ``z``."""
+
+    sysm: System
+    a: np.ndarray
+    rhs: np.ndarray
+    a_work: np.ndarray
+    b_work: np.ndarray
+    gram: np.ndarray
+    w: np.ndarray
+    z: np.ndarray
+
+
+class Marks(NamedTuple):
+    """Per-body marks of one solve: ``simple`` (only the ground touches it:
+    closed form), ``hold`` (put back at rest, exempt from the cone test),
+    the tangential free acceleration ``ptan (nb, 3)`` and the clamp order of
+    each normal force ``plane_clamp (nb, nplane)``, ``body_clamp (nb, nb)``."""
+
+    simple: np.ndarray
+    hold: np.ndarray
+    ptan: np.ndarray
+    plane_clamp: np.ndarray
+    body_clamp: np.ndarray
+
+
+class Work(NamedTuple):
+    """A scenario's per-body work arrays of the contact solve (:func:`work`):
+    the marks and the 3-vector scratch."""
+
+    marks: Marks
+    v: Scratch
+
+
+#: :func:`solve`'s answers besides a request for room (a negative count).
+STEADY, ROTATING = 0, 1
+#: Unknowns a scenario's first room holds beyond the ``2 nb`` reserved for
+#: bodies put back at rest; it grows on demand, so a scene of many bodies on
+#: the ground carries no dense matrix for contacts it never has.
+FIRST_ROOM = 16
+
+
 @jit
-def solve(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
-          body_contact, body_mu, modes, start_dir, acc, h_dir):
+def room(need, old_cap=0):
+    """A :class:`Room` for at least ``need`` unknowns, twice ``old_cap``
+    when that is more (a room grows geometrically)."""
+    cap = max(need, 2 * old_cap)
+    return Room(np.empty(3 * cap, dtype=np.int64), np.empty(3 * cap * cap + 10 * cap))
+
+
+@jit(borrow=True, inline="always")
+def _parts(rm, n):
+    """``rm`` cut for ``n`` unknowns (views, contiguous)."""
+    ints, f = rm.ints, rm.floats
+    sysm = System(ints[:n], ints[n:2 * n], ints[2 * n:3 * n], f[:3 * n].reshape((n, 3)),
+                  f[3 * n:6 * n].reshape((n, 3)))
+    o = 6 * n
+    nn = n * n
+    return Parts(sysm, f[o:o + nn].reshape((n, n)), f[o + nn:o + nn + n],
+                 f[o + nn + n:o + 2 * nn + n].reshape((n, n)), f[o + 2 * nn + n:o + 2 * nn + 2 * n],
+                 f[o + 2 * nn + 2 * n:o + 3 * nn + 2 * n].reshape((n, n)),
+                 f[o + 3 * nn + 2 * n:o + 3 * nn + 3 * n], f[o + 3 * nn + 3 * n:o + 3 * nn + 4 * n])
+
+
+@jit
+def work(nb, nplane):
+    """The contact solve's per-body work arrays for ``nb`` bodies and ``nplane`` planes."""
+    return Work(Marks(np.empty(nb, dtype=np.bool_), np.empty(nb, dtype=np.bool_),
+                      np.empty((nb, 3)), np.zeros((nb, nplane), dtype=np.int64),
+                      np.zeros((nb, nb), dtype=np.int64)),
+                Scratch(np.empty(3), np.empty(3), np.empty(3), np.empty(3)))
+
+
+@jit(borrow=True, python=True)
+def solve(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir, acc, h_dir, cw, rm):
     """Contact forces of one scenario; writes ``acc (nb, 3)``.
 
     Arrays (one scenario): ``mass (nb,)``, ``pos``/``vel``/``free_acc (nb, 3)``
     (free_acc = gravity + control force / mass), ``plane_n (nplane, 3)``
-    (row 0 is the ground), ``plane_mu_tab (nb, nplane)`` wall friction per
-    body and plane, ``mu_s``, ``mu_k (nb,)`` each body's ground friction,
-    ``plane_contact (nb, nplane)`` and ``body_contact (nb, nb)`` active flags
-    (updated: released contacts are cleared), ``body_mu (nb, nb)``, the
-    ground modes ``modes`` (rows ``RESTING``, ``STARTING``, ``STARTED``,
-    ``ABOVE``; updated, ``STARTED`` set for bodies that start to slide in
-    this call) and ``start_dir (nb, 3)`` (updated).
+    (row 0 is the ground); records: ``gc`` each body's ground friction
+    ``mu_s``, ``mu_k (nb,)``, ``pc`` the wall friction ``pl_mu (nb, nplane)``
+    per body and plane and the body-body friction ``b_mu (nb, nb)``, ``fl``
+    the active contacts (:class:`Contacts`: released contacts are cleared;
+    the ground modes updated, ``STARTED`` set for bodies that start to slide
+    in this call, their ``start_dir (nb, 3)`` written), ``cw`` the per-body
+    work arrays (:class:`Work`), ``rm`` the system's (:class:`Room`).
 
     ``h_dir`` chooses the sliding direction of plane contacts: 0 takes the
     direction of the tangential velocity (exact when it does not rotate);
@@ -291,18 +381,18 @@ def solve(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_con
     Bodies whose only contact is the ground (the common case: a ball on the
     table) are solved in closed form, with the same arithmetic as the
     general system gives for them; the others go through the general system.
-    Returns True when some friction direction rotates (bound the step by dt).
-
-    Positional for speed: this kernel runs every pass of the loop and
-    allocates (so it cannot borrow), and taking the flags and friction
-    tables as records here (15 arrays -> 10 or 12 parameters) made the
-    pushed and symplectic runs of ``benchmarks.engine`` 5-10 % slower, in
-    three interleaved runs against this form.
+    Returns ``ROTATING`` when some friction direction rotates (bound the step
+    by dt), ``STEADY`` when none does, or minus the number of unknowns the
+    system needs when ``rm`` holds fewer: nothing is solved then, and the
+    caller solves again in a larger :func:`room`.
     """
+    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
+    simple = cw.marks.simple
     nb = mass.shape[0]
     nplane = plane_n.shape[0]
-    simple = np.ones(nb, dtype=np.bool_)
+    general = False
     for i in range(nb):
+        simple[i] = True
         modes[STARTED, i] = False
         for k in range(1, nplane):
             if plane_contact[i, k]:
@@ -310,17 +400,22 @@ def solve(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_con
         for j in range(nb):
             if j != i and body_contact[i, j]:
                 simple[i] = False
-    rotating = _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k,
-                              plane_contact, body_contact, body_mu, modes, start_dir, acc, h_dir,
-                              simple)
+        general |= not simple[i]
+    answer = STEADY
+    if general:
+        answer = _solve_general(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir, acc,
+                                h_dir, cw, rm)
+        if answer < 0:
+            return answer
+    mu_s, mu_k = fric[0], fric[1]
     for i in range(nb):
         if simple[i] and _solve_ground_only(i, mass[i], vel[i], free_acc[i], mu_s[i], mu_k[i],
                                             plane_contact, modes, start_dir, acc, h_dir):
-            rotating = True
-    return rotating
+            answer = ROTATING
+    return answer
 
 
-@jit
+@jit(borrow=True)
 def _solve_ground_only(i, m, v, fa, mu_s, mu_k, plane_contact, modes, start_dir, acc, h_dir):
     """Closed form of the contact system for a body whose only contact is the
     ground: ``N = -m a_free,z``; static ``s = -m a_free,h`` within ``mu_s N``
@@ -388,11 +483,10 @@ def _solve_ground_only(i, m, v, fa, mu_s, mu_k, plane_contact, modes, start_dir,
     return np.sqrt(p0 * p0 + p1 * p1) > DIR_TOL * (np.sqrt(acc[i, 0] ** 2 + acc[i, 1] ** 2) + 1.0)
 
 
-@jit
-def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, plane_contact,
-                   body_contact, body_mu, modes, start_dir, acc, h_dir, skip):
-    """Contact forces of the bodies not in ``skip`` (arrays as in :func:`solve`,
-    positional for the same measured reason).
+@jit(borrow=True)
+def _solve_general(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir, acc, h_dir, cw, rm):
+    """Contact forces of the bodies not marked ``cw.marks.simple`` (arguments
+    and answer as in :func:`solve`).
 
     An active-set loop: build the unknowns of the current active set, solve
     (:func:`_solve_system`), clamp the most pulling normal force
@@ -400,44 +494,43 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, 
     cone (:func:`_cone_test`), until nothing changes; then the accelerations,
     and bodies started but decelerating at once are put back at rest.
     """
+    marks, v = cw.marks, cw.v
+    skip, hold, plane_clamp, body_clamp = marks.simple, marks.hold, marks.plane_clamp, marks.body_clamp
+    plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
     nb = mass.shape[0]
-    nplane = plane_n.shape[0]
     nu = _count_unknowns(skip, plane_contact, body_contact, modes)
     if nu == 0:
         for i in range(nb):
             for d in range(3):
                 acc[i, d] = free_acc[i, d]
-        return False
+        return STEADY
 
     cap_nu = nu + 2 * nb  # room for bodies put back at rest
+    if 3 * cap_nu > rm.ints.shape[0]:
+        return -cap_nu
     nu = cap_nu
-    sysm = System(np.empty(nu, dtype=np.int64), np.empty(nu, dtype=np.int64),
-                  np.empty(nu, dtype=np.int64), np.empty((nu, 3)), np.empty((nu, 3)))
-    z = np.zeros(nu)
-    v = Scratch(np.empty(3), np.empty(3), np.empty(3), np.empty(3))
-    # Clamp order of each contact's normal force (0 = free), see below.
-    plane_clamp = np.zeros((nb, nplane), dtype=np.int64)
-    body_clamp = np.zeros((nb, nb), dtype=np.int64)
-    ptan = _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir)
-    fl = Contacts(plane_contact, body_contact, modes)
-    coef = (mu_s, mu_k, plane_mu_tab, body_mu)
+    room = _parts(rm, cap_nu)
+    sysm, z = room.sysm, room.z
+    for u in range(nu):
+        z[u] = 0.0
+    _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir, marks.ptan)
 
     # A body started by the cone test but decelerating at once under kinetic
     # friction is inconsistent: mu_s >= mu_k, so static friction holds it.
     # It is put back at rest, held (exempt from the cone test), and the
     # system solved again; held flags never revert, so this ends.
-    hold = np.zeros(nb, dtype=np.bool_)
+    for i in range(nb):
+        hold[i] = False
     for _outer in range(nb + 1):
         plane_clamp[:, :] = 0
         body_clamp[:, :] = 0
         clamp_count = 0
         for _it in range(8 * nu + 8):
             # (Re)build the unknown list from the current active set.
-            nu = _build_unknowns(skip, pos, vel, plane_n, coef, fl, start_dir, h_dir, ptan, sysm,
-                                 v)
-            a_mat, rhs = _assemble(sysm, nu, mass, free_acc)
-            z, released = _solve_system(a_mat, rhs, nu, sysm, plane_clamp, body_clamp, fl)
-            if released:
+            nu = _build_unknowns(skip, pos, vel, plane_n, fric, fl, start_dir, h_dir, marks.ptan,
+                                 sysm, v)
+            _assemble(room, nu, mass, free_acc)
+            if _solve_system(room, nu, plane_clamp, body_clamp, fl):
                 plane_clamp[:, :] = 0
                 body_clamp[:, :] = 0
                 clamp_count = 0
@@ -450,7 +543,7 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, 
                 clamp_count += 1
                 continue
             # Complementarity 2: static friction within its cone, else start.
-            if _cone_test(z, nu, sysm, plane_n, plane_mu_tab, mu_s, modes, hold, start_dir):
+            if _cone_test(z, nu, sysm, plane_n, fric[2], fric[0], modes, hold, start_dir):
                 # Clamps hold for the active set they were found in; a body that
                 # starts to slide changes it (starts never revert: this ends).
                 plane_clamp[:, :] = 0
@@ -462,10 +555,10 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, plane_mu_tab, mu_s, mu_k, 
         if not _revert_started(acc, start_dir, modes, hold):
             break
         nu = cap_nu
-    return _rotating(nu, sysm, vel, acc, plane_n, modes, start_dir, v)
+    return ROTATING if _rotating(nu, sysm, vel, acc, plane_n, modes, start_dir, v) else STEADY
 
 
-@jit
+@jit(borrow=True)
 def _count_unknowns(skip, plane_contact, body_contact, modes):
     """One unknown per active contact, two per resting body (its static force)."""
     nb = skip.shape[0]
@@ -484,12 +577,15 @@ def _count_unknowns(skip, plane_contact, body_contact, modes):
     return nu
 
 
-@jit
-def _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir):
+@jit(borrow=True)
+def _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir, ptan):
     """Tangential free acceleration of each body (``free_acc`` less its parts
-    along the normals of its plane contacts), for the implicit direction."""
+    along the normals of its plane contacts) into ``ptan``, for the implicit
+    direction (zero when ``h_dir`` is)."""
     nb = free_acc.shape[0]
-    ptan = np.zeros((nb, 3))
+    for i in range(nb):
+        for d in range(3):
+            ptan[i, d] = 0.0
     if h_dir > 0.0:
         for i in range(nb):
             for d in range(3):
@@ -500,10 +596,9 @@ def _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir):
                           + ptan[i, 2] * plane_n[k, 2])
                     for d in range(3):
                         ptan[i, d] -= an * plane_n[k, d]
-    return ptan
 
 
-@jit
+@jit(borrow=True)
 def _build_unknowns(skip, pos, vel, plane_n, coef, fl, start_dir, h_dir, ptan, sysm, v):
     """Write the unknowns of the current active set into ``sysm``; returns
     their count (``coef``: ground ``mu_s``, ``mu_k``, wall and body friction
@@ -577,13 +672,13 @@ def _build_unknowns(skip, pos, vel, plane_n, coef, fl, start_dir, h_dir, ptan, s
     return m
 
 
-@jit
-def _assemble(sysm, nu, mass, free_acc):
-    """``A[r, u] = sum over bodies of h_r . g_u / m_b`` and the right side
-    (the measured free acceleration of each row)."""
+@jit(borrow=True)
+def _assemble(room, nu, mass, free_acc):
+    """``A[r, u] = sum over bodies of h_r . g_u / m_b`` into ``room.a`` and
+    the right side (the measured free acceleration of each row) into
+    ``room.rhs`` (every entry of the leading ``nu`` rows and columns)."""
+    sysm, a_mat, rhs = room.sysm, room.a, room.rhs
     kind, ui, uj, gdir, hdir = sysm.kind, sysm.ui, sysm.uj, sysm.gdir, sysm.hdir
-    a_mat = np.zeros((nu, nu))
-    rhs = np.zeros(nu)
     for r in range(nu):
         rb_j = uj[r] if kind[r] == U_BODY else -1
         rb_i = ui[r]
@@ -612,34 +707,34 @@ def _assemble(sysm, nu, mass, free_acc):
             if rb_j >= 0 and rb_j == ub_j:
                 val += dot / mass[rb_j]
             a_mat[r, u] = val
-    return a_mat, rhs
 
 
-@jit
-def _solve_system(a_mat, rhs, nu, sysm, plane_clamp, body_clamp, fl):
-    """The forces ``z`` of the system with the clamped normal forces held at
-    zero; returns ``(z, released)``: ``released`` when the rows cannot all
-    hold with those forces at zero, and the contact clamped last was dropped
-    from the active set (it really separates)."""
+@jit(borrow=True)
+def _solve_system(room, nu, plane_clamp, body_clamp, fl):
+    """The forces ``room.z`` of the system ``room.a``, ``room.rhs`` with the
+    clamped normal forces held at zero; returns ``released``: the rows cannot
+    all hold with those forces at zero, and the contact clamped last was
+    dropped from the active set (it really separates)."""
+    sysm, a_mat, rhs, a_work, b_work, z = room.sysm, room.a, room.rhs, room.a_work, room.b_work, room.z
     kind, ui, uj = sysm.kind, sysm.ui, sysm.uj
     nclamp = 0
     for u in range(nu):
         if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
             nclamp += 1
     if nclamp == 0:
-        z, ok = _gauss_solve(a_mat.copy(), rhs.copy(), nu, PIVOT_TOL)
-        if ok:
-            return z, False
+        _copy(a_mat, rhs, nu, a_work, b_work)
+        if _gauss_solve(a_work, b_work, nu, PIVOT_TOL, z):
+            return False
     # Redundant contacts or clamped forces: the minimum-norm force set with
     # the clamped normal forces held at zero (their columns removed, their
     # no-penetration rows kept).
-    a_red = a_mat.copy()
+    _copy(a_mat, rhs, nu, a_work, b_work)
     for u in range(nu):
         if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
             for r in range(nu):
-                a_red[r, u] = 0.0
-    z = _min_norm_solve(a_red, rhs, nu)
-    if nclamp > 0 and _residual(a_red, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
+                a_work[r, u] = 0.0
+    _min_norm_solve(a_work, rhs, nu, room, z)
+    if nclamp > 0 and _residual(a_work, z, rhs, nu) > RES_TOL * (_absmax(rhs, nu) + 1e-300):
         last = -1
         order = 0
         for u in range(nu):
@@ -648,11 +743,20 @@ def _solve_system(a_mat, rhs, nu, sysm, plane_clamp, body_clamp, fl):
                 order = o
                 last = u
         _release(kind[last], ui[last], uj[last], fl.plane_contact, fl.body_contact, fl.modes)
-        return z, True
-    return z, False
+        return True
+    return False
 
 
-@jit
+@jit(borrow=True)
+def _copy(a, b, n, a_to, b_to):
+    """``a_to[:n, :n] = a[:n, :n]``, ``b_to[:n] = b[:n]``."""
+    for i in range(n):
+        b_to[i] = b[i]
+        for j in range(n):
+            a_to[i, j] = a[i, j]
+
+
+@jit(borrow=True)
 def _clamp_pulling(z, nu, sysm, mass, free_acc, plane_clamp, body_clamp, order):
     """Clamp the most pulling normal force (with clamp ``order``); returns
     whether one pulled."""
@@ -674,7 +778,7 @@ def _clamp_pulling(z, nu, sysm, mass, free_acc, plane_clamp, body_clamp, order):
     return True
 
 
-@jit
+@jit(borrow=True)
 def _cone_test(z, nu, sysm, plane_n, plane_mu_tab, ground_mu_s, modes, hold, start_dir):
     """Static friction within its cone, else the body starts to slide;
     returns whether one started."""
@@ -714,7 +818,7 @@ def _cone_test(z, nu, sysm, plane_n, plane_mu_tab, ground_mu_s, modes, hold, sta
     return changed
 
 
-@jit
+@jit(borrow=True)
 def _accelerations(z, nu, sysm, mass, free_acc, plane_n, plane_contact, modes, acc):
     """Accelerations from the solved forces, rounding removed from the
     constrained directions."""
@@ -749,7 +853,7 @@ def _accelerations(z, nu, sysm, mass, free_acc, plane_n, plane_contact, modes, a
             acc[i, 2] = 0.0
 
 
-@jit
+@jit(borrow=True)
 def _revert_started(acc, start_dir, modes, hold):
     """Bodies started in this solve but decelerating at once are put back at
     rest and held; returns whether any was."""
@@ -766,7 +870,7 @@ def _revert_started(acc, start_dir, modes, hold):
     return reverted
 
 
-@jit
+@jit(borrow=True)
 def _rotating(nu, sysm, vel, acc, plane_n, modes, start_dir, v):
     """Do the sliding directions stay put under these accelerations?"""
     kind, ui, uj, hdir = sysm.kind, sysm.ui, sysm.uj, sysm.hdir

@@ -94,16 +94,14 @@ class Run(NamedTuple):
 # Inlined into _run_one, which as a kernel's caller would re-optimise it all once more.
 @jit(inline="always")
 def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
-    """Simulate one scenario in place from its constants ``scene``, ``run``:
-    the state ``pos``, ``vel (nb, 3)``, samples into ``out_pos``, ``out_vel``,
-    events into ``ev`` (``EventLog``), sensitivities into ``tan``
-    (``TangentIO``); returns ``(status, event_count, t)``.  The loop is the
-    stages of :mod:`simcore.sliding.stages`, the record fields it reads
-    unpacked before it (a field read in the loop costs a reference count per
-    pass).  A window ``[t0, t1)`` acts over ``[t0 + lag, t1 + lag)``, ``lag =
-    params[TIME_OFFSET]``.  Through a run of dt steps where a direction
-    rotates, no event can occur before ``quiet_until`` (``stages.quiet_time``):
-    the search is skipped there."""
+    """Simulate one scenario in place from its constants ``scene``, ``run``: the
+    state ``pos``, ``vel (nb, 3)``, samples into ``out_pos``, ``out_vel``, events
+    into ``ev``, sensitivities into ``tan``; returns ``(status, event_count, t)``.
+    The loop is the stages of :mod:`simcore.sliding.stages`, the record fields
+    it reads unpacked before it (a field read in the loop costs a reference
+    count per pass).  A window ``[t0, t1)`` acts over ``[t0 + lag, t1 + lag)``,
+    ``lag = params[TIME_OFFSET]``.  Through dt steps where a direction rotates,
+    no event occurs before ``quiet_until``: the search is skipped there."""
     nb = pos.shape[0]
     shape, radius, mass, samp_t = scene.shape, scene.radius, scene.mass, scene.samp_t
     c_body, c_t0, c_t1, c_force = scene.c_body, scene.c_t0, scene.c_t1, scene.c_force
@@ -112,11 +110,10 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     nt, ns, symplectic = t_param.shape[0], samp_t.shape[0], run.integrator == INTEGRATOR_SYMPLECTIC
     has_meas = ns > 0 and meas.shape[0] == ns
     planes, bodies, drifting, gc, pc, fl, v3, tg, ts, forcing = _work(scene, run, pos, vel, tan)
-    start_dir, force, free_acc, tfa = forcing
+    start_dir, force, free_acc, tfa, cw, fric, rm = forcing
     plane_n, inv_m, acc, dacc, g_vth = planes.n, bodies.inv_m, bodies.acc, drifting.acc, gc.v_th
     tpos, tvel, tacc, ttau, ds, tdva = ts.tpos, ts.tvel, ts.tacc, ts.ttau, ts.ds, tg.tdva
     plane_contact, body_contact, modes, zero3 = fl.plane_contact, fl.body_contact, fl.modes, v3.zero3
-    g_mu_s, g_mu_k, pl_mu, b_mu = gc.mu_s, gc.mu_k, pc.pl_mu, pc.b_mu
     sums = Sums(tan.tr_sse, tan.tr_grad, tan.tr_gn)
     lag, p_ground, p_lag = params[TIME_OFFSET], tg.pdir[GROUND_OFFSET], tg.pdir[TIME_OFFSET]
     pbody = S.body_directions(tg.pdir, run.bg_idx, scene.mat)
@@ -139,12 +136,15 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
                 tangent.free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
                 nd |= S.general_contacts(plane_contact, body_contact)
             h_dir = 0.0
-            for _attempt in range(2):
-                rotating = contact.solve(mass, pos, vel, free_acc, plane_n, pl_mu, g_mu_s,
-                                         g_mu_k, plane_contact, body_contact, b_mu, modes,
-                                         start_dir, acc, h_dir)
+            for _attempt in range(3):
+                answer = contact.solve(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir,
+                                       acc, h_dir, cw, rm)
+                if answer < 0:  # the system needs more room: grow it, solve again
+                    rm = contact.room(-answer, rm.ints.shape[0] // 3)
+                    continue
+                rotating = answer == contact.ROTATING
                 n_ev, started = S.log_starts(n_ev, t, modes, start_dir, ev, ttau, tdva, zero3)
-                if not rotating or symplectic:
+                if not rotating or symplectic or h_dir > 0.0:
                     break
                 # Directions rotate: step dt with the implicit direction.
                 h_dir = min(grid_next, t_end) - t
@@ -232,7 +232,8 @@ def _work(scene, run, pos, vel, tan):
     set up at ``run.t_start`` (the tangents seeded, then :func:`_set_up`):
     ``(planes, bodies, drifting, gc, pc, fl, v3, tg, ts, forcing)``, where
     ``drifting`` is ``bodies`` with the drift acceleration ``dacc`` and
-    ``forcing`` is ``(start_dir, force, free_acc, tfa)``."""
+    ``forcing`` is ``(start_dir, force, free_acc, tfa, cw, fric, rm)``: the
+    contact solve's work arrays, friction tables and first room last."""
     nb = pos.shape[0]
     (plane_n, plane_d, inv_m, gc, pc, start_dir, force, free_acc, acc, dacc, v3,
      fl) = S.scratch(nb, scene.wall_n.shape[0] + 1, run.laws)
@@ -247,7 +248,10 @@ def _work(scene, run, pos, vel, tan):
     if tan.t_param.shape[0] > 0:
         sensitivity.seed(nb, tan.t_vel, tvel)
     _set_up(scene, run, pos, vel, inv_m, planes, gc, pc, fl, tg, v3.nrm)
-    return planes, bodies, drifting, gc, pc, fl, v3, tg, ts, (start_dir, force, free_acc, tfa)
+    cw, fric = contact.work(nb, plane_n.shape[0]), (gc.mu_s, gc.mu_k, pc.pl_mu, pc.b_mu)
+    rm = contact.room(2 * nb + contact.FIRST_ROOM)
+    return planes, bodies, drifting, gc, pc, fl, v3, tg, ts, (start_dir, force, free_acc, tfa, cw,
+                                                              fric, rm)
 
 
 @jit(inline="always")
