@@ -72,6 +72,8 @@ RULES = [
     ("controls", _set("t1", 0, -1.0), ["control window reversed", "controls", "t1", "row 0"]),
     ("walls", lambda df: df.assign(nx=0.0, ny=0.0, nz=0.0), ["zero wall normal", "walls"]),
     ("scenarios", _set("split", 1, "validation"), ["unknown split", "row 1"]),
+    ("scenarios", _set("duration", 2, 0.45),
+     ["sample after the duration", "trajectories, column t", "scenarios.duration"]),
     ("bodies", lambda df: df.assign(material="resin").pipe(_set("material", 3, "felt+cloth")),
      ["bad material name", "bodies", "material", "row 3"]),
     ("walls", lambda df: df.assign(material="oak wood"),
@@ -174,6 +176,27 @@ def test_validate_cli(good, tmp_path, capsys):
     assert main(["validate", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "INVALID" in out and "mass" in out and "Traceback" not in out
+
+
+def test_a_sample_after_the_duration_is_refused_by_row_not_by_a_traceback(good, tmp_path,
+                                                                          capsys):
+    """A measured sample 1 ms after its scenario's end is named by its row;
+    ``simulate`` refuses the dataset with that line instead of crashing."""
+    bad = _copy(good, tmp_path)
+    traj = pd.read_parquet(bad / "trajectories.parquet")
+    sid = pd.read_parquet(bad / "scenarios.parquet").scenario_id[1]
+    rows = traj.index[traj.scenario_id == sid]
+    start = traj.t[rows].min()
+    _edit(bad, "scenarios", _set("duration", 1, float(traj.t[rows].max() - start) - 1e-3))
+    _, report, _ = dataset.validate(bad)
+    text = report.text()
+    late = [r for r in rows if traj.t[r] > start + float(traj.t[rows].max() - start) - 1e-3]
+    assert "sample after the duration" in text
+    assert any(f"table trajectories, column t, row {r}" in text for r in late), text
+    assert main(["simulate", str(bad), "--out", str(tmp_path / "out")]) != 0
+    captured = capsys.readouterr()
+    assert "sample after the duration" in captured.out + captured.err
+    assert "Traceback" not in captured.out + captured.err
 
 
 def test_shards_are_balanced_and_stable_across_processes(good):

@@ -187,7 +187,7 @@ class _Scan:
     """The trajectories' row checks, fed batch by batch in file order.
 
     Its state is a few numbers per bodies row (bounded whatever the
-    table's length): samples seen, first row, last t, the first
+    table's length): samples seen, first row, last t and its row, the first
     :data:`HEAD` samples; the rows where t does not increase and the rows
     of no body (the first few, with their scenario, and counts); whether
     the rows come grouped by scenario.  Bodies are keyed by (scenario,
@@ -217,6 +217,7 @@ class _Scan:
         self.count = np.zeros(nb, np.int64)
         self.first_row = np.full(nb, -1, np.int64)
         self.last_t = np.zeros(nb)
+        self.last_row = np.full(nb, -1, np.int64)
         self.head_t = np.zeros((nb, HEAD))
         self.head_p = np.zeros((nb, HEAD, 3))
         self.closed = np.zeros(len(names), np.bool_)
@@ -239,8 +240,9 @@ class _Scan:
         nfound = np.zeros(2, np.int64)
         _scan_rows(_Rows(code, np.ascontiguousarray(body, np.int64), t, x, y, z), m,
                    _BodyIndex(self.low, self.span, self.lut, self.skeys, self.srows, self.bcode),
-                   row0, _ScanTables(self.count, self.first_row, self.last_t, self.head_t,
-                                     self.head_p, self.closed, self.state), found, nfound)
+                   row0, _ScanTables(self.count, self.first_row, self.last_t, self.last_row,
+                                     self.head_t, self.head_p, self.closed, self.state),
+                   found, nfound)
         for k, what in enumerate(("t", "orphan")):
             rows, sids, n = self.found[what]
             for i in found[k, :min(nfound[k], Report.SHOW)]:
@@ -363,6 +365,7 @@ class _ScanTables(NamedTuple):
     count: np.ndarray
     first_row: np.ndarray
     last_t: np.ndarray
+    last_row: np.ndarray
     head_t: np.ndarray
     head_p: np.ndarray
     closed: np.ndarray
@@ -383,7 +386,7 @@ def _scan_rows(rows, m, index, row0, tab, found, nfound):
     code, body, t, x, y, z = rows.code, rows.body, rows.t, rows.x, rows.y, rows.z
     count, first_row, last_t, head_t, head_p = (tab.count, tab.first_row, tab.last_t,
                                                  tab.head_t, tab.head_p)
-    closed, state, bcode = tab.closed, tab.state, index.bcode
+    closed, state, bcode, last_row = tab.closed, tab.state, index.bcode, tab.last_row
     nh = head_t.shape[1]
     b = -1
     for i in range(code.shape[0]):
@@ -411,6 +414,7 @@ def _scan_rows(rows, m, index, row0, tab, found, nfound):
                 found[0, nfound[0]] = i
             nfound[0] += 1
         last_t[b] = t[i]
+        last_row[b] = row0 + i
         if n < nh:
             head_t[b, n] = t[i]
             head_p[b, n, 0] = x[i]

@@ -149,6 +149,8 @@ def _check_rules(ds, scan, report):
                 report.add_rows("unknown split", f["scenarios"], "scenarios", "split", bad,
                                 "expected 'train' or 'test'", s_sid)
 
+    if "scenarios" in ds.tables and "duration" in ds.tables["scenarios"].column_names:
+        _check_past_end(ds, f, scan, report)
     _check_references(ds, f, report)
     _check_parameters(ds, report)
     if not report and not ds.meta.get("allow_implausible", False):
@@ -410,13 +412,37 @@ def _check_steps(ds, f, scan, report):
     ncode = ds.names.shape[0]
     lo = np.full(ncode, np.inf)
     hi = np.full(ncode, -np.inf)
-    np.minimum.at(lo, scan.bcode, scan.head_t[:, 0])
-    np.maximum.at(hi, scan.bcode, scan.last_t)
+    # Scenario codes of the dataset's (the scan's own differ: bodies only).
+    np.minimum.at(lo, ds.codes["bodies"], scan.head_t[:, 0])
+    np.maximum.at(hi, ds.codes["bodies"], scan.last_t)
     span = (hi - lo)[ds.codes["scenarios"]]
     bad = np.flatnonzero(np.isfinite(span) & (duration > 10.0 * span + 1.0))
     if bad.size:
         report.add_rows("implausible value", f["scenarios"], "scenarios", "duration", bad,
                         f"duration over 10 x its samples' span + 1 s{_OVERRIDE}", s_sid)
+
+
+
+def _check_past_end(ds, f, scan, report):
+    """No sample after its scenario's end: a scenario runs from its first
+    sample for ``scenarios.duration`` (the same sum as
+    :mod:`simcore.data.dataset.scenarios`), and a sample past that end could
+    not be simulated.  Names each late body's last row."""
+    ncode = ds.names.shape[0]
+    start = np.full(ncode, np.inf)
+    code = ds.codes["bodies"]  # the dataset's scenario codes (the scan's own differ)
+    np.minimum.at(start, code, np.where(scan.count > 0, scan.head_t[:, 0], np.inf))
+    duration = np.full(ncode, np.inf)
+    duration[ds.codes["scenarios"]] = _col(ds, "scenarios", "duration")
+    end = start + duration
+    late = np.flatnonzero((scan.count > 0) & (scan.last_t > end[code]))
+    if late.size:
+        b_sid = ds.ids_of("bodies")
+        sids = {int(scan.last_row[b]): b_sid[int(b)] for b in late[:report.SHOW]}
+        report.add_rows("sample after the duration", f["trajectories"], "trajectories", "t",
+                        scan.last_row[late], "a body's last sample comes after its scenario's "
+                        "first sample + scenarios.duration (lengthen the duration or drop the "
+                        "sample)", sids, total=late.size)
 
 
 def _check_materials(ds, f, report):
