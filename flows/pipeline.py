@@ -438,6 +438,9 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                   loaded.ds.truth)
             doc.update(fit_s=fit_s, noise_m=noise,
                        gate={"registered": ok, "reason": refusal, "rms_limit_m": limit})
+            if report.converged(result) and report.above(scores.get("train_rms_m"), limit):
+                # The optimiser stopped, but not at the noise: no "converged" verdict.
+                doc.update(converged=False, status=report.ABOVE_NOISE, message=refusal)
             conv_png, over_png = conv.result(), over.result() if over else b""
             _log_results(c, run_id, result, doc, res, conv_png, over_png,
                          report.nuisance_table(result, loaded.train, cfg.nuisance)

@@ -50,20 +50,18 @@ def gate(result, rms_m, noise_m, k, floor_m):
 
     It must have converged on the coefficients the data inform, its training
     residual rms ``rms_m`` must be at most ``limit_m = max(k noise_m,
-    floor_m)`` (``noise_m``: the positions' noise scale, None when unknown;
-    the floor lets noiseless data and real data with model error through),
+    floor_m)`` (``noise_m``: the positions' noise scale, None when unknown),
     and every informed coefficient's 95 % interval must be finite and hold
-    its estimate.  ``reason`` says which test failed and what to check."""
+    its estimate.  The limit follows the noise the data show; ``floor_m`` is
+    what the data declare beyond it (a known model error of real data, or
+    the default micrometre under which noiseless data agree).  A converged
+    fit far above the noise did not find the truth: ``reason`` says so, by
+    how many times the noise, and what to try."""
     limit = max(k * noise_m, floor_m) if noise_m is not None else floor_m
     if not converged(result):
         return False, f"the fit did not converge: {result.message}", limit
-    if rms_m is None or not np.isfinite(rms_m) or rms_m > limit:
-        noise = f"{noise_m:.3g} m" if noise_m is not None else "unknown"
-        rms = f"{rms_m:.4g} m" if rms_m is not None else "unknown"
-        return False, (f"the training residual rms {rms} is above the gate "
-                       f"max(gate_k {k:g} x noise {noise}, gate_floor_m {floor_m:g} m) = "
-                       f"{limit:.4g} m: the model does not explain these data (check "
-                       "dataset.yaml units, the scenarios and the laws)"), limit
+    if above(rms_m, limit):
+        return False, _above_noise(rms_m, noise_m, k, floor_m, limit), limit
     for name in result.free:
         if name in result.held:
             continue
@@ -73,6 +71,31 @@ def gate(result, rms_m, noise_m, k, floor_m):
             return False, (f"the 95 % interval of {name} [{lo:.4g}, {hi:.4g}] is not finite "
                            f"or does not hold its estimate {v:.4g}"), limit
     return True, "", limit
+
+
+#: The status word of a fit whose optimiser stopped above the gate's limit
+#: (in ``fit.json``, the run's tags and the report instead of "converged_*").
+ABOVE_NOISE = "above_noise"
+
+
+def above(rms_m, limit_m):
+    """The training residual ``rms_m`` is unknown or above ``limit_m``."""
+    return rms_m is None or not np.isfinite(rms_m) or rms_m > limit_m
+
+
+def _above_noise(rms_m, noise_m, k, floor_m, limit):
+    """The verdict on a converged fit whose residual is above the gate."""
+    rms = f"{rms_m:.4g} m" if rms_m is not None else "unknown"
+    if noise_m is not None and noise_m > 0 and rms_m is not None and np.isfinite(rms_m):
+        times = f", {rms_m / noise_m:.3g} times the positions' noise {noise_m:.3g} m"
+    else:
+        times = f" (the positions' noise: {'unknown' if noise_m is None else f'{noise_m:.3g} m'})"
+    return (f"not at the noise: the optimiser stopped, but the training residual rms {rms}"
+            f"{times}, is above the gate max(gate_k {k:g} x noise, gate_floor_m {floor_m:g} m)"
+            f" = {limit:.4g} m. Either the fit stopped in a local minimum, or the model does not "
+            "explain these data. Try several starts (starts: 8), fewer coefficients at once, "
+            "or other start values; check dataset.yaml's units, the scenarios and the laws; "
+            "if the data carry a known model error, declare it with gate_floor_m")
 
 
 #: Correlations of fitted coefficients reported from this size up (lmfit's default).

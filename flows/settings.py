@@ -186,6 +186,8 @@ class CalibrationConfig(BaseModel):
     # The registration gate: a converged fit is registered only when its
     # training residual rms is at most max(gate_k x the positions' noise
     # scale, gate_floor_m) and its intervals are finite and hold the estimates.
+    # At the truth the rms (of a 3-d distance) is about sqrt(3) times the
+    # noise scale (per axis); the floor is what data declare beyond the noise.
     gate_k: Annotated[Number, _finite(0, True)] = 10.0
     gate_floor_m: Annotated[Number, _finite(0, False)] = 0.05
 

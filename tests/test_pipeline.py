@@ -104,17 +104,21 @@ def test_a_failed_fit_leaves_the_run_failed_and_the_alias_in_place(store):
 def test_the_gate_refuses_a_residual_the_model_does_not_explain(store):
     """The shipped set's residual is its 1 mm noise (rms sqrt(3) mm over the
     three axes): a gate of 0.5 x the noise and no floor refuses it; the run is
-    FAILED with the reason, nothing is registered, fit.json says why."""
+    FAILED with the reason, nothing is registered, fit.json says why, and the
+    verdict is not "converged": the fit did not reach the noise."""
     track, c, exp = store
-    with pytest.raises(pipeline.CalibrationFailed, match="not registered: the training "
-                                                         "residual rms") as err:
+    with pytest.raises(pipeline.CalibrationFailed, match="not registered: not at the noise: "
+                                                         "the optimiser stopped") as err:
         pipeline.calibrate(TABLE, config={"gate_k": 0.5, "gate_floor_m": 0.0})
     doc = err.value.doc
-    assert doc["converged"] and doc["gate"]["registered"] is False
+    assert not doc["converged"] and doc["status"] == "above_noise"
+    assert doc["gate"]["registered"] is False and doc["message"] == doc["gate"]["reason"]
+    assert "times the positions' noise" in doc["message"] and "local minimum" in doc["message"]
     assert doc["noise_m"] == pytest.approx(1e-3, rel=0.05)
     assert doc["gate"]["rms_limit_m"] == pytest.approx(0.5 * doc["noise_m"])
     (run,) = _runs(c, exp)
     assert run.info.status == "FAILED" and "gate_k 0.5" in run.data.tags["gate"]
+    assert run.data.tags["status"] == "above_noise"
     assert run.data.metrics["noise_m"] == pytest.approx(doc["noise_m"])
     assert c.search_registered_models() == []
 

@@ -34,13 +34,23 @@ def test_a_fit_that_did_not_converge_is_refused():
 def test_a_residual_the_model_does_not_explain_is_refused(rms):
     ok, reason, limit = report.gate(_result(), rms, 1.0, 10.0, 0.05)
     assert not ok and limit == 10.0
-    assert "residual rms" in reason and "gate_k 10 x noise 1 m" in reason
-    assert "units" in reason
+    assert "residual rms" in reason and "gate_k 10 x noise, gate_floor_m 0.05 m" in reason
+    assert "units" in reason and "local minimum" in reason and "starts" in reason
+    assert report.above(rms, limit)
+
+
+def test_a_converged_fit_far_above_the_noise_says_how_far():
+    """29 mm of residual against 1 mm of noise passes no default gate: the
+    reason says 29 times the noise and what to try."""
+    ok, reason, limit = report.gate(_result(), 0.029, 1e-3, 5.0, 1e-6)
+    assert not ok and limit == pytest.approx(5e-3)
+    assert reason.startswith("not at the noise") and "29 times the positions' noise" in reason
+    assert "gate_floor_m" in reason  # how to declare a known model error
 
 
 def test_a_residual_with_an_unknown_noise_scale_meets_the_floor():
     ok, reason, limit = report.gate(_result(), 0.06, None, 10.0, 0.05)
-    assert not ok and limit == 0.05 and "noise unknown" in reason
+    assert not ok and limit == 0.05 and "noise: unknown" in reason
 
 
 @pytest.mark.parametrize("ci", [(np.nan, np.nan), (-np.inf, 0.3), (0.2, 0.3)])

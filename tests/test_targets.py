@@ -92,6 +92,9 @@ def test_time_offset_of_a_lagging_body_is_found(tmp_path, capsys):
     traj = pd.read_parquet(lag / "trajectories.parquet")
     traj.loc[traj.body_id == 1, "t"] += 0.01  # body 1's stream lags one frame
     traj.to_parquet(lag / "trajectories.parquet")
+    scen = pd.read_parquet(lag / "scenarios.parquet")
+    scen["duration"] += 0.01  # its last sample still within the run
+    scen.to_parquet(lag / "scenarios.parquet")
     off = dataset.time_offsets(dataset.read(lag))
     assert off[1][1] >= 5
     assert off[1][0] == pytest.approx(0.01, abs=0.003)
