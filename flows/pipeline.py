@@ -91,6 +91,8 @@ class ShardRef:
     ids: np.ndarray = field(repr=False)
     #: The per-material coefficients of the fit's layout.
     coefficients: tuple = ()
+    #: The whole train problem's scenario count: the shard's loss is a mean over it.
+    norm: int = 0
 
 
 #: Shard problems built in this process, by ``(ShardRef.key, horizon)``.
@@ -103,9 +105,9 @@ def _part(ref, horizon):
         base = _PARTS.get((ref.key, 1.0))
         if base is None:
             # A worker of another process: build this shard's scenarios alone.
-            base = Problem.from_dataset(D.read(ref.path), dict(ref.weights),
-                                        order=[str(s) for s in ref.ids],
-                                        coefficients=ref.coefficients)
+            base = replace(Problem.from_dataset(D.read(ref.path), dict(ref.weights),
+                                                order=[str(s) for s in ref.ids],
+                                                coefficients=ref.coefficients), norm=ref.norm)
             _PARTS[(ref.key, 1.0)] = base
         _PARTS[key] = base.truncated(horizon)
     return _PARTS[key]
@@ -313,8 +315,9 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
         extra = loaded.train.model.layout.per_material
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
                        f"{D.stable_hash(repr((weights, extra)))}", loaded.path, weights,
-                       np.array([loaded.train.ids[i] for i in ix], dtype=str), extra)
-        _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix)
+                       np.array([loaded.train.ids[i] for i in ix], dtype=str), extra,
+                       loaded.train.loss_norm)
+        _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix, norm=loaded.train.loss_norm)
         refs.append(ref)
 
     def runner(calls):

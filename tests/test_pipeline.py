@@ -214,13 +214,16 @@ def test_bad_config_names_the_file_and_key(tmp_path, text, words, capsys):
     assert str(cfg) in err and words in err and "Traceback" not in err
 
 
-def test_dask_runner_gives_the_same_coefficients(store):
-    """A 2-worker LocalCluster (processes) against the default thread runner."""
+def test_dask_runner_and_shard_count_give_the_same_coefficients(store):
+    """A 2-worker LocalCluster (processes) and five thread shards against the
+    default thread runner: the same fit, bit for bit."""
     cfg = {"fit": ["mu_k", "e_bw", "mu_w"]}
     threads = pipeline.run(pipeline.calibrate, TABLE, cfg)
     dask = pipeline.run(pipeline.calibrate, TABLE, dict(cfg, task_runner="dask", workers=2))
+    five = pipeline.run(pipeline.calibrate, TABLE, dict(cfg, shards=5))
+    assert dask["loss"] == threads["loss"] == five["loss"]
     for n in cfg["fit"]:
-        assert dask["params"][n] == pytest.approx(threads["params"][n], rel=1e-12, abs=0)
+        assert dask["params"][n] == threads["params"][n] == five["params"][n]
 
 
 def test_tracking_settings_come_from_the_file_then_the_environment(tmp_path, monkeypatch):

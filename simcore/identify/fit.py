@@ -86,6 +86,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import params as P
+from .losses import over_scenarios as _over
 from .problem import NUISANCE, project
 
 METHODS = ("lm", "gd", "adam")
@@ -219,8 +220,8 @@ def _schur(H, g, nf, k, scen_hold, lam=0.0):
     ``scen_hold`` (``(S,)``: whole scenarios; ``(S, k)``: single values), are
     pinned (unit diagonal, no coupling).
     """
-    A = H[:, :nf, :nf].sum(axis=0)
-    b = g[:, :nf].sum(axis=0)
+    A = _over(H[:, :nf, :nf])
+    b = _over(g[:, :nf])
     if not k:
         return A, b, None
     Hnn = H[:, nf:, nf:].copy()
@@ -239,8 +240,8 @@ def _schur(H, g, nf, k, scen_hold, lam=0.0):
         # A combination of nuisance values the data leave free (a body's
         # spin about a line its samples cannot see): the minimum-norm step.
         X = np.linalg.pinv(Hnn, rcond=1e-12, hermitian=True) @ rhs
-    A = A - np.einsum("sfn,sng->fg", Hgn, X[:, :, :nf])
-    b = b - np.einsum("sfn,sn->f", Hgn, X[:, :, nf])
+    A = A - _over(np.einsum("sfn,sng->sfg", Hgn, X[:, :, :nf]))
+    b = b - _over(np.einsum("sfn,sn->sf", Hgn, X[:, :, nf]))
     return A, b, X
 
 
@@ -251,7 +252,7 @@ def _lm_step(H, g, nf, k, lam, hold, scen_hold):
     signal); ``scen_hold``: scenarios whose nuisance is held.  Returns
     ``(d_global (nf,), d_nuis (S, k) or None)``.
     """
-    dg_scale = np.maximum(np.diag(H[:, :nf, :nf].sum(axis=0)), 1e-30)
+    dg_scale = np.maximum(np.diag(_over(H[:, :nf, :nf])), 1e-30)
     A, b, X = _schur(H, g, nf, k, scen_hold, lam)
     A[np.diag_indices(nf)] += lam * dg_scale
     for c in hold:
@@ -320,13 +321,13 @@ def _cluster_cov(ev, nf, hold):
     out[hold, hold] = np.inf
     if not keep:
         return out
-    H = lv.gn[:, keep][:, :, keep].sum(axis=0)
+    H = _over(lv.gn[:, keep][:, :, keep])
     g = lv.grad[:, keep]
     try:
         inv = np.linalg.inv(H)
     except np.linalg.LinAlgError:
         inv = np.linalg.pinv(H)
-    out[np.ix_(keep, keep)] = inv @ (g.T @ g) @ inv
+    out[np.ix_(keep, keep)] = inv @ _over(g[:, :, None] * g[:, None, :]) @ inv
     return out
 
 
@@ -878,7 +879,7 @@ def _gradients(ev, nf, k, hold, scen_hold, precondition):
     nuisance) and gd's Jacobi preconditioners, the Gauss-Newton diagonal,
     so that its learning rate is dimensionless (1 without ``precondition``)."""
     g_full = ev.loss.grad
-    gg = g_full[:, :nf].sum(axis=0)
+    gg = _over(g_full[:, :nf])
     gg[hold] = 0.0
     gnuis = g_full[:, nf:].copy() if k else None
     if k:
@@ -886,7 +887,7 @@ def _gradients(ev, nf, k, hold, scen_hold, precondition):
     if precondition is False:
         return gg, gnuis, 1.0, 1.0
     diag = np.einsum("sii->si", ev.loss.gn)
-    pre_g = np.maximum(diag[:, :nf].sum(axis=0), 1e-300)
+    pre_g = np.maximum(_over(diag[:, :nf]), 1e-300)
     pre_n = np.maximum(diag[:, nf:], 1e-300) if k else None
     return gg, gnuis, pre_g, pre_n
 
@@ -946,8 +947,8 @@ def _predicted(H, g, d, dn, nf):
     delta[:, :nf] = d
     if dn is not None:
         delta[:, nf:] = dn
-    lin = float(np.einsum("sp,sp->", g, delta))
-    quad = float(np.einsum("sp,spq,sq->", delta, H, delta))
+    lin = float(_over(np.einsum("sp,sp->s", g, delta)))
+    quad = float(_over(np.einsum("sp,spq,sq->s", delta, H, delta)))
     return -(lin + 0.5 * quad)
 
 
@@ -958,8 +959,8 @@ def _screen(problem, theta, nuisance, nuis, cauchy_a):
         per = problem.loss_only(theta, nuisance, nuis, per_scenario=True)
     except RuntimeError:
         return np.nan
-    return float(per.sum()) if cauchy_a is None else float(
-        (cauchy_a * np.log1p(per / cauchy_a)).sum())
+    return float(_over(per)) if cauchy_a is None else float(
+        _over(cauchy_a * np.log1p(per / cauchy_a)))
 
 
 def _cauchy(ev, a):
@@ -969,7 +970,7 @@ def _cauchy(ev, a):
     lv = ev.loss
     w = 1.0 / (1.0 + lv.per_scenario / a)
     rho = a * np.log1p(lv.per_scenario / a)
-    total = float(rho.sum()) if np.isfinite(lv.total) else lv.total
+    total = float(_over(rho)) if np.isfinite(lv.total) else lv.total
     lv = replace(lv, total=total, per_scenario=rho, grad=lv.grad * w[:, None],
                  gn=lv.gn * w[:, None, None] if lv.gn is not None else None)
     return replace(ev, loss=lv)
@@ -987,7 +988,7 @@ def _adam(m1, m2, gg, gnuis, it, eta, b1=0.9, b2=0.999, eps=1e-12):
 
 def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
     """Largest relative gap between the gradient and central differences."""
-    g = ev.loss.grad[:, :len(free_idx)].sum(axis=0)
+    g = _over(ev.loss.grad[:, :len(free_idx)])
     worst = 0.0
     # Gaps below this are rounding: 1e-7 of the loss per unit of the coefficient.
     floor = 1e-7 * abs(ev.loss.total) / max(1e-2, float(np.abs(theta[free_idx]).max()))
@@ -1052,7 +1053,7 @@ def _result(w, method, nit, status, history, fd_gap):
                     "(gradient by finite differences)")
     if fd_gap is not None and fd_gap > 1e-4:
         message += f"; gradient differs from finite differences by {fd_gap:.1e} (relative)"
-    grad = lv.grad[:, :nf].sum(axis=0)
+    grad = _over(lv.grad[:, :nf])
     cluster = corr_cluster = None
     if not k and lv.gn is not None and problem.nscen >= 2 * max(nf, 1):
         ccov = _cluster_cov(ev, nf, hold)

@@ -258,10 +258,20 @@ def orientation(sim, tg, model, want_gn):
     ok = np.isfinite(res[..., 0])
     per_row = np.where(ok[..., None], res, 0.0)
     row_sse = np.einsum("mbd,mbd->m", per_row, per_row)
-    csum = np.r_[0.0, np.cumsum(row_sse)]
     cnt = np.r_[0, np.cumsum(ok.sum(axis=1))]
-    return Component(csum[ptr[1:]] - csum[ptr[:-1]], grad, gn,
+    return Component(_segment_sums(row_sse, ptr), grad, gn,
                      (cnt[ptr[1:]] - cnt[ptr[:-1]]).astype(float))
+
+
+def _segment_sums(rows, ptr):
+    """Each scenario's sum of ``rows[ptr[s]:ptr[s + 1]]``, over its own rows
+    alone (a difference of running sums would carry the rounding of the
+    scenarios before it, and differ with their order)."""
+    out = np.zeros(ptr.size - 1)
+    full = ptr[1:] > ptr[:-1]
+    if full.any():
+        out[full] = np.add.reduceat(rows, ptr[:-1][full])
+    return out
 
 
 LOSSES = {"trajectory": trajectory, "output": output, "velocity": velocity, "dv": dv,
@@ -307,24 +317,35 @@ def check_weights(weights):
     return out
 
 
-def combine(sim, tg, model, weights, want_gn):
-    """Evaluate every weighted component and the normalised total."""
+def over_scenarios(a):
+    """The sum of ``a`` over its first axis (the scenarios) in an order set by
+    the values alone (sorted), so that the same scenarios in any order, in
+    any shards, give the same bits: a fit does not depend on how the data
+    were listed or split."""
+    return np.sort(np.asarray(a), axis=0).sum(axis=0)
+
+
+def combine(sim, tg, model, weights, want_gn, norm=0):
+    """Evaluate every weighted component and the normalised total: each
+    component's mean over ``norm`` scenarios (0: this batch's count; a
+    shard passes its whole problem's, so that every scenario's share is
+    the same bits in any shard) of its per-scenario sum over its count of
+    terms."""
     nscen = model.nscen
+    norm = norm or nscen
     nt = sim.sens.directions.count
     grad = np.zeros((nscen, nt))
     gn = np.zeros((nscen, nt, nt)) if want_gn else None
-    comps, total, count, unmatched = {}, 0.0, 0, 0
+    comps, count, unmatched = {}, 0, 0
     shares = np.zeros(nscen)
     data_diag = np.zeros((nscen, nt))
     for name, w in weights.items():
         if w == 0.0:
             continue
         c = LOSSES[name](sim, tg, model, want_gn)
-        scale = w / (nscen * np.maximum(c.count, 1.0))
+        scale = w / (norm * np.maximum(c.count, 1.0))
         shares += scale * c.sse
-        value = float(np.sum(scale * c.sse))
-        comps[name] = value
-        total += value
+        comps[name] = float(over_scenarios(scale * c.sse))
         grad += 2.0 * scale[:, None] * c.grad
         if want_gn:
             gn += 2.0 * scale[:, None, None] * c.gn
@@ -332,5 +353,6 @@ def combine(sim, tg, model, weights, want_gn):
                 data_diag += 2.0 * scale[:, None] * np.einsum("sii->si", c.gn)
         count += int(c.count.sum())
         unmatched += c.unmatched
+    total = float(over_scenarios(shares))
     return LossValue(total, comps, shares, grad, gn, count, unmatched,
                      data_diag if want_gn else None)

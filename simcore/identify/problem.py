@@ -129,6 +129,10 @@ class Problem:
     body_ids: list = None
     #: The fraction of every scenario's span this problem covers (:meth:`truncated`).
     horizon: float = 1.0
+    #: The scenario count its loss is a mean over (0: its own).  A shard of
+    #: a larger problem (:meth:`subset` with ``norm``) takes the whole's, so
+    #: that every scenario's share is the same bits in any shard.
+    norm: int = 0
 
     def __post_init__(self):
         self.weights = L.check_weights(self.weights)
@@ -136,6 +140,11 @@ class Problem:
     @property
     def nscen(self):
         return self.model.nscen
+
+    @property
+    def loss_norm(self):
+        """The scenario count its loss is a mean over."""
+        return self.norm or self.nscen
 
     def nuisance_size(self, kind):
         """Nuisance values per scenario of ``kind`` (:mod:`.nuisance`)."""
@@ -308,7 +317,7 @@ class Problem:
             sim = simulate(model, state, self.targets.sample_times, directions=dirs,
                            measured=self.targets.measured, gauss_newton=want_gn,
                            keep_samples=False)
-            lv = L.combine(sim, self.targets, model, self.weights, want_gn)
+            lv = L.combine(sim, self.targets, model, self.weights, want_gn, self.loss_norm)
             signal = sim.sens.signal
             nd = sim.sens.nondiff
         nfev = 1
@@ -328,11 +337,11 @@ class Problem:
                                                                         "orientation")):
                     w = self.weights.get("trajectory", 0.0)
                     count = np.maximum(self.targets.sample_count()[bad], 1)
-                    rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.nscen * count)
+                    rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.loss_norm * count)
                     if turns:
                         part = L.orientation(sim, self.targets, model, False)
                         rest -= self.weights["orientation"] * part.sse[bad] / (
-                            self.nscen * np.maximum(part.count[bad], 1))
+                            self.loss_norm * np.maximum(part.count[bad], 1))
                     g_rest = g - g_traj
                     some = rest > 1e-12 * np.maximum(lv.per_scenario[bad], 1e-300)
                     gn[some] += g_rest[some, :, None] * g_rest[some, None, :] / (
@@ -358,7 +367,7 @@ class Problem:
         sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
                        measured=self.targets.measured,
                        keep_samples=keep_samples or self._turns(), event_capacity=event_capacity)
-        return sim, L.combine(sim, self.targets, model, self.weights, False)
+        return sim, L.combine(sim, self.targets, model, self.weights, False, self.loss_norm)
 
     def _turns(self):
         """Whether the orientation loss is weighed (and measured)."""
@@ -403,9 +412,9 @@ class Problem:
                                       project(dn, [q], self.model.layout))
         step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
         f = (2.0 * self.weights.get("trajectory", 0.0) / (
-            self.nscen * np.maximum(self.targets.sample_count()[scen], 1)),
+            self.loss_norm * np.maximum(self.targets.sample_count()[scen], 1)),
              2.0 * self.weights.get("orientation", 0.0) / (
-            self.nscen * np.maximum(self.targets.turn_count()[scen], 1))) if want_gn else None
+            self.loss_norm * np.maximum(self.targets.turn_count()[scen], 1))) if want_gn else None
         # Batches of whole scenarios (all their pairs) holding at most about
         # FD_ROWS sample rows in all their copies.
         by = np.argsort(which, kind="stable")
@@ -433,15 +442,13 @@ class Problem:
         coef, which, scen, rows, nf, step, kind, nuis, events, f = plan
         out, gn, g_traj = into
         pairs = js.size
-        sub = self.subset(np.tile(scen[which[js]], 2))
+        sub = self.subset(np.tile(scen[which[js]], 2), norm=self.loss_norm)
         sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
         cap = int(min(max(64, 1.25 * int(events[which[js]].max()) + 8),
                       max(64, FD_EVENTS // (2 * pairs))))
         sim, lv = sub._forward(np.r_[rows[coef[js]], rows[nf + coef[js]]], kind, sub_nuis,
                                f is not None, cap)
-        # The batch normalises each copy's share by its own count of
-        # scenarios: rescale to this problem's.
-        per = lv.per_scenario * (sub.nscen / self.nscen)
+        per = lv.per_scenario  # each copy's share, a mean over this problem's count
         out[which[js], coef[js]] = (per[:pairs] - per[pairs:]) / step[js]
         if f is None:
             return
@@ -505,10 +512,11 @@ class Problem:
         model = self.model.with_coefficients(names)
         return self if model is self.model else replace(self, model=model)
 
-    def subset(self, scen):
+    def subset(self, scen, norm=0):
         """The problem on the scenarios ``scen`` (indices, in that order; an
-        index may repeat).  A contiguous ascending range shares the measured
-        rows (a view, no copy)."""
+        index may repeat), its loss a mean over ``norm`` scenarios (0: its
+        own count).  A contiguous ascending range shares the measured rows
+        (a view, no copy)."""
         scen = np.asarray(scen, np.int64)
         model = self.model.subset(scen)
         state = self.state.subset(scen)
@@ -538,7 +546,8 @@ class Problem:
                        self.targets.measured_velocity, self.targets.states_at(rows, nbmax))
         return Problem(model, state, tg, self.weights,
                        ids=[self.ids[s] for s in scen] if self.ids else None, name=self.name,
-                       body_ids=[self.body_ids[s] for s in scen] if self.body_ids else None)
+                       body_ids=[self.body_ids[s] for s in scen] if self.body_ids else None,
+                       norm=norm)
 
     def truncated(self, fraction):
         """The problem on the first ``fraction`` of every scenario's time span.
@@ -636,7 +645,7 @@ class Problem:
         self._segment_states(state, owner, start_row, ground)
         targets = self._segment_targets(sub, owner, start_row, t_start, t_stop)
         ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
-        return replace(self, model=model, state=state, targets=targets, ids=ids,
+        return replace(self, model=model, state=state, targets=targets, ids=ids, norm=0,
                        body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)
 
     def _segment_bounds(self, length, longest, stop, ground):
@@ -923,9 +932,12 @@ class ShardedProblem:
     in order; the default runs them here, one after the other.  An
     orchestrator passes a runner that fans the calls out (threads, Dask);
     this class only splits and merges.  :func:`simcore.identify.fit.fit` takes it in
-    place of a Problem, and the merged results equal the whole problem's:
-    each shard normalises by its own scenario count, so its loss, gradient
-    and curvature are scaled by ``S_k / S``.
+    place of a Problem, and the merged results equal the whole problem's
+    bit for bit: each shard's loss is a mean over the whole problem's
+    scenario count (``Problem.subset(..., norm=...)``; a runner that builds
+    its own shard problems does the same), its per-scenario shares,
+    gradients and curvatures go to their scenarios' rows, and every sum over
+    scenarios is :func:`simcore.identify.losses.over_scenarios`.
     """
 
     def __init__(self, problem, shards, runner=None, horizon=1.0):
@@ -965,7 +977,8 @@ class ShardedProblem:
         """Shard ``k``'s problem, truncated to ``horizon`` (cached)."""
         key = (k, horizon)
         if key not in self._parts:
-            base = self._parts.get((k, 1.0)) or self.problem.subset(self.shards[k])
+            base = (self._parts.get((k, 1.0))
+                    or self.problem.subset(self.shards[k], norm=self.problem.loss_norm))
             self._parts[(k, 1.0)] = base
             self._parts[key] = base.truncated(horizon)
         return self._parts[key]
@@ -995,12 +1008,13 @@ class ShardedProblem:
                                         per_scenario=True))
         shares = np.zeros(self.nscen)
         for ix, p in zip(self.shards, parts):
-            shares[ix] = p * (ix.size / self.nscen)
-        return shares if per_scenario else float(shares.sum())
+            shares[ix] = p
+        return shares if per_scenario else float(L.over_scenarios(shares))
 
 
 def merge_evaluations(evs, shards, nscen):
-    """One :class:`Evaluation` of the whole problem from its shards' ones."""
+    """One :class:`Evaluation` of the whole problem from its shards' ones
+    (each a mean over the whole problem's ``nscen``, see :class:`ShardedProblem`)."""
     nt = evs[0].loss.grad.shape[1]
     per = np.zeros(nscen)
     grad = np.zeros((nscen, nt))
@@ -1010,24 +1024,26 @@ def merge_evaluations(evs, shards, nscen):
     comps, count, unmatched = {}, 0, 0
     signal = np.zeros_like(evs[0].signal)
     for ix, ev in zip(shards, evs):
-        a = ix.size / nscen
         lv = ev.loss
-        per[ix] = a * lv.per_scenario
-        grad[ix] = a * lv.grad
+        per[ix] = lv.per_scenario
+        grad[ix] = lv.grad
         if want_gn:
-            gn[ix] = a * lv.gn
+            gn[ix] = lv.gn
         nondiff[ix] = ev.nondiff
         for name, v in lv.components.items():
-            comps[name] = comps.get(name, 0.0) + a * v
+            comps.setdefault(name, []).append(v)
         count += lv.count
         unmatched += lv.unmatched
         signal = signal + ev.signal
-    total = sum(ix.size / nscen * ev.loss.total for ix, ev in zip(shards, evs))
+    # A component's shard sums, in an order of their values (the component
+    # totals are reported; the fit reads the per-scenario shares).
+    comps = {name: float(L.over_scenarios(v)) for name, v in comps.items()}
+    total = float(L.over_scenarios(per))
     diag = None
     if want_gn and evs[0].loss.data_diag is not None:
         diag = np.zeros((nscen, nt))
         for ix, ev in zip(shards, evs):
-            diag[ix] = ix.size / nscen * ev.loss.data_diag
+            diag[ix] = ev.loss.data_diag
     lv = L.LossValue(float(total), comps, per, grad, gn, count, unmatched, diag)
     cut = None
     if evs[0].cut is not None:
