@@ -476,3 +476,32 @@ def test_the_same_tosses_in_any_order_or_shards_give_the_same_fit_bit_for_bit():
         assert r.loss == fits[0].loss and r.nit == fits[0].nit
         assert all(r.params[n] == fits[0].params[n] for n in ("mu_k", "e_bg"))
     assert fits[0].params["mu_k"] != 0.2  # it moved
+
+
+def test_a_sphere_sliding_pressed_to_a_wall_carries_the_wall_friction():
+    """Balls pushed into a wall while they slide along it: no impact slips
+    there, but the sustained contact's friction slows them.  That counts as
+    signal for ``mu_w`` (not held at its start), and the fit recovers it."""
+    import simcore
+    from simcore import params as P
+    from simcore.identify import losses as L
+
+    r, m = 0.03, 0.2
+    scenes = []
+    for k, (vx, push) in enumerate([(0.6, 0.5), (0.4, 0.8), (0.8, 0.3)]):
+        scenes.append(simcore.Scenario(
+            radius=np.array([r]), mass=np.array([m]), pos=np.array([[-0.3, 0.5 - r, r]]),
+            vel=np.array([[vx, 0.0, 0.0]]), t_end=0.6, dt=1e-3,
+            walls=np.array([[0.0, -1.0, 0.0, -0.5]]),
+            controls=np.array([[0, 0.0, 0.6, 0.0, push, 0.0]]), name=f"w{k}"))
+    truth = {"mu_w": 0.35, "mu_k": 0.2, "mu_s": 0.3}
+    times = [np.linspace(0.0, 0.6, 61)] * len(scenes)
+    model, state = simcore.build(scenes, params=truth)
+    sim = simcore.simulate(model, state, times)
+    nan = np.full((len(scenes), 1, 3), np.nan)
+    problem = Problem(model, state, L.Targets(times, sim.samp_pos.copy(), nan, nan),
+                      {"trajectory": 1.0})
+    r_fit = F.fit(problem, params0={"mu_k": 0.2, "mu_s": 0.3}, free=["mu_w"])
+    assert r_fit.identifiability["mu_w"]["identifiable"], r_fit.message
+    assert r_fit.params["mu_w"] == pytest.approx(0.35, rel=1e-6)
+    assert P.DEFAULTS["mu_w"] != pytest.approx(0.35, rel=0.05)  # it moved from its start

@@ -134,7 +134,7 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
                                               c_t1, c_force, force, free_acc)
             if nt > 0:
                 tangent.free_acc(nb, t, lag, inv_m, c_body, c_t0, c_t1, t_ctrl, tfa)
-                nd |= S.general_contacts(plane_contact, body_contact)
+                nd |= S.general_contacts(fl, pos, vel, planes, tg)
             h_dir = 0.0
             for _attempt in range(3):
                 answer = contact.solve(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir,

@@ -907,17 +907,50 @@ def propagate(n_ev, t, bodies, planes, gc, pc, fl, v3, ev, tg):
 # -- tangents of the stages ------------------------------------------------------
 
 @jit(borrow=True)
-def general_contacts(plane_contact, body_contact):
-    """``ND_GENERAL`` if a body has a sustained wall or body contact, else 0."""
+def general_contacts(fl, pos, vel, planes, tg):
+    """``ND_GENERAL`` if a body has a sustained wall or body contact, else 0
+    (the caller then takes that scenario's derivatives by differences).
+
+    A sustained contact that slides carries its friction's signal: a body
+    sliding along a wall it is pressed into counts one segment for that
+    wall's ``mu_w``, two bodies pressed together and sliding over each other
+    one for their ``mu_bb`` (tangential speed over ``V_STOP``)."""
+    plane_contact, body_contact = fl.plane_contact, fl.body_contact
+    mat, wall_mat, pdir, signal = tg.mat, tg.wall_mat, tg.pdir, tg.signal
     nb = plane_contact.shape[0]
+    flag = 0
     for i in range(nb):
         for k in range(1, plane_contact.shape[1]):
             if plane_contact[i, k]:
-                return sensitivity.ND_GENERAL
-        for j in range(nb):
+                flag = sensitivity.ND_GENERAL
+                if _tangential_speed(vel[i], planes.n[k]) > V_STOP:
+                    p = pdir[tg.bw_idx[mat[i], wall_mat[k - 1], W_MU_W]]
+                    if p >= 0:
+                        signal[p] += 1
+        for j in range(i + 1, nb):
             if body_contact[i, j]:
-                return sensitivity.ND_GENERAL
-    return 0
+                flag = sensitivity.ND_GENERAL
+                dx = pos[j, 0] - pos[i, 0]
+                dy = pos[j, 1] - pos[i, 1]
+                dz = pos[j, 2] - pos[i, 2]
+                size = np.sqrt(dx * dx + dy * dy + dz * dz)
+                rel = (vel[j, 0] - vel[i, 0], vel[j, 1] - vel[i, 1], vel[j, 2] - vel[i, 2])
+                if size > 0.0 and _tangential_speed(rel, (dx / size, dy / size,
+                                                          dz / size)) > V_STOP:
+                    p = pdir[tg.bb_idx[mat[i], mat[j], B_MU_BB]]
+                    if p >= 0:
+                        signal[p] += 1
+    return flag
+
+
+@jit(borrow=True)
+def _tangential_speed(v, n):
+    """``|v - (v . n) n|`` for a unit ``n``."""
+    vn = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
+    t0 = v[0] - vn * n[0]
+    t1 = v[1] - vn * n[1]
+    t2 = v[2] - vn * n[2]
+    return np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
 
 
 @jit(borrow=True)
