@@ -337,7 +337,8 @@ class Problem:
                                                                         "orientation")):
                     w = self.weights.get("trajectory", 0.0)
                     count = np.maximum(self.targets.sample_count()[bad], 1)
-                    rest = lv.per_scenario[bad] - w * sim.sens.traj_sse[bad] / (self.loss_norm * count)
+                    rest = (lv.per_scenario[bad]
+                            - w * sim.sens.traj_sse[bad] / (self.loss_norm * count))
                     if turns:
                         part = L.orientation(sim, self.targets, model, False)
                         rest -= self.weights["orientation"] * part.sse[bad] / (

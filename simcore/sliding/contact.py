@@ -495,7 +495,8 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir, acc, 
     and bodies started but decelerating at once are put back at rest.
     """
     marks, v = cw.marks, cw.v
-    skip, hold, plane_clamp, body_clamp = marks.simple, marks.hold, marks.plane_clamp, marks.body_clamp
+    skip, hold = marks.simple, marks.hold
+    plane_clamp, body_clamp = marks.plane_clamp, marks.body_clamp
     plane_contact, body_contact, modes = fl.plane_contact, fl.body_contact, fl.modes
     nb = mass.shape[0]
     nu = _count_unknowns(skip, plane_contact, body_contact, modes)
@@ -715,7 +716,8 @@ def _solve_system(room, nu, plane_clamp, body_clamp, fl):
     clamped normal forces held at zero; returns ``released``: the rows cannot
     all hold with those forces at zero, and the contact clamped last was
     dropped from the active set (it really separates)."""
-    sysm, a_mat, rhs, a_work, b_work, z = room.sysm, room.a, room.rhs, room.a_work, room.b_work, room.z
+    sysm, a_mat, rhs, z = room.sysm, room.a, room.rhs, room.z
+    a_work, b_work = room.a_work, room.b_work
     kind, ui, uj = sysm.kind, sysm.ui, sysm.uj
     nclamp = 0
     for u in range(nu):

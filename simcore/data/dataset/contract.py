@@ -119,7 +119,8 @@ KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unkno
          "non-positive mass or radius", "unknown shape", "duplicate body",
          "duplicate or decreasing t", "body without trajectory", "trajectory without body",
          "control without body", "control window reversed", "zero wall normal",
-         "non-positive duration or dt", "sample after the duration", "unknown split", "centre of mass outside the body",
+         "non-positive duration or dt", "sample after the duration", "unknown split",
+         "centre of mass outside the body",
          "non-unit quaternion", "below the ground at the first sample",
          "spheres overlapping at the first sample")
 
