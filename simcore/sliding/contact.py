@@ -511,9 +511,7 @@ def _solve_general(mass, pos, vel, free_acc, plane_n, fric, fl, start_dir, acc, 
         return -cap_nu
     nu = cap_nu
     room = _parts(rm, cap_nu)
-    sysm, z = room.sysm, room.z
-    for u in range(nu):
-        z[u] = 0.0
+    sysm, z = room.sysm, room.z  # z is solved before it is read
     _tangential_free_acc(free_acc, plane_n, plane_contact, h_dir, marks.ptan)
 
     # A body started by the cone test but decelerating at once under kinetic
@@ -724,13 +722,15 @@ def _solve_system(room, nu, plane_clamp, body_clamp, fl):
         if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
             nclamp += 1
     if nclamp == 0:
-        _copy(a_mat, rhs, nu, a_work, b_work)
+        _copy(a_mat, nu, a_work)
+        for u in range(nu):
+            b_work[u] = rhs[u]
         if _gauss_solve(a_work, b_work, nu, PIVOT_TOL, z):
             return False
     # Redundant contacts or clamped forces: the minimum-norm force set with
     # the clamped normal forces held at zero (their columns removed, their
     # no-penetration rows kept).
-    _copy(a_mat, rhs, nu, a_work, b_work)
+    _copy(a_mat, nu, a_work)  # (the minimum-norm solve copies rhs itself)
     for u in range(nu):
         if _clamp_order(kind[u], ui[u], uj[u], plane_clamp, body_clamp) > 0:
             for r in range(nu):
@@ -750,10 +750,9 @@ def _solve_system(room, nu, plane_clamp, body_clamp, fl):
 
 
 @jit(borrow=True)
-def _copy(a, b, n, a_to, b_to):
-    """``a_to[:n, :n] = a[:n, :n]``, ``b_to[:n] = b[:n]``."""
+def _copy(a, n, a_to):
+    """``a_to[:n, :n] = a[:n, :n]``."""
     for i in range(n):
-        b_to[i] = b[i]
         for j in range(n):
             a_to[i, j] = a[i, j]
 

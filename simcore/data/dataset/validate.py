@@ -409,11 +409,8 @@ def _check_steps(ds, f, scan, report):
                         f"dt outside [{PLAUSIBLE['dt'][0]:g} s, the duration]{_OVERRIDE}", s_sid)
     if duration is None:
         return
-    ncode = ds.names.shape[0]
-    lo = np.full(ncode, np.inf)
-    hi = np.full(ncode, -np.inf)
-    # Scenario codes of the dataset's (the scan's own differ: bodies only).
-    np.minimum.at(lo, ds.codes["bodies"], scan.head_t[:, 0])
+    lo = _scenario_start(ds, scan)
+    hi = np.full(lo.shape, -np.inf)
     np.maximum.at(hi, ds.codes["bodies"], scan.last_t)
     span = (hi - lo)[ds.codes["scenarios"]]
     bad = np.flatnonzero(np.isfinite(span) & (duration > 10.0 * span + 1.0))
@@ -422,17 +419,23 @@ def _check_steps(ds, f, scan, report):
                         f"duration over 10 x its samples' span + 1 s{_OVERRIDE}", s_sid)
 
 
+def _scenario_start(ds, scan):
+    """Each scenario's first sample time, by the dataset's scenario code (the
+    scan's own codes differ: bodies only); inf for a scenario without one."""
+    start = np.full(ds.names.shape[0], np.inf)
+    np.minimum.at(start, ds.codes["bodies"],
+                  np.where(scan.count > 0, scan.head_t[:, 0], np.inf))
+    return start
+
 
 def _check_past_end(ds, f, scan, report):
     """No sample after its scenario's end: a scenario runs from its first
     sample for ``scenarios.duration`` (the same sum as
     :mod:`simcore.data.dataset.scenarios`), and a sample past that end could
     not be simulated.  Names each late body's last row."""
-    ncode = ds.names.shape[0]
-    start = np.full(ncode, np.inf)
-    code = ds.codes["bodies"]  # the dataset's scenario codes (the scan's own differ)
-    np.minimum.at(start, code, np.where(scan.count > 0, scan.head_t[:, 0], np.inf))
-    duration = np.full(ncode, np.inf)
+    start = _scenario_start(ds, scan)
+    code = ds.codes["bodies"]
+    duration = np.full(start.shape, np.inf)
     duration[ds.codes["scenarios"]] = _col(ds, "scenarios", "duration")
     end = start + duration
     late = np.flatnonzero((scan.count > 0) & (scan.last_t > end[code]))
