@@ -554,7 +554,7 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     env.pop("MLFLOW_REGISTRY_URI", None)
     env.pop("PREFECT_API_URL", None)
     cfg = tmp_path / "slow.yaml"
-    cfg.write_text("starts: 50\n")  # long enough to be interrupted mid-fit
+    cfg.write_text("starts: 400\n")  # long enough to be interrupted mid-fit
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--config",
                              str(cfg), "--out", str(tmp_path / "o")], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
