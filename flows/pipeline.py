@@ -342,8 +342,8 @@ def _log_starts(c, exp_id, run_id, result, ok):
     for i, r in enumerate(result.starts):
         child = tracking.start_run(c, exp_id, f"start {i}", {"mlflow.parentRunId": run_id,
                                                             "start": i})  # closed below
-        tracking.log_params(c, child, {f"theta0_{n}": h for n, h in
-                                       (r.history[0]["theta"].items() if r.history else [])})
+        theta0 = r.history[0]["theta"] if r.history else {n: r.params[n] for n in r.free}
+        tracking.log_params(c, child, {f"theta0_{n}": h for n, h in theta0.items()})
         hist = tracking.History(c, child)
         for rec in r.history:
             hist(rec)
@@ -351,9 +351,11 @@ def _log_starts(c, exp_id, run_id, result, ok):
         tracking.log_metrics(c, child, dict({"final_loss": r.loss},
                                             **{f"fitted_{n}": r.params[n] for n in r.free}),
                              step=r.nit)
-        tracking.set_tags(c, child, {"status": report.status_word(r),
-                                     "best": r is result or r.loss == result.loss})
-        c.set_terminated(child, "FINISHED" if ok else "FAILED")
+        tags = {"status": report.status_word(r), "best": r is result or r.loss == result.loss}
+        if not np.isfinite(r.loss):  # this start could not be simulated: its run says why
+            tags["error"] = r.message
+        tracking.set_tags(c, child, tags)
+        c.set_terminated(child, "FINISHED" if ok and np.isfinite(r.loss) else "FAILED")
 
 
 def run_name(dataset, free):

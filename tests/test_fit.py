@@ -505,3 +505,34 @@ def test_a_sphere_sliding_pressed_to_a_wall_carries_the_wall_friction():
     assert r_fit.identifiability["mu_w"]["identifiable"], r_fit.message
     assert r_fit.params["mu_w"] == pytest.approx(0.35, rel=1e-6)
     assert P.DEFAULTS["mu_w"] != pytest.approx(0.35, rel=0.05)  # it moved from its start
+
+
+#: Coefficients at which scenario s0032 of the shipped table chatters: a pushed
+#: ball presses another into a wall, and the two start and stop nanoseconds
+#: apart (``mu_s == mu_k``; the 138th start of a 400-start fit drew them).
+CHATTER = dict(mu_s=0.3694703066066617, mu_k=0.3694703066066617, v_th=0.04841501131761801,
+               mu_bb=0.09808322962521768, e_bb=0.3214202180561519, mu_w=0.24776373044455902,
+               e_bw=0.06671807765343964, e_bg=0.17332993248350442)
+
+
+def test_a_chattering_scenario_fails_fast_and_names_itself(table):
+    """The engine ends a stick-slip cycle it cannot resolve within two blocks
+    of passes (it used to run 50 million passes, minutes), naming the scenario."""
+    sub = table.subset([list(table.ids).index("s0032")])
+    with pytest.raises(RuntimeError, match="'s0032': contact chatter"):
+        sub.loss_only(sub.model.layout.vector(CHATTER))
+
+
+def test_a_start_that_cannot_be_simulated_fails_alone(table):
+    """A fit whose start chatters reports it (not finite, why, nothing raised);
+    in a multi-start that start drops out and the others give the fit."""
+    sub = table.subset([list(table.ids).index(s) for s in ("s0032", "s0001", "s0002")])
+    free = ["mu_k", "e_bw"]
+    r = F.fit(sub, params0=CHATTER, free=free, horizons=(1.0,))
+    assert r.status == F.STATUS_NONFINITE and not r.success and not np.isfinite(r.loss)
+    assert "contact chatter" in r.message and "'s0032'" in r.message
+    assert r.params["mu_k"] == CHATTER["mu_k"] and r.stderr["mu_k"] == np.inf
+    m = F.fit(sub, params0=CHATTER, free=free, horizons=(1.0,), starts=3, seed=2, max_iter=15)
+    assert not np.isfinite(m.starts[0].loss)
+    assert np.isfinite(m.loss) and m is not m.starts[0]
+    assert m.spread["agree"] >= 1

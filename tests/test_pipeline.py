@@ -578,7 +578,8 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
         proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10.0
-    assert proc.returncode == 128 + (signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
+    assert proc.returncode == 128 + (signal.SIGINT if how == "ctrl-c" else signal.SIGTERM), \
+        err.decode(errors="replace")[-4000:]
     assert b"marked FAILED" in err and b"Traceback" not in err
     (run,) = c.search_runs([running[0].info.experiment_id])
     assert run.info.status == "FAILED" and "interrupted by SIG" in run.data.tags["error"]

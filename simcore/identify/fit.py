@@ -810,7 +810,10 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
              robust=0.0, step_sigma=0.0, secant=0.0):
     """One stage: iterations of ``method`` from ``theta0`` until a
     convergence test, ``max_iter`` or a failed iteration ends it."""
-    w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr)
+    try:
+        w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr)
+    except RuntimeError as exc:  # the engine failed a scenario at this start
+        return _failed_start(problem, theta0, free_idx, method, nuis0, exc)
     if not np.isfinite(w.loss):
         return _result(w, method, 0, STATUS_NONFINITE, [], None)
     fd_gap = _fd_check(problem, w.theta, free_idx, nuisance, w.nuis, w.ev) if fd_check else None
@@ -1005,6 +1008,26 @@ def _fd_check(problem, theta, free_idx, nuisance, nuis, ev):
             up[q] - dn[q])
         worst = max(worst, abs(fd - g[c]) / max(abs(fd), abs(g[c]), floor, 1e-300))
     return worst
+
+
+def _failed_start(problem, theta0, free_idx, method, nuis0, exc):
+    """The stage's :class:`FitResult` when the simulation fails at its start
+    (``exc``, the engine's error naming the scenario): an infinite loss and
+    unknown intervals, so that a multi-start drops this start and a single
+    start reports why it could not begin."""
+    lay = problem.model.layout
+    theta = project(theta0, free_idx, lay)
+    names = tuple(lay.names[q] for q in free_idx)
+    nf = len(names)
+    unknown = {"signal": 0, "identifiable": False, "weak": False,
+               "reason": "unknown: the simulation failed at the start"}
+    return FitResult(
+        params=lay.as_dict(theta), free=names, stderr=dict.fromkeys(names, np.inf),
+        ci95={n: (-np.inf, np.inf) for n in names}, corr=np.full((nf, nf), np.nan),
+        loss=np.inf, components={}, grad=np.full(nf, np.nan), nit=0, nfev=1,
+        status=STATUS_NONFINITE, message=f"{STATUS_MESSAGES[STATUS_NONFINITE]}: {exc}",
+        success=False, history=[], identifiability={n: dict(unknown) for n in names},
+        method=method, nuisance=nuis0)
 
 
 def _result(w, method, nit, status, history, fd_gap):

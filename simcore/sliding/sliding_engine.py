@@ -38,6 +38,7 @@ from ..kernel.status import (
     STATUS_OK,
     STATUS_STALLED,
     STATUS_UNSUPPORTED_PAIR,
+    progress,
 )
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE
 from . import contact, tangent
@@ -50,10 +51,6 @@ from .integrate import INTEGRATOR_SYMPLECTIC, drift
 #: :func:`simcore.engine.simulate` refuses anything else.
 LAWS = ((LAW_IMPULSE,), IMPACT_CODES, (LAW_IMPULSE,))
 SHAPES = (SHAPE_SPHERE,)
-
-#: Events at one instant after which a scenario is declared stalled.
-MAX_ZERO_STEPS = 100_000
-
 
 class Scene(NamedTuple):
     """One scenario's constants (its slices of the batch)."""
@@ -121,7 +118,7 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
     ks = S.samples_now(np.int64(0), np.searchsorted(samp_t, t_start, "right"), pos, vel, acc,
                        out_pos, out_vel, meas, ts, sums)
     # int64 from the start (a literal 0 would compile the callees once more for it)
-    n_ev, status, zero_steps = np.int64(0), STATUS_OK, 0
+    n_ev, status, passes, since = np.int64(0), STATUS_OK, 0, t_start
     need_solve, rotating, grid_step, window_edge, started = True, False, False, False, False
     t, horizon, next_edge, quiet_until = t_start, t_start, t_end, -np.inf
     for _loop in range(MAX_LOOP):
@@ -196,9 +193,9 @@ def _scenario(scene, run, pos, vel, out_pos, out_vel, ev, tan):
         drift(nb, pos, vel, dacc, t_new - t)
         if nt > 0:
             tangent.drift(nb, vel, dacc, t_new - t, ds, tpos, tvel, tacc, ttau)
-        zero_steps = zero_steps + 1 if t_new == t else 0
-        if zero_steps > MAX_ZERO_STEPS:
-            return STATUS_STALLED, n_ev, t
+        passes, since, stalled = progress(passes, since, t_new)
+        if stalled:
+            return STATUS_STALLED, n_ev, t_new
         t = t_new
 
         # Stage 6: resolve the event.

@@ -78,6 +78,7 @@ from ..kernel.status import (
     STATUS_OK,
     STATUS_STALLED,
     STATUS_UNSUPPORTED_PAIR,
+    progress,
 )
 from ..laws import registry as laws
 from ..laws.registry import IMPACT_CODES, LAW_IMPULSE, LAW_STRONGE_COMPLIANT, PairLaw
@@ -95,9 +96,6 @@ TRANSITION = 1
 BALL_BALL = 2
 BALL_WALL = 3
 EDGE = 4  # a control window opens or closes
-
-#: Events at one instant after which a scenario is declared stalled.
-MAX_ZERO_STEPS = 100_000
 
 
 
@@ -600,7 +598,7 @@ def _scenario(b, s, state, out, ev, t, used, tg, sums, meas, t_ctrl):
         if nt:
             spin_tangent.enter(i, motion.state[i], radius[i], tg)
     ks = _sample(t, t, 0, motion, balls, samp_t, out, meas, tg, sums)
-    n_ev, zero_steps, nd = 0, 0, 0
+    n_ev, nd, passes, since = 0, 0, 0, t
     # The fields the loop reads, unpacked once (a field read in the loop
     # costs a reference count per pass).
     t_end, gravity, bg_idx, wall_n, wall_d = (b.scen_t_end[s], b.gravity, b.bg_idx, walls.n,
@@ -633,9 +631,9 @@ def _scenario(b, s, state, out, ev, t, used, tg, sums, meas, t_ctrl):
         for i in range(nb):
             spin.advance(motion.state[i], pos[i], vel[i], w[i], motion.acc[i], motion.alpha[i],
                          radius[i], t_new - t, pos[i], vel[i], w[i])
-        zero_steps = zero_steps + 1 if t_new == t else 0
-        if zero_steps > MAX_ZERO_STEPS:
-            return STATUS_STALLED, n_ev, t, nd
+        passes, since, stalled = progress(passes, since, t_new)
+        if stalled:
+            return STATUS_STALLED, n_ev, t_new, nd
         t = t_new
         if code != NONE:
             n_ev = _resolve((code, ev_a, ev_b), n_ev, t, tables, motion, balls, walls, cloth, ev,
