@@ -275,7 +275,8 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
     fitted = {}
     if params is None:
         t0 = time.perf_counter()
-        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit, **cfg.fit_options())
+        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit,
+                  **cfg.chosen(fit_part).fit_options())
         fitted = {"fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
                   **{f"fitted_{k}": r.params[k] for k in r.free}}
         theta = whole.model.layout.vector(r.params)

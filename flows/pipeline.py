@@ -405,6 +405,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         loaded = load(dataset, cfg, need_test=hold_out)
         c, exp_id = store.result()
     loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
+    cfg = cfg.chosen(loaded.train)
     logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
                 f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
                 f"{loaded.rows.get('trajectories', 0)} samples; fitting {', '.join(free)}")
@@ -482,7 +483,8 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "gtol": cfg.gtol, "step_sigma": cfg.step_sigma, "patience": cfg.patience,
                 "max_iter": cfg.max_iter,
                 "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
-                "robust": cfg.robust, "weights": loaded.train.weights, "shards": n_shards,
+                "robust": cfg.robust, "secant": cfg.secant, "strategy": cfg.strategy,
+                "segment_s": cfg.segment_s, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,
                 **{f"law_{kind}": name for kind, name in layout.laws.items()},
                 "model_spin": layout.spin,

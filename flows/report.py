@@ -156,6 +156,7 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
         "corr_cluster": correlation_table(result, result.corr_cluster),
         "identifiability": result.identifiability,
         "method": result.method,
+        "strategy": result.strategy,
         "scores": scores,
         "dataset": dataset,
         "mlflow_run_id": run_id,

@@ -143,6 +143,10 @@ _AT_LEAST_0 = _want(lambda v: v >= 0, ">= 0")
 _AT_LEAST_1 = _want(lambda v: v is None or v >= 1, ">= 1")
 
 
+#: The fit strategies of a calibration (``strategy``).
+STRATEGIES = ("auto", "rollouts", "segments")
+
+
 class CalibrationConfig(BaseModel):
     """What a calibration fits and how (see :func:`simcore.identify.fit.fit`):
     one typed object, validated once at the edge (:func:`calibration`)."""
@@ -172,6 +176,12 @@ class CalibrationConfig(BaseModel):
     weights: dict = Field(default_factory=dict)
     horizons: list = Field(default_factory=lambda: list(F.HORIZONS))
     secant: list = Field(default_factory=list)  # relative steps; []: exact sensitivities
+    # How the fit goes: whole rollouts, or multiple-shooting segments of
+    # segment_s seconds from measured states first; auto: segments for
+    # tumbling bodies (with their secant and step_sigma defaults), else rollouts.
+    strategy: Annotated[StrictStr, _want(lambda v: v in STRATEGIES,
+                                         f"one of {list(STRATEGIES)}")] = "auto"
+    segment_s: Annotated[Number, _finite(0, True)] = F.SEGMENT_S
     robust: Annotated[Number, _finite(0, False)] = F.ROBUST
     shards: Annotated[Count, _AT_LEAST_0] = 0  # 0: one per worker
     workers: Annotated[Count, _AT_LEAST_1] = 2  # threads of the default task runner
@@ -192,15 +202,37 @@ class CalibrationConfig(BaseModel):
     gate_floor_m: Annotated[Number, _finite(0, False)] = 0.05
 
     def fit_options(self):
-        """Keyword arguments of :func:`simcore.identify.fit.fit`."""
+        """Keyword arguments of :func:`simcore.identify.fit.fit` (of a
+        config whose strategy is decided: :meth:`chosen`)."""
         return dict(method=self.method, lr=self.lr, ftol=self.ftol, gtol=self.gtol,
                     step_sigma=self.step_sigma, patience=self.patience,
                     max_iter=self.max_iter, starts=self.starts, seed=self.seed,
                     nuisance=self.nuisance, horizons=tuple(self.horizons),
-                    robust=self.robust, secant=tuple(self.secant))
+                    robust=self.robust, secant=tuple(self.secant),
+                    segments=self.segment_s if self.strategy == "segments" else 0.0)
+
+    def chosen(self, problem):
+        """This config with ``strategy: auto`` decided from the data, as the
+        integrator is: ``segments`` when ``problem`` holds tumbling bodies
+        (:meth:`simcore.identify.problem.Problem.tumbling`), which then also
+        take :data:`~simcore.identify.fit.SEGMENT_SECANT` and
+        :data:`~simcore.identify.fit.SEGMENT_STEP_SIGMA` unless the config
+        sets ``secant`` or ``step_sigma``; else ``rollouts``."""
+        if self.strategy != "auto":
+            return self
+        if not problem.tumbling():
+            return self.model_copy(update={"strategy": "rollouts"})
+        update = {"strategy": "segments"}
+        if "secant" not in self.model_fields_set:
+            update["secant"] = list(F.SEGMENT_SECANT)
+        if "step_sigma" not in self.model_fields_set:
+            update["step_sigma"] = F.SEGMENT_STEP_SIGMA
+        return self.model_copy(update=update)
 
     def as_dict(self):
-        return self.model_dump()
+        """The keys the config sets (so that a config rebuilt from them,
+        e.g. in the flow, still tells a default from a choice: :meth:`chosen`)."""
+        return self.model_dump(exclude_unset=True)
 
 
 def _type_names(annotation):

@@ -235,3 +235,48 @@ def test_orientation_loss_reads_turns_in_metres_and_is_differentiated(tosses):
     assert np.all(np.linalg.eigvalsh(gn) > 0)
     plain = Problem.from_dataset(tosses[1.0]).subset([0, 1]).evaluate(th, free, secant=0.01)
     assert np.all(np.diag(gn) > np.diag(plain.loss.gn.sum(0)[:2, :2]))  # turns add curvature
+
+
+@pytest.fixture(scope="module")
+def far_tosses(tmp_path_factory):
+    """Twelve cube tosses with 1 mm noise whose truth (mu_k 0.15, e_bg 0.25)
+    lies far from the defaults (0.2, 0.5)."""
+    cfg = synth.GeneratorSettings(shape="box", scenarios=12, seed=11, duration=1.2, rate=148.0)
+    truth = dict(synth.TRUTH_BOX, mu_k=0.15, e_bg=0.25)
+    return Problem.from_dataset(synth.generate(tmp_path_factory.mktemp("far"), cfg, truth))
+
+
+def test_tumbling_tosses_are_fitted_from_the_defaults_by_segments_first(far_tosses):
+    """From the defaults (mu_k 0.2, e_bg 0.5), with nothing but the free
+    names: the strategy ``chosen`` for tumbling bodies (segments from
+    measured states first, then secant rollouts) lands within 2 % of the
+    truth."""
+    from flows import settings
+
+    assert far_tosses.tumbling()
+    cfg = settings.calibration(fit=["mu_k", "e_bg"]).chosen(far_tosses)
+    assert cfg.strategy == "segments" and cfg.secant == list(F.SEGMENT_SECANT)
+    assert cfg.step_sigma == F.SEGMENT_STEP_SIGMA
+    r = F.fit(far_tosses, free=cfg.fit, **cfg.fit_options())
+    assert r.params["mu_k"] == pytest.approx(0.15, rel=0.02), r.params
+    assert r.params["e_bg"] == pytest.approx(0.25, rel=0.02), r.params
+    assert r.strategy.startswith(f"segments of {F.SEGMENT_S:g} s")
+
+
+def test_the_strategy_is_chosen_from_the_data_unless_the_config_says(far_tosses):
+    from flows import settings
+
+    spheres = Problem.from_dataset("datasets/synthetic-table")
+    assert not spheres.tumbling()
+    plain = settings.calibration().chosen(spheres)
+    assert plain.strategy == "rollouts" and plain.fit_options()["segments"] == 0.0
+    assert plain.secant == [] and plain.step_sigma == F.STEP_SIGMA
+    own = settings.calibration(secant=[0.02], step_sigma=0.1, segment_s=0.2).chosen(far_tosses)
+    assert own.secant == [0.02] and own.step_sigma == 0.1
+    assert own.fit_options()["segments"] == 0.2
+    # a config passed on (CLI -> flow) keeps telling a default from a choice
+    again = settings.calibration(**settings.calibration(secant=[0.02]).as_dict())
+    assert again.chosen(far_tosses).step_sigma == F.SEGMENT_STEP_SIGMA
+    assert settings.calibration(strategy="rollouts").chosen(far_tosses).strategy == "rollouts"
+    with pytest.raises(ValueError, match="strategy.*one of"):
+        settings.calibration(strategy="shooting")

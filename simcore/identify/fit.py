@@ -132,6 +132,15 @@ RESCUE_STARTS = 8
 #: start far from its value; a segment's state (``state``) starts from the
 #: measurements.
 RESCUED = ("velocity", "push", "spin")
+#: The multiple-shooting segments' length [s] for tumbling bodies, and the
+#: secant steps and ``step_sigma`` their rollout fit takes by default (the
+#: whole rollout's exact slope is its ripples'; see :func:`fit`).
+SEGMENT_S = 0.15
+SEGMENT_SECANT = (0.01, 0.003)
+SEGMENT_STEP_SIGMA = 0.0
+
+
+
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
 #: Largest relative change of a coefficient in one step.
@@ -164,7 +173,8 @@ class FitResult:
     ``stderr_cluster``, ``corr_cluster (nfree, nfree)``: standard errors
     and correlations that allow the residuals of a scenario to be
     correlated (:func:`_cluster_cov`; None with a nuisance or fewer than
-    two scenarios per free coefficient).
+    two scenarios per free coefficient); ``strategy``: how the fit went
+    (whole rollouts, or segments first: ``segments`` of :func:`fit`).
     """
 
     params: dict
@@ -194,6 +204,7 @@ class FitResult:
     held: tuple = ()
     stderr_cluster: dict = None
     corr_cluster: np.ndarray = None
+    strategy: str = "whole rollouts"
 
 
 def _free_indices(free, layout):
@@ -360,7 +371,7 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
 def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=None,
         starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
-        step_sigma=STEP_SIGMA, secant=()):
+        step_sigma=STEP_SIGMA, secant=(), segments=0.0):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -395,6 +406,15 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     over the coefficients' present uncertainty follows the funnel, and
     shrinking it resolves the bottom.  The standard errors are then the
     last secant's.
+    ``segments`` [s] (0: off): multiple shooting before the rollouts.  Each
+    start is first fitted on the problem cut into segments of about this
+    length, each from the measured state at its start
+    (:meth:`~simcore.identify.problem.Problem.segmented`, the ``state``
+    nuisance refining the segments' velocities): a segment holds one or two
+    impacts, so its loss has the funnel without the chaos of a whole
+    tumble, and its minimum lies in the truth's basin, a little off it
+    (the segment starts carry the positions' noise).  The rollout fit then
+    starts there and gives the estimate.
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
@@ -440,10 +460,15 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
               callback=callback, horizons=horizons, robust=robust, step_sigma=step_sigma,
               secant=secant)
+    if not (np.isfinite(segments) and segments >= 0):
+        raise ValueError(f"segments = {segments}: expected a length >= 0 s (0: off)")
+    if segments:
+        kw["segments"] = float(segments)
+    run = _fit_segments_first if segments else _fit_continued
     if starts == 1:
-        return _fit_continued(problem, theta0, free_idx, **kw)
+        return run(problem, theta0, free_idx, **kw)
     rng = np.random.default_rng(seed)
-    results = [_fit_continued(problem, theta0, free_idx, **kw)]
+    results = [run(problem, theta0, free_idx, **kw)]
     for _ in range(starts - 1):
         th = theta0.copy()
         for q in free_idx:
@@ -454,7 +479,7 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
                 th[q] = theta0[q] + P.OFFSET_SCALE[root] * rng.uniform(-2.0, 2.0)
             else:
                 th[q] = theta0[q] * rng.uniform(0.5, 2.0)
-        results.append(_fit_continued(problem, project(th, free_idx, lay), free_idx, **kw))
+        results.append(run(problem, project(th, free_idx, lay), free_idx, **kw))
     finite = [r for r in results if np.isfinite(r.loss)]
     best = min(finite, key=lambda r: r.loss) if finite else results[0]
     names = [lay.names[q] for q in free_idx]
@@ -486,6 +511,26 @@ def check_secant(secant):
             or np.any(np.diff(s) >= 0):
         raise ValueError(f"secant {s.tolist()}: expected decreasing relative steps in (0, 0.1]")
     return tuple(float(x) for x in s)
+
+
+def _fit_segments_first(problem, theta0, free_idx, segments, **kw):
+    """Multiple shooting, then the rollouts (``segments`` of :func:`fit`):
+    the segmented problem with the ``state`` nuisance from ``theta0``, then
+    :func:`_fit_continued` on ``problem`` from its coefficients (from
+    ``theta0`` if the segments' fit failed); history, iterations and
+    evaluations cover both."""
+    whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
+    seg = whole.segmented(segments, theta=theta0)
+    first = _fit_continued(seg, theta0, free_idx, **dict(kw, nuisance="state"))
+    lay = problem.model.layout
+    start = lay.vector(first.params) if np.isfinite(first.loss) else theta0
+    r = _fit_continued(problem, start, free_idx, **kw)
+    r.history = first.history + r.history
+    r.nit += first.nit
+    r.nfev += first.nfev
+    r.strategy = (f"segments of {segments:g} s from measured states ({seg.nscen}, "
+                  f"{STATUSES[first.status].word}), then whole rollouts")
+    return r
 
 
 def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check, secant,

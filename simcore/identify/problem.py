@@ -583,7 +583,19 @@ class Problem:
         none = np.full_like(tg.final_pos, np.nan)
         tg = L.Targets(times, tg.measured[rows], none, none.copy(), ev, tg.measured_velocity,
                        tg.states_at(rows))
-        return replace(self, model=replace(self.model, scen_t_end=end), targets=tg)
+        return replace(self, model=replace(self.model, scen_t_end=_reaching(end, times)),
+                       targets=tg)
+
+    def tumbling(self):
+        """Whether the problem holds tumbling bodies measured with their
+        orientations (an oriented shape on the time-stepper, quaternions in
+        the targets): rollouts chaotic in their coefficients, which
+        :meth:`segmented` cuts into pieces that are not."""
+        m = self.model
+        real = np.arange(m.body_shape.shape[1])[None, :] < m.body_count[:, None]
+        oriented = shape_table.flags(m.body_shape, "oriented") & real
+        return bool(m.integrator == INTEGRATOR_PENALTY and oriented.any()
+                    and (self.targets.states or {}).get("quat") is not None)
 
     def segmented(self, length, rest=True, theta=None, longest=None):
         """The problem cut into segments of about ``length`` seconds, each a
@@ -638,13 +650,13 @@ class Problem:
         part = np.r_[0, np.cumsum(np.bincount(owner, minlength=self.nscen))]
         piece = np.arange(owner.size) - part[owner]
         sub = self.subset(owner)
-        model = replace(sub.model, scen_t_end=t_stop,
-                        names=tuple(f"{n}#{k}" for n, k in zip(sub.model.names, piece))
-                        if sub.model.names else ())
         state = sub.state
         state.time[:] = t_start
         self._segment_states(state, owner, start_row, ground)
         targets = self._segment_targets(sub, owner, start_row, t_start, t_stop)
+        model = replace(sub.model, scen_t_end=_reaching(t_stop, targets.sample_times),
+                        names=tuple(f"{n}#{k}" for n, k in zip(sub.model.names, piece))
+                        if sub.model.names else ())
         ids = ([f"{self.ids[s]}#{k}" for s, k in zip(owner, piece)] if self.ids else None)
         return replace(self, model=model, state=state, targets=targets, ids=ids, norm=0,
                        body_ids=[self.body_ids[s] for s in owner] if self.body_ids else None)
@@ -923,6 +935,15 @@ def _measured_events(ds, ids, nbmax):
             "dv": det_dv}
 
 
+def _reaching(end, times):
+    """Scenario ends ``end`` moved out to the last of each one's sample
+    ``times`` where that lies a rounding past it (samples are kept within
+    1e-12 s of a cut, e.g. ``t0 + fraction (t_end - t0)``): the run must
+    reach every sample it keeps."""
+    last = np.array([t[-1] if len(t) else -np.inf for t in times])
+    return np.maximum(end, last)
+
+
 class ShardedProblem:
     """A :class:`Problem` evaluated shard by shard and merged.
 
@@ -952,6 +973,7 @@ class ShardedProblem:
         self._parts = {}
 
     nscen = property(lambda self: self.problem.nscen)
+    tumbling = property(lambda self: self.problem.tumbling)
     model = property(lambda self: self.problem.model)
 
     def with_coefficients(self, names):
