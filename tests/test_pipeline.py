@@ -869,6 +869,8 @@ def test_calibrate_fits_tossed_boxes_by_secants_with_the_orientation_loss(store,
         "step_sigma": 0.0, "max_iter": 30, "test_fraction": 0.3})
     (run,) = _runs(c, exp)
     assert run.info.status == "FINISHED" and doc["gate"]["registered"]
+    assert doc["strategy"].startswith("segments of 0.15 s")  # chosen: tumbling boxes
+    assert run.data.params["strategy"] == "segments"
     assert doc["params"]["mu_k"] == pytest.approx(0.25, rel=5e-3)
     assert doc["params"]["e_bg"] == pytest.approx(0.45, rel=5e-3)
     assert 0 < doc["components"]["orientation"] < 1e-5  # weighed, and matched

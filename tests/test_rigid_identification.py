@@ -278,5 +278,8 @@ def test_the_strategy_is_chosen_from_the_data_unless_the_config_says(far_tosses)
     again = settings.calibration(**settings.calibration(secant=[0.02]).as_dict())
     assert again.chosen(far_tosses).step_sigma == F.SEGMENT_STEP_SIGMA
     assert settings.calibration(strategy="rollouts").chosen(far_tosses).strategy == "rollouts"
+    # data that declare a model error take the first secant step alone
+    real = settings.calibration(gate_floor_m=0.025).chosen(far_tosses)
+    assert real.secant == list(F.SEGMENT_SECANT[:1]) and real.strategy == "segments"
     with pytest.raises(ValueError, match="strategy.*one of"):
         settings.calibration(strategy="shooting")
