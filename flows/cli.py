@@ -330,6 +330,9 @@ def _print_fit(doc, out):
     table.add_column("95 % interval")
     if clustered:
         table.add_column("stderr, clustered by scenario", justify="right")
+    spread = doc.get("spread")
+    if spread:
+        table.add_column(f"range over {spread['finite']} starts")
     for n, v in doc["params"].items():
         if n not in doc["free"]:
             row = [n, f"{v:.6g}", "", "fixed"]
@@ -341,12 +344,18 @@ def _print_fit(doc, out):
         if clustered:
             cl = doc["stderr_cluster"].get(n)
             row.append(f"{cl:.2g}" if cl is not None else "")
+        if spread:
+            got = spread["params"].get(n)
+            row.append(f"[{got['min']:.6g}, {got['max']:.6g}]" if got else "")
         table.add_row(*row)
     console.print(table)
     lines = []
     corr = ", ".join(f"{c['a']}~{c['b']} {c['r']:+.2f}" for c in doc.get("correlations", []))
     if corr:
         lines.append(f"correlated estimates (|r| >= {report.CORRELATION_MIN}): {corr}")
+    if spread:
+        lines.append(f"multi-start: {spread['agree']} of {spread['starts']} starts reach the best "
+                     f"loss, {spread['starts'] - spread['finite']} could not be simulated")
     scores = doc.get("scores", {})
     test = f", {scores['test_loss']:.4e} (test)" if "test_loss" in scores else ""
     lines.append(f"loss {doc['loss']:.4e} (train){test}, a mean squared residual per term")

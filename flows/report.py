@@ -131,6 +131,19 @@ def correlation_table(result, matrix):
                        for j in keep} for i in keep}
 
 
+def spread(result):
+    """A multi-start's spread beside the intervals (None for one start):
+    ``starts``, ``finite`` (those that could be simulated), ``agree`` (those
+    within 1e-6 of the best loss) and per free coefficient the ``min``,
+    ``max`` and ``std`` over the finite starts' estimates."""
+    if not result.starts:
+        return None
+    per = {n: v for n, v in result.spread.items() if n != "agree"}
+    return {"starts": len(result.starts),
+            "finite": sum(bool(np.isfinite(r.loss)) for r in result.starts),
+            "agree": int(result.spread.get("agree", 0)), "params": per}
+
+
 def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
     """The ``fit.json`` document of a calibration (``start``: the start values
     of the free coefficients; ``truth``: the dataset's true values, when it
@@ -157,6 +170,7 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
         "identifiability": result.identifiability,
         "method": result.method,
         "strategy": result.strategy,
+        "spread": spread(result),
         "scores": scores,
         "dataset": dataset,
         "mlflow_run_id": run_id,

@@ -186,8 +186,9 @@ def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
     assert set(doc) >= {"params", "stderr", "ci95", "loss", "iterations", "converged", "status",
                         "message", "mlflow_run_id", "model_version"}
     assert doc["free"] == ["mu_k", "e_bw"] and doc["converged"] and doc["model_version"] == "1"
+    assert doc["strategy"] == "whole rollouts" and doc["spread"] is None  # spheres, one start
     out = capsys.readouterr().out
-    assert "mu_k" in out and "contactfit ui" in out
+    assert "mu_k" in out and "contactfit ui" in out and "strategy: whole rollouts" in out
 
 
 def test_cli_calibrate_failure_exits_1_and_still_writes_fit_json(store, tmp_path, capsys):
@@ -348,7 +349,7 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
     assert alias["model_version"]["version"] == "1"
 
 
-def test_multi_start_logs_nested_runs(store):
+def test_multi_start_logs_nested_runs(store, capsys):
     track, c, exp = store
     doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k", "e_bw"], "starts": 2})
     runs = _runs(c, exp)
@@ -356,6 +357,19 @@ def test_multi_start_logs_nested_runs(store):
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
     assert min(r.data.metrics["final_loss"] for r in children) == pytest.approx(doc["loss"])
     assert all(len(c.get_metric_history(r.info.run_id, "loss")) >= 1 for r in children)
+    # the spread of the starts beside the intervals
+    spread = doc["spread"]
+    assert spread["starts"] == spread["finite"] == 2 and 1 <= spread["agree"] <= 2
+    fitted = [{n: r.data.metrics[f"fitted_{n}"] for n in ("mu_k", "e_bw")} for r in children]
+    for n in ("mu_k", "e_bw"):
+        assert spread["params"][n]["min"] == pytest.approx(min(f[n] for f in fitted))
+        assert spread["params"][n]["max"] == pytest.approx(max(f[n] for f in fitted))
+    from flows.cli import _print_fit
+
+    capsys.readouterr()
+    _print_fit(doc, "o")
+    out = capsys.readouterr().out
+    assert "range over 2 starts" in out and f"{spread['agree']} of 2 starts reach" in out
 
 
 def test_ui_starts_mlflow_on_localhost_for_the_configured_store(tmp_path, monkeypatch, capsys):

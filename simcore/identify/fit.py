@@ -483,9 +483,10 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     finite = [r for r in results if np.isfinite(r.loss)]
     best = min(finite, key=lambda r: r.loss) if finite else results[0]
     names = [lay.names[q] for q in free_idx]
-    sol = np.array([[r.params[n] for n in names] for r in finite])
+    sol = np.array([[r.params[n] for n in names] for r in finite]).reshape(len(finite), -1)
     best.spread = {n: {"min": float(sol[:, c].min()), "max": float(sol[:, c].max()),
-                       "std": float(sol[:, c].std())} for c, n in enumerate(names)}
+                       "std": float(sol[:, c].std())} for c, n in enumerate(names)} if finite \
+        else {}
     best.spread["agree"] = int(sum(abs(r.loss - best.loss) <= 1e-6 * abs(best.loss) + 1e-300
                                    for r in finite))
     best.starts = results
