@@ -55,6 +55,16 @@ class GeneratorSettings:
     shape: str = "sphere"
     #: Orientation noise [degrees per axis] of the box tosses.
     noise_deg: float = 0.5
+    #: The box tosses' half extents [m] (None: the cube's, :data:`CUBE_HALF`;
+    #: the mass stays :data:`CUBE_MASS`, the inertia scales as a uniform
+    #: box's from :data:`CUBE_INERTIA`), the height of the box's centre
+    #: over its bounding radius at release [m], the throw's horizontal speed
+    #: [m/s] (each drawn uniformly from its range) and the spin's standard
+    #: deviation per axis [rad/s].
+    half: list = None
+    height: list = field(default_factory=lambda: [0.1, 0.25])
+    speed: list = field(default_factory=lambda: [1.0, 2.0])
+    spin: float = 3.0
 
 
 TRUTH = {"mu_s": 0.28, "mu_k": 0.19, "v_th": 0.04, "mu_bb": 0.07, "e_bb": 0.92,
@@ -221,25 +231,37 @@ CUBE_MASS = 0.37
 CUBE_INERTIA = 0.00081
 #: The generator settings that shape the box tosses (the rest are the sphere scenes').
 BOX_SETTINGS = ("shape", "scenarios", "seed", "duration", "rate", "noise_mm", "noise_deg", "fmt",
-                "laws")
+                "laws", "half", "height", "speed", "spin")
 #: True coefficients of the box tosses (``--shape box``).
 TRUTH_BOX = {"mu_s": 0.3, "mu_k": 0.25, "e_bg": 0.45}
 
 
+def box_of(cfg):
+    """The tossed box's half extents and principal inertia (``cfg.half``;
+    a cube's inertia is :data:`CUBE_INERTIA`, another box's scales as a
+    uniform box's, ``I_x ~ hy^2 + hz^2``, at the same mass)."""
+    half = np.array(cfg.half if cfg.half is not None else [CUBE_HALF] * 3, np.float64)
+    h2 = half ** 2
+    inertia = CUBE_INERTIA * (h2.sum() - h2) / (2 * CUBE_HALF ** 2)
+    return half, inertia
+
+
 def _toss(rng, s, cfg):
-    """One cube toss: thrown at 1-2 m/s from 0.1-0.25 m above the table
-    with a few rad/s of spin in a random orientation, tumbling, sliding and
-    coming to rest (the shape of the real ContactNets tosses)."""
+    """One box toss: thrown at ``cfg.speed`` (1-2 m/s) from ``cfg.height``
+    (0.1-0.25 m) above the table with ``cfg.spin`` (3 rad/s) of spin in a
+    random orientation, tumbling, sliding and coming to rest (by default the
+    ContactNets cube, the shape of the real tosses)."""
+    half, inertia = box_of(cfg)
     q = rng.normal(size=4)
     q /= np.linalg.norm(q)
-    pos = np.r_[rng.uniform(-0.2, 0.2, 2), rng.uniform(0.1, 0.25) + np.sqrt(3) * CUBE_HALF]
+    pos = np.r_[rng.uniform(-0.2, 0.2, 2), rng.uniform(*cfg.height) + np.linalg.norm(half)]
     heading = rng.uniform(0, 2 * np.pi)
-    speed = rng.uniform(1.0, 2.0)
+    speed = rng.uniform(*cfg.speed)
     vel = np.r_[speed * np.cos(heading), speed * np.sin(heading), rng.uniform(-1.0, 0.0)]
-    omega = rng.normal(scale=3.0, size=3)
+    omega = rng.normal(scale=cfg.spin, size=3)
     return Scenario(radius=[np.nan], mass=[CUBE_MASS], pos=[pos], vel=[vel], omega=[omega],
                     quat=[q], t_end=cfg.duration, dt=None, shape=("box",),
-                    extent=[[CUBE_HALF] * 3], inertia=[[CUBE_INERTIA] * 3], name=f"toss{s:04d}")
+                    extent=[half.tolist()], inertia=[inertia.tolist()], name=f"toss{s:04d}")
 
 
 def _noisy_quat(rng, q, sd_rad):
@@ -260,6 +282,7 @@ def _noisy_quat(rng, q, sd_rad):
 def _generate_boxes(out, cfg, truth, name):
     """:func:`generate` for ``shape="box"``: cube tosses on a table."""
     rng = np.random.default_rng(cfg.seed)
+    half, inertia = box_of(cfg)
     scenes = [_toss(rng, s, cfg) for s in range(cfg.scenarios)]
     model, state = build(scenes, params=truth, laws=cfg.laws)
     # One step for the data and for a model read from them: the stability
@@ -280,9 +303,8 @@ def _generate_boxes(out, cfg, truth, name):
     n = len(scenes)
     write_table({"scenario_id": [sc.name for sc in scenes], "body_id": np.zeros(n, np.int64),
                  "shape": ["box"] * n, "mass": np.full(n, CUBE_MASS),
-                 "hx": np.full(n, CUBE_HALF), "hy": np.full(n, CUBE_HALF),
-                 "hz": np.full(n, CUBE_HALF), "ixx": np.full(n, CUBE_INERTIA),
-                 "iyy": np.full(n, CUBE_INERTIA), "izz": np.full(n, CUBE_INERTIA),
+                 **{f"h{c}": np.full(n, half[k]) for k, c in enumerate("xyz")},
+                 **{f"i{c}{c}": np.full(n, inertia[k]) for k, c in enumerate("xyz")},
                  **{f"{c}0": p0[:, k] for k, c in enumerate("xyz")},
                  **{f"v{c}0": v0[:, k] for k, c in enumerate("xyz")},
                  **{f"w{c}0": w0[:, k] for k, c in enumerate("xyz")},
@@ -299,7 +321,8 @@ def _generate_boxes(out, cfg, truth, name):
                  "dt": model.scen_dt, "split": ["test" if s % 5 == 4 else "train"
                                                 for s in range(n)]},
                 out / f"scenarios.{ext}")
-    _write_meta(out, name, "Synthetic cube tosses (a 0.1048 m cube thrown onto a table, "
+    size = " x ".join(f"{2 * h:.4g}" for h in half)
+    _write_meta(out, name, f"Synthetic box tosses (a {size} m box thrown onto a table, "
                 "tumbling, sliding and coming to rest) simulated by contactfit's time-stepper "
                 "with known coefficients.", "contactfit generate --shape box", model, truth,
                 f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
