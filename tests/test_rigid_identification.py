@@ -283,3 +283,22 @@ def test_the_strategy_is_chosen_from_the_data_unless_the_config_says(far_tosses)
     assert real.secant == list(F.SEGMENT_SECANT[:1]) and real.strategy == "segments"
     with pytest.raises(ValueError, match="strategy.*one of"):
         settings.calibration(strategy="shooting")
+
+
+def test_generated_boxes_take_their_size_height_and_spin(tmp_path):
+    """A flat box's tosses: its extents, an inertia scaled as a uniform box's
+    from the cube's (a cube keeps CUBE_INERTIA), released at the height over
+    its bounding radius, spinning as asked."""
+    half = [0.075, 0.05, 0.02]
+    cfg = synth.GeneratorSettings(shape="box", scenarios=3, seed=1, duration=0.3, rate=148.0,
+                                  half=half, height=[0.3, 0.3], speed=[0.5, 0.5], spin=0.0)
+    prob = Problem.from_dataset(synth.generate(tmp_path / "flat", cfg))
+    h = np.array(half)
+    uniform = (np.sum(h ** 2) - h ** 2) / 3  # I / m of a uniform box
+    cube = 2 * synth.CUBE_HALF ** 2 / 3
+    assert np.allclose(prob.model.body_ext[:, 0], h)
+    assert np.allclose(prob.model.body_inertia[:, 0], synth.CUBE_INERTIA * uniform / cube)
+    assert np.allclose(synth.box_of(synth.GeneratorSettings())[1], synth.CUBE_INERTIA)
+    assert np.allclose(prob.state.body_pos[:, 0, 2], 0.3 + np.linalg.norm(h))
+    assert np.allclose(np.linalg.norm(prob.state.body_vel[:, 0, :2], axis=1), 0.5)
+    assert np.all(prob.state.body_omega == 0.0)
