@@ -359,6 +359,7 @@ def test_fd_cross_check_agrees_on_smooth_data(table):
     ({"method": "newton"}, "method 'newton'"),
     ({"nuisance": "spin"}, "nuisance 'spin'"),
     ({"lr": -1.0, "method": "gd"}, "lr = -1.0"),
+    ({"segments": -0.1}, "segments = -0.1"),
 ])
 def test_bad_options_name_the_option(table, kw, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(")):

@@ -467,6 +467,14 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     run = _fit_segments_first if segments else _fit_continued
     if starts == 1:
         return run(problem, theta0, free_idx, **kw)
+    return _multi_start(run, problem, theta0, free_idx, starts, seed, kw)
+
+
+def _multi_start(run, problem, theta0, free_idx, starts, seed, kw):
+    """``starts`` runs of ``run``: from ``theta0``, then from starts drawn
+    from ``seed`` (see :func:`fit`); the best, with the others in ``starts``
+    and their ``spread``."""
+    lay = problem.model.layout
     rng = np.random.default_rng(seed)
     results = [run(problem, theta0, free_idx, **kw)]
     for _ in range(starts - 1):
