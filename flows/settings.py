@@ -222,6 +222,10 @@ class CalibrationConfig(BaseModel):
         data do) take the first secant step alone: below the model error a
         finer step resolves the ripples of the misfit, not the truth (on
         the real cube tosses it raised the training loss 11 %)."""
+        if self.strategy == "segments" and not problem.tumbling():
+            raise ValueError("strategy segments: the data hold no tumbling bodies measured with "
+                             "their orientations (boxes on the time-stepper, trajectories qw, "
+                             "qx, qy, qz); use strategy rollouts or auto")
         if self.strategy != "auto":
             return self
         if not problem.tumbling():

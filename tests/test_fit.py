@@ -537,3 +537,15 @@ def test_a_start_that_cannot_be_simulated_fails_alone(table):
     assert not np.isfinite(m.starts[0].loss)
     assert np.isfinite(m.loss) and m is not m.starts[0]
     assert m.spread["agree"] >= 1
+
+
+def test_a_cut_a_rounding_before_a_sample_keeps_it_and_runs_to_it(table):
+    """A sample kept within 1e-12 s past a cut (``t0 + fraction (t_end -
+    t0)`` rounds) is reached by the run: the scenario ends at it."""
+    sub = table.subset([0])
+    t = float(sub.targets.sample_times[0][5])
+    cut = sub.ended(np.array([t - 1e-13]))
+    assert cut.targets.sample_times[0][-1] == t and cut.model.scen_t_end[0] == t
+    assert np.isfinite(cut.loss_only(cut.model.layout.vector()))
+    exact = sub.ended(np.array([t + 1e-3]))
+    assert exact.model.scen_t_end[0] == t + 1e-3  # a cut past the sample stays

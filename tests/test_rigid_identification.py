@@ -283,6 +283,8 @@ def test_the_strategy_is_chosen_from_the_data_unless_the_config_says(far_tosses)
     assert real.secant == list(F.SEGMENT_SECANT[:1]) and real.strategy == "segments"
     with pytest.raises(ValueError, match="strategy.*one of"):
         settings.calibration(strategy="shooting")
+    with pytest.raises(ValueError, match="strategy segments: the data hold no tumbling"):
+        settings.calibration(strategy="segments").chosen(spheres)
 
 
 def test_generated_boxes_take_their_size_height_and_spin(tmp_path):

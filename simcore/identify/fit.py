@@ -138,9 +138,6 @@ RESCUED = ("velocity", "push", "spin")
 SEGMENT_S = 0.15
 SEGMENT_SECANT = (0.01, 0.003)
 SEGMENT_STEP_SIGMA = 0.0
-
-
-
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
 #: Largest relative change of a coefficient in one step.
