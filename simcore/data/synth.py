@@ -280,7 +280,8 @@ def _noisy_quat(rng, q, sd_rad):
 
 
 def _generate_boxes(out, cfg, truth, name):
-    """:func:`generate` for ``shape="box"``: cube tosses on a table."""
+    """:func:`generate` for ``shape="box"``: box tosses on a table (by
+    default the ContactNets cube's)."""
     rng = np.random.default_rng(cfg.seed)
     half, inertia = box_of(cfg)
     scenes = [_toss(rng, s, cfg) for s in range(cfg.scenarios)]

@@ -34,8 +34,9 @@ assert all(s.code == k for k, s in enumerate(STATUSES))
 #: than ``CHATTER_SPAN`` [s] is stalled (``STATUS_STALLED``): contacts that
 #: start and stop, or touch and part, nanoseconds apart, which no measured
 #: scene does (the event engines' passes come at events, window edges and
-#: ``dt`` grid steps).  Checked in blocks of passes, so it ends such a run
-#: within two blocks instead of after ``MAX_LOOP`` passes (minutes).
+#: ``dt`` grid steps, so only a step under 10 ns would look the same).
+#: Checked in blocks of passes, so it ends such a run within two blocks
+#: instead of after ``MAX_LOOP`` passes (minutes).
 CHATTER_PASSES = 100_000
 CHATTER_SPAN = 1e-3
 
