@@ -381,6 +381,10 @@ def _interrupted(signum, frame):
     flow's end to a server the same Ctrl-C has killed would take minutes."""
     from flows import server, tracking
 
+    # Inside an MLflow call the main thread may hold the store's write lock:
+    # mark the runs once that call has returned (it is one statement away).
+    if tracking.deferred(lambda: _interrupted(signum, frame)):
+        return
     name = signal.Signals(signum).name
     tracking.abandon(f"interrupted by {name}")
     with contextlib.suppress(Exception):

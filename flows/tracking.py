@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -52,6 +53,50 @@ for _name, _value in HTTP_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
 
+#: The main thread's MLflow calls in progress, and what a signal asked to
+#: run once the outermost one has returned (:func:`deferred`).
+_WRITING = [0]
+_AFTER = []
+
+
+class _Guarded:
+    """The MLflow client, each call of the main thread a critical section:
+    a signal handler that would write to the store while the main thread
+    holds its SQLite write lock (between a statement and its commit) would
+    wait out the busy timeout on its own process.  Ctrl-C's handler asks
+    :func:`deferred` and waits for the call to return instead."""
+
+    def __init__(self, c):
+        self._c = c
+
+    def __getattr__(self, name):
+        attr = getattr(self._c, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if threading.current_thread() is not threading.main_thread():
+                return attr(*args, **kwargs)
+            _WRITING[0] += 1
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                _WRITING[0] -= 1
+                if not _WRITING[0] and _AFTER:
+                    _AFTER.pop(0)()
+        return call
+
+
+def deferred(fn):
+    """If the main thread is inside an MLflow call (a signal handler
+    interrupted it), queue ``fn`` to run as soon as that call has returned
+    and return True; else return False (the caller goes on now)."""
+    if not _WRITING[0]:
+        return False
+    _AFTER.append(fn)
+    return True
+
+
 def client(settings):
     """A client on the settings' stores: a local store created whole, or
     waited for while another client creates it (:func:`flows.store.prepare`),
@@ -73,7 +118,7 @@ def client(settings):
                               "(CONTACTFIT_STORE_WAIT_S); try again when it is done") from None
         raise
     reap(c, exp_id)
-    return c, exp_id
+    return _Guarded(c), exp_id
 
 
 def _process_id(pid="self"):

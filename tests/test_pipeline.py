@@ -889,3 +889,21 @@ def test_calibrate_fits_tossed_boxes_by_secants_with_the_orientation_loss(store,
     assert doc["params"]["e_bg"] == pytest.approx(0.45, rel=5e-3)
     assert 0 < doc["components"]["orientation"] < 1e-5  # weighed, and matched
     assert "overlays.png" in {a.path for a in c.list_artifacts(run.info.run_id)}
+
+
+def test_a_signal_inside_an_mlflow_call_acts_once_the_call_returns():
+    """Ctrl-C's handler, arriving while the main thread is inside an MLflow
+    call (which may hold the SQLite write lock), runs once that call has
+    returned, not inside it; outside a call it goes on at once."""
+    from flows import tracking
+
+    seen = []
+
+    class Store:
+        def log_batch(self, run_id):
+            seen.append(("inside", tracking.deferred(lambda: seen.append("handler"))))
+
+    tracking._Guarded(Store()).log_batch("r")
+    assert seen == [("inside", True), "handler"]
+    assert not tracking.deferred(lambda: seen.append("never"))
+    assert seen[-1] == "handler"
