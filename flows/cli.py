@@ -321,7 +321,7 @@ def _print_fit(doc, out):
     # a pipe or a log file gets a table as wide as its rows, not 80 columns
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     console.print(f"{doc['status']}: {doc['message']}", markup=False)
-    console.print(f"strategy: {doc.get('strategy', 'whole rollouts')}", markup=False)
+    console.print(f"strategy: {doc['strategy']}", markup=False)
     clustered = bool(doc.get("stderr_cluster"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     table.add_column("coefficient")

@@ -246,12 +246,12 @@ def box_of(cfg):
     return half, inertia
 
 
-def _toss(rng, s, cfg):
-    """One box toss: thrown at ``cfg.speed`` (1-2 m/s) from ``cfg.height``
+def _toss(rng, s, cfg, half, inertia):
+    """One toss of the box of ``half`` extents and ``inertia``
+    (:func:`box_of`): thrown at ``cfg.speed`` (1-2 m/s) from ``cfg.height``
     (0.1-0.25 m) above the table with ``cfg.spin`` (3 rad/s) of spin in a
     random orientation, tumbling, sliding and coming to rest (by default the
     ContactNets cube, the shape of the real tosses)."""
-    half, inertia = box_of(cfg)
     q = rng.normal(size=4)
     q /= np.linalg.norm(q)
     pos = np.r_[rng.uniform(-0.2, 0.2, 2), rng.uniform(*cfg.height) + np.linalg.norm(half)]
@@ -284,7 +284,7 @@ def _generate_boxes(out, cfg, truth, name):
     default the ContactNets cube's)."""
     rng = np.random.default_rng(cfg.seed)
     half, inertia = box_of(cfg)
-    scenes = [_toss(rng, s, cfg) for s in range(cfg.scenarios)]
+    scenes = [_toss(rng, s, cfg, half, inertia) for s in range(cfg.scenarios)]
     model, state = build(scenes, params=truth, laws=cfg.laws)
     # One step for the data and for a model read from them: the stability
     # guard's at the true coefficients and at the defaults a reader builds
