@@ -18,6 +18,11 @@ STATUS_MAX_ITER = 1
 STATUS_UNSUPPORTED_PAIR = 2
 STATUS_STALLED = 3
 STATUS_OVERFLOW = 4
+STATUS_LCP_FAILED = 5
+STATUS_IMPACT_JAM = 6
+STATUS_SLIP_TURNS = 7
+STATUS_ONE_POINT = 8
+STATUS_UNKNOWN_LAW = 9
 #: The scenario statuses, by code.
 STATUSES = (
     Status(STATUS_OK, "ok"),
@@ -26,6 +31,14 @@ STATUSES = (
     Status(STATUS_STALLED, "contact chatter: 100000 passes of the event loop within 1 ms of "
            "simulated time (a stick-slip or impact cycle the engine does not resolve)"),
     Status(STATUS_OVERFLOW, "more contact points than the scenario's capacity"),
+    Status(STATUS_LCP_FAILED, "the impact's complementarity problem has no solution Lemke's "
+           "pivots reach (a ray), or it is larger than the solver's bound"),
+    Status(STATUS_IMPACT_JAM, "the normal velocity does not grow under the friction impulse "
+           "(Painleve's jam): the energetic law is not defined for this impact"),
+    Status(STATUS_SLIP_TURNS, "stronge_energetic needs a slip direction that cannot turn "
+           "(planar motion or an isotropic contact); this contact couples the tangents"),
+    Status(STATUS_ONE_POINT, "stronge_energetic takes an impact at one contact point"),
+    Status(STATUS_UNKNOWN_LAW, "a law code without an impact map"),
 )
 STATUS_MESSAGES = tuple(s.message for s in STATUSES)
 assert all(s.code == k for k, s in enumerate(STATUSES))

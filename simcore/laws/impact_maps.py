@@ -1,0 +1,437 @@
+"""Rigid-body impact maps (``002_*``: contact as a unilateral constraint):
+a body's velocity just after an impact from its velocity just before, at
+one or several contact points against fixed surfaces.
+
+Notation.  Generalised velocity ``v = (v_x, v_y, v_z, w_x, w_y, w_z)`` of the
+body's centre of mass, world frame [m/s, rad/s]; ``G = M^-1 (6, 6)``, the
+inverse of ``diag(m I, I_world)``.  Contact ``c`` at arm ``r_c`` (from the
+centre of mass to the contact point, world) with unit normal ``n_c``
+pointing from the surface into the body: its normal velocity is ``N_c v =
+n_c . (v + w x r_c)`` (negative while approaching), the Jacobian row of a
+direction ``d`` is ``(d, r_c x d)``.  The friction cone is a pyramid of
+``nd`` edges ``d_ck = cos(2 pi k / nd) t1 + sin(2 pi k / nd) t2`` over the
+contact's fixed tangents (:func:`frame`: ``t1`` from world x, or world y
+when the normal is near x; ``t2 = n x t1``), rows ``D``.  A slip along an
+edge is resisted exactly opposite it, as by a circular cone; a slip between
+edges by the pyramid's facets (every planar impact slips along an edge).
+``v`` here is the *free* velocity: the measured pre-impact velocity plus
+the other forces' impulse over the interval between the two samples
+(gravity ``h g``), as in a time-stepping scheme.
+
+Laws (``dataset.yaml`` ``laws:``, the ``rigid_impact`` family of
+:mod:`simcore.laws.registry`), with the contact kind's restitution ``e`` and
+friction ``mu`` (``e_bg``, ``mu_k`` on the ground; ``e_bw``, ``mu_w`` on a
+wall):
+
+* ``newton_lcp``: Newton's kinematic restitution with Coulomb friction,
+  the Stewart-Trinkle / Anitescu-Potra complementarity problem in the
+  impulses ``lambda (nc)``, ``beta (nc nd)`` and the slip speeds ``gamma
+  (nc)``::
+
+      0 <= lambda  _|_  N v+ + e min(N v, 0)       >= 0
+      0 <= beta    _|_  D v+ + E gamma             >= 0
+      0 <= gamma   _|_  mu lambda - E^T beta       >= 0,
+      v+ = v + G (N^T lambda + D^T beta)
+
+  (``E`` sums a contact's edges).  Its restitution acts on velocities, so
+  on an eccentric impact with friction it can give the body more energy
+  than it had (Kane's example of a rod striking a rough floor; a test
+  shows it).
+* ``poisson_lcp``: Poisson's restitution in two phases, as Anitescu and
+  Potra: the compression is the problem above with ``e = 0`` (impulses
+  ``lambda_c``, velocity ``v_c``); the restitution applies the normal
+  impulses ``e lambda_c`` at every contact and the friction they allow,
+  ``0 <= beta_r _|_ D v+ + E gamma_r >= 0``, ``0 <= gamma_r _|_ mu e
+  lambda_c - E^T beta_r >= 0``, from ``v_c + G N^T e lambda_c``.  Coulomb's
+  law holds over the whole impact.  Dissipative on every impact the tests
+  draw (planar rods, random bodies on one or two points); not proven so
+  in general.  (The baseline of the Fazeli data's README scales the
+  compression's normal impulse by ``1 + e`` and applies no friction during
+  restitution.)
+* ``stronge_energetic``: Stronge's energetic restitution, one contact
+  point: the impulse grows along the normal impulse ``p``; the contact
+  velocity ``u = (u_n, u_t)`` changes by ``du = K (1, f) dp`` with ``K`` the
+  contact's ``J G J^T`` on the normal and the slip direction; ``f = -mu
+  sign(u_t)`` while slipping, ``f = -K_tn / K_tt`` while sticking (when
+  ``|K_tn| <= mu K_tt``; otherwise the slip reverses, ``f = -mu
+  sign(K_tn)``).  Compression ends at ``u_n = 0`` after the normal force
+  did the work ``W_c < 0``; restitution ends when it has given back
+  ``-e^2 W_c``.  Each phase is linear in ``p``, so the map is a few closed
+  form segments (slip, stop, stick or reverse slip), and by construction it
+  never creates energy.  The slip direction must not turn during the
+  impact: the contact's ``K`` must not couple the tangent normal to the
+  slip with the normal or the slip (planar motion, an isotropic contact
+  such as a sphere's); otherwise the law refuses the impact
+  (``STATUS_SLIP_TURNS``).  A normal velocity that does not grow under the
+  friction (``K_nn + K_nt f <= 0``, Painleve's jam) is refused too.
+
+For a sphere the three laws agree with the patent's impulse law (and the
+spinning model's ball-cushion law) wherever the slip lies along an edge.
+
+Sensitivities (:func:`impact`'s ``dpost``) along directions given as the
+tangents of ``v``, ``mu`` and ``e``: for the complementarity laws by
+differentiating the solution on its basis
+(:func:`simcore.kernel.lcp.basis_tangent`; at a change of basis, one side's
+derivative; where a basis is degenerate, the derivative of the basis the
+pivots ended in, which a perturbation may not follow: a planar impact that
+sticks has its edges across the plane at zero velocity and zero impulse,
+so its derivatives along out-of-plane directions are not the map's), for Stronge's by a complex step through the closed form (its
+branches decided on the real parts, as in :mod:`simcore.spin.spin_tangent`).
+"""
+
+import numpy as np
+
+from ..kernel.config import jit
+from ..kernel.lcp import LCP_OK, basis_tangent, lemke
+from ..kernel.status import (
+    STATUS_IMPACT_JAM,
+    STATUS_LCP_FAILED,
+    STATUS_OK,
+    STATUS_ONE_POINT,
+    STATUS_SLIP_TURNS,
+    STATUS_UNKNOWN_LAW,
+)
+
+NEWTON = "newton_lcp"
+POISSON = "poisson_lcp"
+STRONGE = "stronge_energetic"
+FAMILY = "rigid_impact"
+LAW_NEWTON_LCP = 6
+LAW_POISSON_LCP = 7
+LAW_STRONGE_ENERGETIC = 8
+CODES = (LAW_NEWTON_LCP, LAW_POISSON_LCP, LAW_STRONGE_ENERGETIC)
+
+#: Edges of the friction pyramid per contact point (default).
+EDGES = 4
+#: The complex step of Stronge's sensitivities.
+CSTEP = 1e-30
+#: Coupling of the tangent normal to the slip, relative to ``K``'s largest
+#: entry, under which a slip direction counts as unable to turn.
+TURN_TOL = 1e-9
+
+
+@jit
+def frame(n):
+    """The contact's fixed tangents ``(t1, t2)`` of unit normal ``n``."""
+    a = np.zeros(3)
+    if abs(n[0]) < 0.9:
+        a[0] = 1.0
+    else:
+        a[1] = 1.0
+    an = a[0] * n[0] + a[1] * n[1] + a[2] * n[2]
+    t1 = a - an * n
+    t1 /= np.sqrt(t1[0] ** 2 + t1[1] ** 2 + t1[2] ** 2)
+    t2 = np.array([n[1] * t1[2] - n[2] * t1[1], n[2] * t1[0] - n[0] * t1[2],
+                   n[0] * t1[1] - n[1] * t1[0]])
+    return t1, t2
+
+
+@jit
+def jac_row(r, d, out):
+    """The Jacobian row ``(d, r x d)`` of direction ``d`` at arm ``r``."""
+    out[0], out[1], out[2] = d[0], d[1], d[2]
+    out[3] = r[1] * d[2] - r[2] * d[1]
+    out[4] = r[2] * d[0] - r[0] * d[2]
+    out[5] = r[0] * d[1] - r[1] * d[0]
+
+
+@jit
+def rows(arms, normals, nd):
+    """``W (nc (1 + nd), 6)``: the normal rows of every contact, then each
+    contact's ``nd`` edge rows."""
+    nc = arms.shape[0]
+    W = np.zeros((nc * (1 + nd), 6))
+    for c in range(nc):
+        jac_row(arms[c], normals[c], W[c])
+        t1, t2 = frame(normals[c])
+        for k in range(nd):
+            phi = 2.0 * np.pi * k / nd
+            d = np.cos(phi) * t1 + np.sin(phi) * t2
+            jac_row(arms[c], d, W[nc + c * nd + k])
+    return W
+
+
+@jit
+def _friction_block(A, nc, nd, off, out):
+    """Write the friction rows of the LCP matrix: ``D G D^T`` at ``out[off:,
+    off:]``, the edge sums ``E`` and ``-E^T``; ``A = W G W^T``."""
+    nb = nc * nd
+    for a in range(nb):
+        for b in range(nb):
+            out[off + a, off + b] = A[nc + a, nc + b]
+        out[off + a, off + nb + a // nd] = 1.0
+        out[off + nb + a // nd, off + a] = -1.0
+
+
+@jit
+def _contact_lcp(A, nc, nd, mu):
+    """The matrix of the Stewart-Trinkle problem in ``(lambda, beta, gamma)``."""
+    nb = nc * nd
+    n = 2 * nc + nb
+    Mx = np.zeros((n, n))
+    for a in range(nc + nb):
+        for b in range(nc + nb):
+            Mx[a, b] = A[a, b]
+    for a in range(nb):
+        Mx[nc + a, nc + nb + a // nd] = 1.0
+        Mx[nc + nb + a // nd, nc + a] = -1.0
+    for c in range(nc):
+        Mx[nc + nb + c, c] = mu[c]
+    return Mx
+
+
+@jit
+def _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
+    """``newton_lcp`` (``e`` of every contact; ``e = 0`` is the compression
+    of ``poisson_lcp``).  Returns ``(status, lambda, dlambda)``."""
+    nb = nc * nd
+    m = nc + nb
+    nt = dv.shape[1]
+    A = W @ G @ W.T
+    Mx = _contact_lcp(A, nc, nd, mu)
+    n = Mx.shape[0]
+    wv = W @ v
+    q = np.zeros(n)
+    for c in range(nc):
+        q[c] = wv[c] + e[c] * min(wv[c], 0.0)
+    for a in range(nb):
+        q[nc + a] = wv[nc + a]
+    z = np.zeros(n)
+    basic = np.zeros(n, np.bool_)
+    st = lemke(Mx, q, z, basic)
+    lam = z[:nc].copy()  # (the normal impulses)
+    dlam = np.zeros((nc, nt))
+    if st != LCP_OK:
+        return STATUS_LCP_FAILED, lam, dlam
+    post[:] = v + G @ (W[:m].T @ z[:m])
+    # tangents: r = dM z + dq
+    wdv = W @ dv
+    r = np.zeros((n, nt))
+    for c in range(nc):
+        approach = wv[c] < 0.0
+        for d in range(nt):
+            r[c, d] = wdv[c, d] * (1.0 + (e[c] if approach else 0.0)) + de[c, d] * min(wv[c], 0.0)
+            r[nc + nb + c, d] = dmu[c, d] * z[c]
+    for a in range(nb):
+        for d in range(nt):
+            r[nc + a, d] = wdv[nc + a, d]
+    dz = basis_tangent(Mx, basic, r)
+    dpost[:, :] = dv + G @ (W[:m].T @ dz[:m])
+    dlam[:, :] = dz[:nc]
+    return STATUS_OK, lam, dlam
+
+
+@jit
+def _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
+    """``poisson_lcp``: compression, then restitution (see the module docstring)."""
+    nb = nc * nd
+    nt = dv.shape[1]
+    zero = np.zeros(nc)
+    vc = np.zeros(6)
+    dvc = np.zeros((6, nt))
+    st, lam, dlam = _newton(G, W, nc, nd, v, mu, zero, dv, dmu, np.zeros((nc, nt)), vc, dvc)
+    if st != STATUS_OK:
+        return st
+    # restitution's normal impulses e lambda_c
+    lr = e * lam
+    dlr = np.zeros((nc, nt))
+    for c in range(nc):
+        for d in range(nt):
+            dlr[c, d] = de[c, d] * lam[c] + e[c] * dlam[c, d]
+    vr = vc + G @ (W[:nc].T @ lr)
+    dvr = dvc + G @ (W[:nc].T @ dlr)
+    # its friction: 0 <= beta _|_ D v+ + E gamma >= 0, 0 <= gamma _|_ mu lr - E^T beta >= 0
+    A = W @ G @ W.T
+    n = nb + nc
+    Mf = np.zeros((n, n))
+    _friction_block(A, nc, nd, 0, Mf)
+    wv = W @ vr
+    wdv = W @ dvr
+    q = np.zeros(n)
+    r = np.zeros((n, nt))
+    for a in range(nb):
+        q[a] = wv[nc + a]
+        for d in range(nt):
+            r[a, d] = wdv[nc + a, d]
+    for c in range(nc):
+        q[nb + c] = mu[c] * lr[c]
+        for d in range(nt):
+            r[nb + c, d] = dmu[c, d] * lr[c] + mu[c] * dlr[c, d]
+    z = np.zeros(n)
+    basic = np.zeros(n, np.bool_)
+    if lemke(Mf, q, z, basic) != LCP_OK:
+        return STATUS_UNKNOWN_LAW
+    D = W[nc:]
+    post[:] = vr + G @ (D.T @ z[:nb])
+    dz = basis_tangent(Mf, basic, r)
+    dpost[:, :] = dvr + G @ (D.T @ dz[:nb])
+    return STATUS_OK
+
+
+@jit
+def _csign(x):
+    return 1.0 if x.real > 0.0 else -1.0
+
+
+@jit
+def stronge_contact(a, b, c, un0, ut0, mu, e):
+    """Stronge's energetic impact in contact coordinates: ``K = [[a, b], [b,
+    c]]`` on (normal, slip), initial normal velocity ``un0 < 0`` and slip
+    ``ut0 >= 0`` (along the slip direction), friction ``mu``, energetic
+    restitution ``e``.  Returns ``(status, p_n, p_t)``, the normal and
+    tangential impulses (real or complex; the real parts decide)."""
+    p = 0.0 * un0
+    pt = 0.0 * un0
+    un = un0
+    ut = ut0
+    W = 0.0 * un0
+    Wc = 0.0 * un0
+    comp = True
+    tiny = 1e-14 * abs(un0.real)
+    for _ in range(16):
+        # the friction ratio f = dp_t / dp of this segment
+        slipping = abs(ut.real) > tiny
+        if slipping:
+            f = -mu * _csign(ut)
+        elif abs(b.real) <= mu.real * c.real:
+            f = -b / c  # stick holds
+            ut = 0.0 * un0
+        else:
+            f = -mu * _csign(b)  # slip reverses
+            slipping = True
+        dun = a + b * f
+        dut = b + c * f
+        # the first event: slip stops, compression ends, restitution ends
+        kind = 0
+        step = np.inf + 0.0 * un0
+        if comp:
+            if dun.real <= 0.0:
+                return STATUS_IMPACT_JAM, p, pt
+            step = -un / dun
+            kind = 1
+        else:
+            rem = -e * e * Wc - (W - Wc)
+            disc = un * un + 2.0 * dun * rem
+            if disc.real < 0.0:
+                return STATUS_IMPACT_JAM, p, pt
+            step = 2.0 * rem / (un + np.sqrt(disc)) if rem.real > 0.0 else 0.0 * un0
+            kind = 2
+        if slipping and dut.real * ut.real < 0.0:
+            stop = -ut / dut
+            if stop.real < step.real:
+                step = stop
+                kind = 3
+        W = W + un * step + 0.5 * dun * step * step
+        un = un + dun * step
+        ut = ut + dut * step
+        p = p + step
+        pt = pt + f * step
+        if kind == 3:
+            ut = 0.0 * un0
+        elif kind == 1:
+            un = 0.0 * un0
+            comp = False
+            Wc = W
+            if e.real <= 0.0:
+                return STATUS_OK, p, pt
+        elif kind == 2:
+            return STATUS_OK, p, pt
+    return STATUS_IMPACT_JAM, p, pt
+
+
+@jit
+def _stronge_once(G, arm, n, v, mu, e, post):
+    """One evaluation of ``stronge_energetic`` (complex ``v``, ``mu``, ``e``),
+    ``post`` (6,) complex."""
+    t1, t2 = frame(n)
+    jn = np.zeros(6)
+    j1 = np.zeros(6)
+    j2 = np.zeros(6)
+    jac_row(arm, n, jn)
+    jac_row(arm, t1, j1)
+    jac_row(arm, t2, j2)
+    un0 = 0.0 * v[0]
+    u1 = 0.0 * v[0]
+    u2 = 0.0 * v[0]
+    for k in range(6):
+        un0 += jn[k] * v[k]
+        u1 += j1[k] * v[k]
+        u2 += j2[k] * v[k]
+    ut = np.sqrt(u1 * u1 + u2 * u2)
+    if ut.real > 1e-14 * abs(un0.real):
+        s1, s2 = u1 / ut, u2 / ut
+    else:
+        s1, s2 = 1.0 + 0.0 * un0, 0.0 * un0
+        ut = 0.0 * un0
+    js = s1 * j1 + s2 * j2  # the slip direction's row
+    jp = -s2 * j1 + s1 * j2  # the tangent normal to it
+    gn = np.zeros(6, np.complex128)
+    gs = np.zeros(6, np.complex128)
+    for i in range(6):
+        for k in range(6):
+            gn[i] += G[i, k] * jn[k]
+            gs[i] += G[i, k] * js[k]
+    a = 0.0 * un0
+    b = 0.0 * un0
+    c = 0.0 * un0
+    pn = 0.0 * un0
+    ps = 0.0 * un0
+    for k in range(6):
+        a += jn[k] * gn[k]
+        b += jn[k] * gs[k]
+        c += js[k] * gs[k]
+        pn += jp[k] * gn[k]
+        ps += jp[k] * gs[k]
+    scale = max(abs(a.real), abs(c.real))
+    if abs(pn.real) > TURN_TOL * scale or abs(ps.real) > TURN_TOL * scale:
+        return STATUS_SLIP_TURNS
+    if un0.real >= 0.0:
+        post[:] = v  # not approaching: no impact
+        return STATUS_OK
+    st, p_n, p_t = stronge_contact(a, b, c, un0, ut, mu, e)
+    if st != STATUS_OK:
+        return st
+    post[:] = v + p_n * gn + p_t * gs
+    return STATUS_OK
+
+
+@jit
+def _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost):
+    """``stronge_energetic``, its tangents by complex steps."""
+    if arms.shape[0] != 1:
+        return STATUS_ONE_POINT
+    nt = dv.shape[1]
+    out = np.zeros(6, np.complex128)
+    vc = v.astype(np.complex128)
+    st = _stronge_once(G, arms[0], normals[0], vc, mu[0] + 0.0j, e[0] + 0.0j, out)
+    if st != STATUS_OK:
+        return st
+    post[:] = out.real
+    for d in range(nt):
+        vd = vc + 1j * CSTEP * dv[:, d]
+        st = _stronge_once(G, arms[0], normals[0], vd, mu[0] + 1j * CSTEP * dmu[0, d],
+                           e[0] + 1j * CSTEP * de[0, d], out)
+        if st != STATUS_OK:
+            return st
+        dpost[:, d] = out.imag / CSTEP
+    return STATUS_OK
+
+
+@jit
+def impact(law, G, arms, normals, v, mu, e, nd, dv, dmu, de, post, dpost):
+    """The post-impact velocity ``post (6,)`` of a body of inverse mass
+    matrix ``G (6, 6)`` with free velocity ``v (6,)`` at contacts ``arms``,
+    ``normals (nc, 3)`` with friction ``mu`` and restitution ``e (nc,)``
+    under ``law`` (a code of :data:`CODES`), ``nd`` pyramid edges; and
+    ``dpost (6, nt)`` along the directions whose tangents of ``v``, ``mu``
+    and ``e`` are ``dv (6, nt)``, ``dmu``, ``de (nc, nt)``.  Returns a
+    status of :mod:`simcore.kernel.status`."""
+    nc = arms.shape[0]
+    if law == LAW_STRONGE_ENERGETIC:
+        return _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost)
+    W = rows(arms, normals, nd)
+    if law == LAW_NEWTON_LCP:
+        return _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost)[0]
+    if law == LAW_POISSON_LCP:
+        return _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost)
+    return STATUS_UNKNOWN_LAW
