@@ -103,10 +103,12 @@ def _registered(uri):
 def cmd_simulate(args):
     from dataclasses import replace
 
-    from simcore.data import dataset, replay
+    from simcore.data import dataset, impacts, replay
     from simcore.laws import registry as contact_laws
 
     t_start = time.perf_counter()
+    if impacts.is_impacts(args.dataset):
+        return _simulate_impacts(args, t_start)
     ds = dataset.read(args.dataset)
     laws = spin = None
     if args.params and args.params.startswith("models:/"):
@@ -138,8 +140,52 @@ def cmd_simulate(args):
     return 0
 
 
+def _simulate_impacts(args, t_start):
+    """``simulate`` of a dataset of measured impacts: ``OUT/impacts.parquet``."""
+    from simcore.data import impacts
+
+    data = impacts.read(args.dataset)
+    if args.params and args.params.startswith("models:/"):
+        values, laws, _ = _registered(args.params)
+        if laws:
+            data.laws = dict(data.laws, **laws)
+        values = dict(data.fixed_params, **values)
+    else:
+        values = _params(args.params, data.fixed_params)
+    data.layout(values).vector(values)  # a bad name or value fails before compiling
+    post = impacts.simulate(data, values)
+    path = impacts.write_predictions(data, post, args.out)
+    print(f"simulated {data.count} impacts ({int(data.cptr[-1])} contact points) under "
+          f"{', '.join(sorted(set(data.laws.values())))} in "
+          f"{time.perf_counter() - t_start:.2f} s -> {path}")
+    return 0
+
+
+def _validate_impacts(path):
+    import numpy as np
+
+    from simcore.data import impacts
+
+    data, report = impacts.validate(path)
+    if report:
+        print(f"{path}: INVALID\n{report.text()}")
+        return 1
+    counts = np.diff(data.cptr)
+    print("\n".join([
+        f"{path}: valid (measured impacts)",
+        f"  events      {data.count} ({int(data.flagged.sum())} flagged, "
+        f"{int(np.isfinite(data.post).all(axis=1).sum())} with a post-impact state)",
+        f"  contacts    {int(data.cptr[-1])} ({counts.min()}-{counts.max()} per event)",
+        f"  laws        {', '.join(f'{k}: {v}' for k, v in data.laws.items())}",
+        f"  pyramid     {data.edges} edges"]))
+    return 0
+
+
 def cmd_validate(args):
-    from simcore.data import dataset
+    from simcore.data import dataset, impacts
+
+    if impacts.is_impacts(args.dataset):
+        return _validate_impacts(args.dataset)
 
     # In batches: a dataset of any length is checked in bounded memory.
     report, summary = dataset.validate_stream(args.dataset)
@@ -262,6 +308,15 @@ def cmd_import(args):
 
     from simcore.data import importers
 
+    if args.format == "fazeli-ellipse":
+        from simcore.data import impacts
+
+        out = impacts.fazeli_ellipse(args.src, args.out)
+        data = impacts.read(out)
+        print(f"wrote {out}/: {data.count} impacts, {int(data.flagged.sum())} flagged upstream "
+              "(a calibration leaves them out unless use_flagged: true)")
+        return 0
+
     model = importers.TossModel.like(args.like) if args.like else importers.TossModel()
     given = {k: v for k, v in (("gravity", args.gravity), ("ground_z", args.ground_z),
                                ("com", _com(args.com))) if v is not None}
@@ -366,6 +421,13 @@ def _print_fit(doc, out):
         lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train){test} "
                      "against the positions' noise " + (f"{noise * 1e3:.3g} mm" if noise
                                                         is not None else "(unknown)"))
+    if "train_fazeli_median" in scores:
+        test = (f"; test {scores['test_fazeli_median']:.3f}, {scores['test_fazeli_mean']:.3f}"
+                if "test_fazeli_median" in scores else "")
+        lines.append(f"post-impact velocity error |v*+ - v+| / |v*+| (Fazeli et al.), median and "
+                     f"mean: train {scores['train_fazeli_median']:.3f}, "
+                     f"{scores['train_fazeli_mean']:.3f}{test}; rms residual "
+                     f"{scores['train_rms_mps']:.4g} m/s ({doc.get('verdict', '')})")
     lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, "
                  f"model version {doc['model_version']}")
     if "decision" in doc:
@@ -421,8 +483,19 @@ def _run_flow(args, which):
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
     print(f"reading and checking {args.dataset} ...", flush=True)
     # A bad dataset, or a config that does not fit it, is reported before any flow starts.
-    ds = pipeline.preload(args.dataset)
-    settings.check_against(cfg, ds, str(args.config) if args.config else "options")
+    from simcore.data import impacts as measured_impacts
+
+    if measured_impacts.is_impacts(args.dataset):
+        from flows import impacts
+
+        if which != "calibrate":
+            raise ValueError(f"{args.dataset}: {which} reads trajectories; a dataset of "
+                             "measured impacts is fitted by contactfit calibrate")
+        measured_impacts.read(args.dataset)
+        flow_fn = impacts.calibrate
+    else:
+        ds = pipeline.preload(args.dataset)
+        settings.check_against(cfg, ds, str(args.config) if args.config else "options")
     cold = _compile_notice(which)
     before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -519,9 +592,11 @@ def build_parser():
     par.add_argument("dataset", nargs="?")
     par.set_defaults(func=cmd_params)
     imp = sub.add_parser("import", help="write measured data of another format as a dataset")
-    imp.add_argument("format", choices=["cube-toss"],
+    imp.add_argument("format", choices=["cube-toss", "fazeli-ellipse"],
                      help="cube-toss: the ContactNets long table (toss_id, step, t, x, y, z, "
-                          "qw..qz, vx..vz, wx..wz in the body frame)")
+                          "qw..qz, vx..vz, wx..wz in the body frame); fazeli-ellipse: planar "
+                          "impacts of the ellipse_impacts.parquet format (Fazeli et al.) as a "
+                          "dataset of measured impacts")
     imp.add_argument("src")
     imp.add_argument("out")
     imp.add_argument("--duplicates", help="CSV of toss_a, toss_b pairs recorded twice (kept "

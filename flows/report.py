@@ -62,6 +62,13 @@ def gate(result, rms_m, noise_m, k, floor_m):
         return False, f"the fit did not converge: {result.message}", limit
     if above(rms_m, limit):
         return False, _above_noise(rms_m, noise_m, k, floor_m, limit), limit
+    ok, reason = intervals_hold(result)
+    return ok, reason, limit
+
+
+def intervals_hold(result):
+    """``(ok, reason)``: every informed coefficient's 95 % interval is finite
+    and holds its estimate."""
     for name in result.free:
         if name in result.held:
             continue
@@ -69,8 +76,8 @@ def gate(result, rms_m, noise_m, k, floor_m):
         lo, hi = result.ci95.get(name, (np.nan, np.nan))
         if not (np.isfinite(lo) and np.isfinite(hi) and lo <= v <= hi):
             return False, (f"the 95 % interval of {name} [{lo:.4g}, {hi:.4g}] is not finite "
-                           f"or does not hold its estimate {v:.4g}"), limit
-    return True, "", limit
+                           f"or does not hold its estimate {v:.4g}")
+    return True, ""
 
 
 #: The status word of a fit whose optimiser stopped above the gate's limit

@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -200,6 +201,15 @@ class CalibrationConfig(BaseModel):
     # noise scale (per axis); the floor is what data declare beyond the noise.
     gate_k: Annotated[Number, _finite(0, True)] = 10.0
     gate_floor_m: Annotated[Number, _finite(0, False)] = 0.05
+    # Datasets of measured impacts (simcore/identify/impact_problem.py): the
+    # lever [m] of the angular residual (None: each body's radius of gyration,
+    # the kinetic-energy metric; 1.0 weighs m/s and rad/s alike), whether each
+    # event's residual is taken relative to its measured post-impact
+    # velocity, and whether events flagged in the data are fitted too.
+    lever_m: Annotated[Number | None, _want(lambda v: v is None or (math.isfinite(v) and v > 0),
+                                            "a length > 0 [m] or null")] = None
+    relative: StrictBool = False
+    use_flagged: StrictBool = False
 
     def fit_options(self):
         """Keyword arguments of :func:`simcore.identify.fit.fit` (of a

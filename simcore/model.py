@@ -592,7 +592,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     if cone not in penalty.CONES:
         raise ValueError(f"cone = {cone!r}: expected one of {list(penalty.CONES)}")
     boxes = any("box" in tuple(sc.shape or ()) for sc in scenarios)
-    laws = contact_laws.resolve(laws, None, boxes)
+    laws = contact_laws.resolve(laws, None, boxes, impacts=False)
     rigid_model = contact_laws.family(laws) == penalty.FAMILY
     layout = _layout(scenarios, materials, coefficients, params, laws, spin)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)

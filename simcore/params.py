@@ -319,7 +319,9 @@ class Layout:
                     bw[a, b] = [pick(r, labels[a]) for r in _WALL]
                 else:
                     bw[a, b] = [pick(r, labels[a], labels[b]) for r in _WALL]
-        static_kinetic = tuple(sorted({(int(r[0]), int(r[1])) for r in bg}))
+        # (the impact maps read one ground friction, mu_k: no static twin to order)
+        static_kinetic = (() if contact_laws.family(laws) == "rigid_impact" else
+                          tuple(sorted({(int(r[0]), int(r[1])) for r in bg})))
         vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
         return cls(materials, all_names, bb, bw, bg, laws, contact_laws.codes(laws),
                    static_kinetic, vth_rows, spin)

@@ -16,7 +16,7 @@ SIMCORE = Path(__file__).resolve().parents[1] / "simcore"
 LAYERS = (
     ("kernel",),                     # JIT policy, records, event log, statuses, drivers
     ("geometry", "laws"),            # shapes and contact points; contact laws
-    ("sliding", "spin", "rigid"),    # the three engines
+    ("sliding", "spin", "rigid", "impacts"),  # the engines: three in time, one of impact maps
     ("params",),                     # the coefficient registry and layout
     ("model",),                      # scenarios built into a batch's constants
     ("engine",),                     # simulate(): one entry for every engine

@@ -50,7 +50,7 @@ def simulate_dataset(ds, params=None, integrator=None, laws=None, spin=None, not
     if spin is not None:
         ds = replace(ds, spin=bool(spin))
     if laws is not None:
-        ds = replace(ds, laws=resolve(laws, ds.spin))
+        ds = replace(ds, laws=resolve(laws, ds.spin, impacts=False))
     values = dict(ds.fixed_params, **(params or {}))
     # built with the values (the time-stepper's stable step depends on them)
     ds = replace(ds, fixed_params=values)

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernel.config import jit
-from . import frictional_inelastic, impulse, penalty, stronge
+from . import frictional_inelastic, impact_maps, impulse, penalty, stronge
 
 #: The contact kinds, in the order of a batch's ``laws`` array.
 KINDS = ("body_ground", "body_body", "body_wall")
@@ -43,6 +43,9 @@ LAW_STRONGE_COMPLIANT = 2
 LAW_SPRING_DAMPER = penalty.LAW_SPRING_DAMPER
 LAW_HUNT_CROSSLEY = penalty.LAW_HUNT_CROSSLEY
 LAW_IMPACT = penalty.LAW_IMPACT
+LAW_NEWTON_LCP = impact_maps.LAW_NEWTON_LCP
+LAW_POISSON_LCP = impact_maps.LAW_POISSON_LCP
+LAW_STRONGE_ENERGETIC = impact_maps.LAW_STRONGE_ENERGETIC
 #: The codes the impact seam (:func:`slip_bound`, :func:`pair_impact`) has
 #: kernels for; any other gives NaN, never another law's impulse.
 IMPACT_CODES = (LAW_IMPULSE, LAW_FRICTIONAL_INELASTIC)
@@ -55,8 +58,10 @@ class Law:
     sensitivities are exact, what it is, where it comes from, whether it
     needs the spinning model (``dataset.yaml`` ``model: {spin: true}``), and
     its family: ``impulse`` (impacts, the event-exact integrators) or
-    ``penalty`` (forces from penetration, the time-stepper).  One model's
-    laws are all of one family."""
+    ``penalty`` (forces from penetration, the time-stepper) or
+    ``rigid_impact`` (impact maps of rigid bodies, for measured impacts:
+    :mod:`simcore.laws.impact_maps`).  One model's laws are all of one
+    family."""
 
     name: str
     code: int
@@ -94,22 +99,41 @@ REGISTRY = (
         "k_imp x^n1_imp with damping ramped to d_max by a cubic step up to p_max, "
         "clamped at >= 0",
         "003 (rectangle face contact), simcore/penalty.py", family=penalty.FAMILY),
+    Law(impact_maps.NEWTON, LAW_NEWTON_LCP, KINDS, True,
+        "Newton's kinematic restitution with Coulomb friction over a pyramidal cone, an LCP "
+        "at one or several points (can create energy on eccentric impacts)",
+        "002; Stewart and Trinkle 1996, Anitescu and Potra 1997 (simcore/laws/impact_maps.py)",
+        family=impact_maps.FAMILY),
+    Law(impact_maps.POISSON, LAW_POISSON_LCP, KINDS, True,
+        "Poisson's restitution: a compression LCP, then e times its normal impulses with the "
+        "friction they allow",
+        "002; Anitescu and Potra 1997 (simcore/laws/impact_maps.py)", family=impact_maps.FAMILY),
+    Law(impact_maps.STRONGE, LAW_STRONGE_ENERGETIC, KINDS, True,
+        "Stronge's energetic restitution with slip, stick and slip reversal at one point "
+        "(never creates energy)",
+        "Stronge, Impact Mechanics (2018) ch. 4-5 (simcore/laws/impact_maps.py)",
+        family=impact_maps.FAMILY),
 )
 BY_NAME = {law.name: law for law in REGISTRY}
 DEFAULT = "impulse"
 #: The law of the kinds a model leaves unnamed when its laws are penalty
 #: laws, or when it has boxes.
 DEFAULT_PENALTY = penalty.HUNT_CROSSLEY
-FAMILIES = ("impulse", penalty.FAMILY)
+#: The law of the kinds an impact dataset leaves unnamed.
+DEFAULT_IMPACT = impact_maps.POISSON
+FAMILIES = ("impulse", penalty.FAMILY, impact_maps.FAMILY)
 
 
-def resolve(laws=None, spin=None, boxes=False):
+def resolve(laws=None, spin=None, boxes=False, impacts=None):
     """The law of every contact kind, ``{kind: name}``, from a ``laws``
     mapping (absent kinds: :data:`DEFAULT`, or :data:`DEFAULT_PENALTY` when
-    the named laws are penalty laws or the model has ``boxes``).  Raises
+    the named laws are penalty laws or the model has ``boxes``, or
+    :data:`DEFAULT_IMPACT` for measured impacts).  Raises
     ``ValueError`` naming the key or the law and what is allowed; with
     ``spin=False``, also for a law that needs the spinning model (None: not
-    checked); for laws of two families, or impulse laws on boxes."""
+    checked); for laws of two families, or impulse laws on boxes;
+    ``impacts``: True for a dataset of measured impacts (its laws are
+    impact maps), False for trajectories (no impact map), None unchecked."""
     if laws is None:
         laws = {}
     if not isinstance(laws, dict):
@@ -117,9 +141,29 @@ def resolve(laws=None, spin=None, boxes=False):
                          f"({', '.join(KINDS)}) to law names")
     named = {BY_NAME[n].family for n in laws.values() if isinstance(n, str) and n in BY_NAME}
     if len(named) > 1:
-        raise ValueError(f"laws = {laws}: impulse laws (impacts, event-exact) and penalty "
-                         "laws (forces, time-stepping) cannot be mixed in one model; "
+        raise ValueError(f"laws = {laws}: laws of different families (impulse: impacts, "
+                         "event-exact; penalty: forces, time-stepping; rigid_impact: impact "
+                         "maps of measured impacts) cannot be mixed in one model; "
                          f"name laws of one family: {family_names()}")
+    maps = impact_maps.FAMILY
+    if impacts is False and named == {maps}:
+        raise ValueError(f"laws = {laws}: {family_names()[maps]} are impact maps for datasets "
+                         "of measured impacts (dataset.yaml kind: impacts); trajectories need "
+                         f"a law of {family_names()['impulse'] + family_names()[penalty.FAMILY]}")
+    if impacts and named - {maps}:
+        raise ValueError(f"laws = {laws}: a dataset of measured impacts takes impact maps, "
+                         f"one of {family_names()[maps]}")
+    if impacts or named == {maps}:
+        out = dict.fromkeys(KINDS, DEFAULT_IMPACT)
+        for kind, name in laws.items():
+            if kind not in KINDS:
+                raise ValueError(f"laws: unknown contact kind {kind!r}; expected one of "
+                                 f"{list(KINDS)}")
+            if not isinstance(name, str) or name not in BY_NAME:
+                raise ValueError(f"laws.{kind} = {name!r}: expected one of "
+                                 f"{family_names()[maps]}")
+            out[kind] = name
+        return out
     penalty_model = boxes or named == {penalty.FAMILY}
     if boxes and named == {"impulse"}:
         raise ValueError(f"laws = {laws}: boxes need a penalty law, one of "

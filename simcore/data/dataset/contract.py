@@ -18,6 +18,9 @@ from ...laws.penalty import CONES
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 
+#: The friction pyramid edge counts the impact maps take.
+EDGES = (4, 6, 8, 12, 16)
+
 
 TIME = {"s": 1.0, "ms": 1e-3}
 
@@ -196,8 +199,9 @@ class DatasetError(ValueError):
 
 class ModelSection(BaseModel):
     """``dataset.yaml``'s ``model``: ``spin`` (the spinning model of balls on
-    cloth, :mod:`simcore.spin.spin`) and ``cone`` (the time-stepper's
-    friction cone, :data:`simcore.laws.penalty.CONES`).  Validated once on
+    cloth, :mod:`simcore.spin.spin`), ``cone`` (the time-stepper's
+    friction cone, :data:`simcore.laws.penalty.CONES`) and ``edges`` (the
+    impact maps' friction pyramid, :data:`EDGES`).  Validated once on
     read (:func:`simcore.data.dataset.tables.model_section`); strict types,
     no other key."""
 
@@ -205,6 +209,9 @@ class ModelSection(BaseModel):
 
     spin: bool = False
     cone: Literal[CONES] = "elliptic"
+    #: Edges of the friction pyramid of the impact maps (datasets of
+    #: measured impacts, :mod:`simcore.laws.impact_maps`).
+    edges: Literal[EDGES] = 4
 
 
 @dataclass
@@ -288,7 +295,12 @@ META_MAX_BYTES = 1 << 20
 #: with the nearest known key as a suggestion.
 META_KEYS = ("name", "description", "source", "license", "citation", "units", "gravity",
              "ground_z", "truth", "params", "laws", "model", "noise", "generator",
-             "allow_implausible")
+             "allow_implausible", "kind")
+
+#: What a dataset holds (``dataset.yaml`` ``kind``; absent: trajectories):
+#: measured trajectories (this contract's tables) or measured impacts
+#: (:mod:`simcore.data.impacts`).
+DATASET_KINDS = ("trajectories", "impacts")
 
 
 #: The keys of ``dataset.yaml`` ``model``.

@@ -49,6 +49,11 @@ def _read(root, report, keep=True, batch_rows=None):
     section = _check_meta(meta, meta_path, report)
     if section is None:
         return None
+    if meta.get("kind") == "impacts":
+        report.add("wrong kind", meta_path, "kind: impacts: a dataset of measured impacts "
+                   "(impacts and contacts tables), not trajectories; contactfit validate, "
+                   "simulate and calibrate read it as such")
+        return None
     _check_one_format(root, report)
     fixed = dict(meta.get("params") or {})
     truth = dict(meta.get("truth") or {})
@@ -84,7 +89,7 @@ def _read(root, report, keep=True, batch_rows=None):
     boxes = "bodies" in tables and "box" in pc.unique(
         tables["bodies"]["shape"].cast(pa.string())).to_pylist()
     try:
-        laws = contact_laws.resolve(meta.get("laws"), spin, boxes)
+        laws = contact_laws.resolve(meta.get("laws"), spin, boxes, impacts=False)
     except ValueError as exc:
         report.add("unknown contact law", meta_path, str(exc))
         laws = contact_laws.resolve()

@@ -22,6 +22,8 @@ from .contract import (
     _RATE_COLS,
     _SPEED_COLS,
     _TIME_COLS,
+    DATASET_KINDS,
+    EDGES,
     LENGTH,
     META_KEYS,
     META_MAX_BYTES,
@@ -324,6 +326,9 @@ def model_section(meta, meta_path, report):
             elif key == "cone":
                 report.add("wrong type", meta_path,
                            f"model.cone = {v!r}: expected one of {list(CONES)}")
+            elif key == "edges":
+                report.add("wrong type", meta_path,
+                           f"model.edges = {v!r}: expected one of {list(EDGES)}")
             else:
                 report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
         meta["model"] = {}
@@ -374,6 +379,10 @@ def _check_meta(meta, meta_path, report):
         for name, v in values.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                 report.add("wrong type", meta_path, f"{key}: {name} = {v!r}: expected a number")
+    kind = meta.get("kind", DATASET_KINDS[0])
+    if kind not in DATASET_KINDS:
+        report.add("wrong type", meta_path, f"kind = {kind!r}: expected one of "
+                                            f"{list(DATASET_KINDS)}")
     section = model_section(meta, meta_path, report)
     if not isinstance(meta.get("allow_implausible", False), bool):
         report.add("wrong type", meta_path, f"allow_implausible = "
