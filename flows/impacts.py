@@ -138,6 +138,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         finally:
             history.flush()
         fit_s = time.perf_counter() - t0
+        result.strategy = ("the Δv loss: each measured impact mapped from its state just "
+                           f"before ({', '.join(sorted(set(data.laws.values())))}), no rollouts")
         theta = layout.vector(result.params)
         scores = {"train_loss": result.loss, **_scores(train, theta, "train"),
                   **_scores(held, theta, "test")}

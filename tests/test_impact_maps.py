@@ -67,7 +67,7 @@ def _run(law, G, arms, normals, v, mu, e, nd=4, nt=0, dv=None, dmu=None, de=None
     de = np.zeros((nc, dv.shape[1])) if de is None else de
     post, dpost = np.zeros(6), np.zeros((6, dv.shape[1]))
     st = IM.impact(law, G, np.asarray(arms, float), np.asarray(normals, float), v,
-                   np.asarray(mu, float), np.asarray(e, float), nd, dv, dmu, de, post, dpost)
+                   np.asarray(mu, float), np.asarray(e, float), nd, (dv, dmu, de), (post, dpost))
     return st, post, dpost
 
 

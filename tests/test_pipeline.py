@@ -907,3 +907,32 @@ def test_a_signal_inside_an_mlflow_call_acts_once_the_call_returns():
     assert seen == [("inside", True), "handler"]
     assert not tracking.deferred(lambda: seen.append("never"))
     assert seen[-1] == "handler"
+
+
+IMPACTS = str(Path("datasets/fazeli-ellipse").resolve())
+
+
+def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, capsys):
+    track, c, exp = store
+    assert main(["calibrate", IMPACTS, "--config", f"{IMPACTS}/calibrate.yaml",
+                 "--out", str(tmp_path / "o")]) == 0
+    doc = json.loads((tmp_path / "o" / "fit.json").read_text())
+    assert doc["free"] == ["mu_k", "e_bg"] and doc["converged"] and doc["model_version"] == "1"
+    assert set(doc["params"]) == {"mu_k", "e_bg"} and doc["dataset"]["kind"] == "impacts"
+    assert 0.15 < doc["params"]["mu_k"] < 0.3 and 0.3 < doc["params"]["e_bg"] < 0.6
+    assert doc["scores"]["train_fazeli_median"] < 0.4 and "Δv loss" in doc["strategy"]
+    run = c.get_run(doc["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["law_body_ground"] == "poisson_lcp"
+    assert run.data.params["train_events"] == "1374"  # the unflagged ones
+    assert "ci95_lo_mu_k" in run.data.metrics
+    out = capsys.readouterr().out
+    assert "Fazeli" in out and "e_bg" in out and "mu_s" not in out
+    # a fit that does not converge: FAILED, nothing registered
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("max_iter: 1\n")
+    assert main(["calibrate", IMPACTS, "--config", str(cfg), "--out", str(tmp_path / "f")]) == 1
+    failed = json.loads((tmp_path / "f" / "fit.json").read_text())
+    assert c.get_run(failed["mlflow_run_id"]).info.status == "FAILED"
+    assert failed["model_version"] is None
+    assert main(["recalibrate", IMPACTS, "--out", str(tmp_path / "r")]) == 1
+    assert "fitted by contactfit calibrate" in capsys.readouterr().err

@@ -501,3 +501,65 @@ def fazeli_ellipse(src, out, gravity=9.81):
     if lic.is_file():
         shutil.copyfile(lic, out / "LICENSE")
     return out
+
+
+# --- synthetic impacts with known coefficients ---------------------------------------------
+
+def generate(out, events=200, truth=None, law="poisson_lcp", noise=0.02, seed=0, name=None):
+    """Write a synthetic dataset of measured impacts at ``out``: ``events``
+    planar boxes (turning about y, one lowest corner striking the ground at
+    z = 0) of random size, mass and state, their post-impact velocities from
+    ``law`` at the ``truth`` coefficients (``mu_k``, ``e_bg``; defaults 0.3,
+    0.6) plus Gaussian noise isotropic in the kinetic-energy metric of
+    :class:`simcore.identify.impact_problem.ImpactProblem`: ``noise`` [m/s] on
+    each velocity component, ``noise / rho`` [rad/s] on the turn rate (``rho``
+    the box's radius of gyration about y).  Returns ``out``."""
+    rng = np.random.default_rng(seed)
+    truth = dict({"mu_k": 0.3, "e_bg": 0.6}, **(truth or {}))
+    out = Path(out)
+    n = int(events)
+    half = rng.uniform(0.02, 0.08, (n, 3))
+    mass = rng.uniform(0.05, 1.0, n)
+    inertia = mass[:, None] / 3.0 * (half[:, [1, 0, 0]] ** 2 + half[:, [2, 2, 1]] ** 2)
+    th = rng.uniform(-np.pi, np.pi, n)
+    quat = np.stack([np.cos(th / 2), 0 * th, np.sin(th / 2), 0 * th], axis=1)
+    arm = np.zeros((n, 3))
+    for k in range(n):  # the lowest corner of the box turned about y
+        R = quat_matrix(quat[k])
+        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+                           ) * half[k]
+        world = corners @ R.T
+        low = world[np.argmin(world[:, 2] + 1e-9 * world[:, 0])]
+        arm[k] = [low[0], 0.0, low[2]]
+    pre = np.zeros((n, 6))
+    for k in range(n):  # approaching at the corner
+        while True:
+            v = np.array([rng.uniform(-1, 1), 0.0, -rng.uniform(0.5, 3.0), 0.0,
+                          rng.uniform(-15, 15), 0.0])
+            if v[2] - v[4] * arm[k, 0] < -0.2:  # the corner's vertical velocity
+                pre[k] = v
+                break
+    sid = [f"impact{k}" for k in range(n)]
+    zero = np.zeros(n)
+    ev = {"scenario_id": sid, "mass": mass, "ixx": inertia[:, 0], "iyy": inertia[:, 1],
+          "izz": inertia[:, 2], "qw": quat[:, 0], "qx": zero, "qy": quat[:, 2], "qz": zero,
+          "h": np.full(n, 1.0 / 250.0), **{c: pre[:, j] for j, c in enumerate(PRE)}}
+    contacts = {"scenario_id": sid, "px": arm[:, 0], "py": zero, "pz": arm[:, 2], "nx": zero,
+                "ny": zero, "nz": np.ones(n)}
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(ev, out / "impacts.parquet")
+    write_table(contacts, out / "contacts.parquet")
+    meta = {"name": name or out.name, "kind": "impacts",
+            "description": f"Synthetic planar box impacts under {law}",
+            "units": {"length": "m", "time": "s"}, "gravity": 9.81,
+            "laws": {"body_ground": law}, "truth": {k: float(v) for k, v in truth.items()},
+            "generator": {"events": n, "noise": float(noise), "seed": int(seed)}}
+    (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    data = read(out)
+    post = simulate(data, truth)
+    rho = np.sqrt(inertia[:, 1] / mass)
+    post[:, [0, 2]] += rng.normal(0.0, noise, (n, 2))
+    post[:, 4] += rng.normal(0.0, noise, n) / rho
+    ev.update({c: post[:, j] for j, c in enumerate(POST)})
+    write_table(ev, out / "impacts.parquet")
+    return out

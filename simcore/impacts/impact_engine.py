@@ -42,8 +42,11 @@ class Events(NamedTuple):
 
 
 @jit(**JIT_PARALLEL)
-def _run(ev_law, ev_inv_mass, ev_vel, ev_cptr, c_arm, c_normal, c_mu, c_e, edges, theta, dirs,
-         state, post, dpost, status):
+def _run(events, theta, dirs, state, post, dpost, status):
+    ev_law, ev_inv_mass, ev_vel, ev_cptr = (events.ev_law, events.ev_inv_mass, events.ev_vel,
+                                            events.ev_cptr)
+    c_arm, c_normal, c_mu, c_e = events.c_arm, events.c_normal, events.c_mu, events.c_e
+    edges = events.edges
     n = ev_law.shape[0]
     nt = dirs.shape[1]
     ntot = dpost.shape[2]
@@ -67,7 +70,7 @@ def _run(ev_law, ev_inv_mass, ev_vel, ev_cptr, c_arm, c_normal, c_mu, c_e, edges
         out = np.zeros(6)
         dout = np.zeros((6, ntot))
         status[k] = impact(ev_law[k], ev_inv_mass[k], c_arm[a:b], c_normal[a:b], ev_vel[k], mu, e,
-                           edges, dv, dmu, de, out, dout)
+                           edges, (dv, dmu, de), (out, dout))
         post[k] = out
         dpost[k] = dout
 
@@ -85,7 +88,8 @@ def run(events, theta, dirs=None, state=False, names=None, strict=True):
     post = np.zeros((n, 6))
     dpost = np.zeros((n, 6, ntot))
     status = np.zeros(n, np.int64)
-    _run(*events[:-1], np.int64(events.edges), theta, dirs, bool(state), post, dpost, status)
+    _run(events._replace(edges=np.int64(events.edges)), theta, dirs, bool(state), post, dpost,
+         status)
     if strict:
         check(status, np.zeros(n), names)
     return post, dpost, status

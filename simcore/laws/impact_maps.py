@@ -418,15 +418,17 @@ def _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost):
 
 
 @jit
-def impact(law, G, arms, normals, v, mu, e, nd, dv, dmu, de, post, dpost):
-    """The post-impact velocity ``post (6,)`` of a body of inverse mass
-    matrix ``G (6, 6)`` with free velocity ``v (6,)`` at contacts ``arms``,
-    ``normals (nc, 3)`` with friction ``mu`` and restitution ``e (nc,)``
-    under ``law`` (a code of :data:`CODES`), ``nd`` pyramid edges; and
-    ``dpost (6, nt)`` along the directions whose tangents of ``v``, ``mu``
-    and ``e`` are ``dv (6, nt)``, ``dmu``, ``de (nc, nt)``.  Returns a
-    status of :mod:`simcore.kernel.status`."""
+def impact(law, G, arms, normals, v, mu, e, nd, tangents, out):
+    """The post-impact velocity of a body of inverse mass matrix ``G (6,
+    6)`` with free velocity ``v (6,)`` at contacts ``arms``, ``normals (nc,
+    3)`` with friction ``mu`` and restitution ``e (nc,)`` under ``law`` (a
+    code of :data:`CODES`), ``nd`` pyramid edges.  ``tangents = (dv, dmu,
+    de)``: the tangents of ``v (6, nt)``, ``mu`` and ``e (nc, nt)`` along
+    ``nt`` directions; ``out = (post (6,), dpost (6, nt))`` receives the
+    velocity and its tangents.  Returns a status of :mod:`simcore.kernel.status`."""
     nc = arms.shape[0]
+    dv, dmu, de = tangents
+    post, dpost = out
     if law == LAW_STRONGE_ENERGETIC:
         return _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost)
     W = rows(arms, normals, nd)

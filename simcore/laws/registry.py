@@ -176,7 +176,7 @@ def resolve(laws=None, spin=None, boxes=False, impacts=None):
         if kind not in KINDS:
             raise ValueError(f"laws: unknown contact kind {kind!r}; expected one of "
                              f"{list(KINDS)}")
-        serving = [law.name for law in REGISTRY if kind in law.kinds]
+        serving = [law.name for law in REGISTRY if kind in law.kinds and law.family != maps]
         if not isinstance(name, str) or name not in BY_NAME:
             raise ValueError(f"laws.{kind} = {name!r}: expected one of {serving}")
         if kind not in BY_NAME[name].kinds:

@@ -1,0 +1,93 @@
+"""Measured planar impacts (``datasets/fazeli-ellipse``): every impact law
+fitted on a split of the training file's unflagged events and scored on the
+rest with the metric of Fazeli et al., per event ``||v*+ - v+|| / ||v*+||``
+on ``(vx, vz, vth)``, beside the baselines of the data's README.
+
+    python -m benchmarks.impacts [--splits 5] [--json]
+
+The held-out events are a quarter of the unflagged ones, by the stable hash
+of their ids and the split's seed (``flows.impacts.load``'s rule); every law
+and loss is fitted from the defaults (``mu_k`` 0.2, ``e_bg`` 0.5) through
+the calibration's own fit (:func:`simcore.identify.fit.fit` with
+:data:`flows.impacts.FIT_OVERRIDES`).  Printed per law and loss: the fitted
+``mu_k``, ``e_bg`` and their 95 % intervals (first split), the held-out
+median and mean error (mean over the splits, and the worst split), the fit's
+wall time.  Losses: ``ke`` the kinetic-energy metric (the default),
+``shipped`` the dataset's ``calibrate.yaml`` (the metric's own least-squares
+form: rad/s weighed as m/s, each event relative to its measured velocity).
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from flows.impacts import FIT_OVERRIDES
+from flows.settings import calibration
+from simcore.data import dataset as D
+from simcore.data import impacts as I
+from simcore.identify import fit as F
+from simcore.identify.impact_problem import ImpactProblem, fazeli_error
+
+from ._emit import emit
+
+DATASET = "datasets/fazeli-ellipse"
+LAWS = ("newton_lcp", "poisson_lcp", "stronge_energetic")
+#: The anchors of ``../shared/data/fazeli-planar/README.md`` (held-out events
+#: of the same experiment): median, mean.
+BASELINES = {"Anitescu-Potra/Poisson LCP fitted (README)": (0.39, 0.47),
+             "no impact (README)": (1.05, None), "zero velocity (README)": (1.00, None)}
+
+
+def split(data, seed, fraction=0.25):
+    rows = np.flatnonzero(~data.flagged)
+    h = np.array([D.stable_hash(f"{seed}:{data.ids[r]}") for r in rows], np.uint64)
+    cut = np.uint64(int(fraction * 2.0 ** 64))
+    return rows[h >= cut], rows[h < cut]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--splits", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    data = I.read(DATASET)
+    shipped = calibration(f"{DATASET}/calibrate.yaml")
+    losses = {"ke": {}, "shipped": dict(lever=shipped.lever_m, relative=shipped.relative)}
+    out = {"events": data.count, "unflagged": int((~data.flagged).sum())}
+    for law in LAWS:
+        data.laws = {k: law for k in data.laws}
+        for name, kw in losses.items():
+            med, mean, secs = [], [], []
+            first = None
+            for seed in range(args.splits):
+                train, test = split(data, seed)
+                prob = ImpactProblem.from_data(data, train, **kw)
+                t = time.perf_counter()
+                r = F.fit(prob, free=["mu_k", "e_bg"], **FIT_OVERRIDES)
+                secs.append(time.perf_counter() - t)
+                theta = prob.model.layout.vector(r.params)
+                err = fazeli_error(ImpactProblem.from_data(data, test).predict(theta),
+                                   data.post[test])
+                med.append(float(np.median(err)))
+                mean.append(float(np.mean(err)))
+                first = first or r
+            out[f"{law} [{name}]"] = {
+                "mu_k": first.params["mu_k"], "mu_k ci95": _ci(first, "mu_k"),
+                "e_bg": first.params["e_bg"], "e_bg ci95": _ci(first, "e_bg"),
+                "status": F.STATUSES[first.status].word,
+                "held-out median": float(np.mean(med)), "held-out mean": float(np.mean(mean)),
+                "worst split median": max(med), "worst split mean": max(mean),
+                "fit s": float(np.median(secs))}
+    for name, (m, mean) in BASELINES.items():
+        out[name] = {"held-out median": m, "held-out mean": mean if mean is not None else "-"}
+    emit(out, args.json, width=26)
+
+
+def _ci(r, n):
+    lo, hi = r.ci95[n]
+    return f"[{lo:.4f}, {hi:.4f}]"
+
+
+if __name__ == "__main__":
+    main()
