@@ -245,6 +245,18 @@ def cmd_params(args):
     for law in contact_laws.REGISTRY:
         laws.add_row(law.name, ", ".join(law.kinds), law.meaning, law.source)
     console.print(laws)
+    if args.dataset and _impacts(args.dataset):
+        from simcore.data import impacts
+
+        data = impacts.read(args.dataset)
+        layout = data.layout()
+        values = layout.as_dict(layout.vector(data.fixed_params))
+        console.print(f"{data.name}: measured impacts, laws "
+                      + ", ".join(f"{k} {data.laws[k]}" for k in ("body_ground", "body_wall"))
+                      + f"; its contacts read {', '.join(data.read_coefficients())} (now "
+                      + ", ".join(f"{n} = {values[n]:g}" for n in data.read_coefficients())
+                      + ")")
+        return 0
     if args.dataset:
         ds = dataset.read(args.dataset)
         console.print(f"{ds.name}: laws " + ", ".join(f"{k} {v}" for k, v in ds.laws.items())
@@ -267,6 +279,12 @@ def cmd_params(args):
                       f"  ground, wall without material: NAME@MAT with MAT in {', '.join(mats)}\n"
                       f"  body-body, body-wall: NAME@A+B with A+B in {', '.join(pairs)}")
     return 0
+
+
+def _impacts(path):
+    from simcore.data import impacts
+
+    return impacts.is_impacts(path)
 
 
 def _laws(items):

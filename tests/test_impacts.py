@@ -157,6 +157,10 @@ def test_an_impact_law_on_trajectories_and_a_trajectory_law_on_impacts_are_refus
     path = _copy(tmp_path, meta={"laws": {"body_ground": "impulse"}})
     with pytest.raises(D.DatasetError, match="takes impact maps"):
         I.read(path)
+    (tmp_path / "b").mkdir()
+    path = _copy(tmp_path / "b", meta={"laws": {"body_body": "newton_lcp"}})
+    with pytest.raises(D.DatasetError, match="against fixed surfaces"):
+        I.read(path)
     with pytest.raises(D.DatasetError, match="kind: impacts"):
         D.read(SHIPPED)  # the trajectory reader says what the dataset is
 

@@ -36,6 +36,9 @@ from . import frictional_inelastic, impact_maps, impulse, penalty, stronge
 #: The contact kinds, in the order of a batch's ``laws`` array.
 KINDS = ("body_ground", "body_body", "body_wall")
 BODY_GROUND, BODY_BODY, BODY_WALL = range(3)
+#: The kinds the impact maps serve: a body against a fixed surface (a
+#: dataset of measured impacts holds no body-body contact).
+IMPACT_KINDS = ("body_ground", "body_wall")
 
 LAW_IMPULSE = 0
 LAW_FRICTIONAL_INELASTIC = 1
@@ -99,16 +102,16 @@ REGISTRY = (
         "k_imp x^n1_imp with damping ramped to d_max by a cubic step up to p_max, "
         "clamped at >= 0",
         "003 (rectangle face contact), simcore/penalty.py", family=penalty.FAMILY),
-    Law(impact_maps.NEWTON, LAW_NEWTON_LCP, KINDS, True,
+    Law(impact_maps.NEWTON, LAW_NEWTON_LCP, IMPACT_KINDS, True,
         "Newton's kinematic restitution with Coulomb friction over a pyramidal cone, an LCP "
         "at one or several points (can create energy on eccentric impacts)",
         "002; Stewart and Trinkle 1996, Anitescu and Potra 1997 (simcore/laws/impact_maps.py)",
         family=impact_maps.FAMILY),
-    Law(impact_maps.POISSON, LAW_POISSON_LCP, KINDS, True,
+    Law(impact_maps.POISSON, LAW_POISSON_LCP, IMPACT_KINDS, True,
         "Poisson's restitution: a compression LCP, then e times its normal impulses with the "
         "friction they allow",
         "002; Anitescu and Potra 1997 (simcore/laws/impact_maps.py)", family=impact_maps.FAMILY),
-    Law(impact_maps.STRONGE, LAW_STRONGE_ENERGETIC, KINDS, True,
+    Law(impact_maps.STRONGE, LAW_STRONGE_ENERGETIC, IMPACT_KINDS, True,
         "Stronge's energetic restitution with slip, stick and slip reversal at one point "
         "(never creates energy)",
         "Stronge, Impact Mechanics (2018) ch. 4-5 (simcore/laws/impact_maps.py)",
@@ -159,6 +162,9 @@ def resolve(laws=None, spin=None, boxes=False, impacts=None):
             if kind not in KINDS:
                 raise ValueError(f"laws: unknown contact kind {kind!r}; expected one of "
                                  f"{list(KINDS)}")
+            if impacts and kind not in IMPACT_KINDS:
+                raise ValueError(f"laws.{kind}: measured impacts are of a body against fixed "
+                                 f"surfaces; name laws of {list(IMPACT_KINDS)}")
             if not isinstance(name, str) or name not in BY_NAME:
                 raise ValueError(f"laws.{kind} = {name!r}: expected one of "
                                  f"{family_names()[maps]}")
