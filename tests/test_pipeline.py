@@ -927,6 +927,15 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert "ci95_lo_mu_k" in run.data.metrics
     out = capsys.readouterr().out
     assert "Fazeli" in out and "e_bg" in out and "mu_s" not in out
+    # the registered set predicts the impacts again
+    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    pred = model.predict(pd.DataFrame({"dataset": [IMPACTS]}))
+    assert len(pred) == 1600 and list(pred.columns)[-6:] == ["vx", "vy", "vz", "wx", "wy", "wz"]
+    from simcore.data import impacts
+
+    data = impacts.read(IMPACTS)
+    np.testing.assert_allclose(pred[["vx", "vy", "vz", "wx", "wy", "wz"]].to_numpy(),
+                               impacts.simulate(data, doc["params"]), rtol=0, atol=1e-12)
     # a fit that does not converge: FAILED, nothing registered
     cfg = tmp_path / "c.yaml"
     cfg.write_text("max_iter: 1\n")

@@ -152,9 +152,10 @@ def is_impacts(path):
     """Whether the dataset at ``path`` says ``kind: impacts``."""
     meta = Path(path) / "dataset.yaml"
     try:
-        return meta.is_file() and (safe_yaml(meta) or {}).get("kind") == "impacts"
+        doc = safe_yaml(meta) if meta.is_file() else None
     except (OSError, ValueError):
-        return False
+        return False  # (the trajectory reader reports it)
+    return isinstance(doc, dict) and doc.get("kind") == "impacts"
 
 
 def _file(root, name):
