@@ -326,6 +326,10 @@ def cmd_import(args):
 
     from simcore.data import importers
 
+    if args.format == "fazeli-square":
+        out = importers.square_drops(args.src, args.out, test_share=args.test_share)
+        print(f"wrote {out}/")
+        return 0
     if args.format == "fazeli-ellipse":
         from simcore.data import impacts
 
@@ -610,11 +614,12 @@ def build_parser():
     par.add_argument("dataset", nargs="?")
     par.set_defaults(func=cmd_params)
     imp = sub.add_parser("import", help="write measured data of another format as a dataset")
-    imp.add_argument("format", choices=["cube-toss", "fazeli-ellipse"],
+    imp.add_argument("format", choices=["cube-toss", "fazeli-ellipse", "fazeli-square"],
                      help="cube-toss: the ContactNets long table (toss_id, step, t, x, y, z, "
                           "qw..qz, vx..vz, wx..wz in the body frame); fazeli-ellipse: planar "
                           "impacts of the ellipse_impacts.parquet format (Fazeli et al.) as a "
-                          "dataset of measured impacts")
+                          "dataset of measured impacts; fazeli-square: planar drops of the "
+                          "square_drops.parquet format as box trajectories")
     imp.add_argument("src")
     imp.add_argument("out")
     imp.add_argument("--duplicates", help="CSV of toss_a, toss_b pairs recorded twice (kept "

@@ -927,8 +927,11 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert "ci95_lo_mu_k" in run.data.metrics
     out = capsys.readouterr().out
     assert "Fazeli" in out and "e_bg" in out and "mu_s" not in out
-    # the registered set predicts the impacts again
-    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    # the registered set predicts the impacts again (loaded from the version's
+    # source: another test's simulate may have pointed mlflow's global URI elsewhere)
+    mv = c.get_model_version_by_alias(track.registered_model, "champion")
+    assert mv.run_id == doc["mlflow_run_id"]
+    model = mlflow.pyfunc.load_model(mv.source)
     pred = model.predict(pd.DataFrame({"dataset": [IMPACTS]}))
     assert len(pred) == 1600 and list(pred.columns)[-6:] == ["vx", "vy", "vz", "wx", "wy", "wz"]
     from simcore.data import impacts

@@ -288,3 +288,135 @@ def imported_flight_gravity(out):
     return flight_gravity(tab["scenario_id"].to_numpy(), tab["t"], tab["z"],
                           tab[["qw", "qx", "qy", "qz"]].to_numpy(), half=model.half,
                           table_z=model.ground_z)
+
+
+# --- planar square drops (Fazeli et al.) --------------------------------------------------
+
+#: The ``square_drops.parquet`` format's columns (``../shared/data/fazeli-planar``).
+SQUARE_COLUMNS = ("traj_id", "step", "t", "x", "z", "th")
+#: The square of Fazeli et al.: half side [m], mass [kg] (the upstream scripts').
+SQUARE_HALF, SQUARE_MASS = 0.03, 0.0485
+#: The first sample whose velocity is consistent with the poses, and how many
+#: samples of flight after it the initial state is fitted to (the first impact
+#: comes near sample 13).
+SQUARE_START, SQUARE_WINDOW = 2, 5
+#: The free fall of the recording: the median of the parabolas through the
+#: later flights (the data's README).
+SQUARE_GRAVITY = 9.82
+
+
+def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2.5e-4):
+    """Write the planar drops of a file of the ``square_drops.parquet`` format
+    (Fazeli et al.) as a dataset at ``out``: one scenario ``drop<traj_id>``
+    per drop, one box body, a seeded ``test_share`` of the drops in the test
+    split (by the stable hash of the id); the source's LICENSE copied.
+
+    The planar frame (x right, z up; ``th`` counter-clockwise in it, as the
+    format's README says: corners at ``R(th)(+-0.03, +-0.03)``) maps to the
+    world's x-z plane with a turn about y: ``q = (cos(th/2), 0, -sin(th/2),
+    0)`` (a counter-clockwise turn in the x-z plane is a turn about -y) and
+    ``w_y = -vth``.  The square is a cube of side 0.06 m (its inertia about
+    y, ``m s^2 / 6``, is the plate's; the cube's symmetry across the x-z
+    plane keeps the motion planar), 48.5 g.  The recording starts at sample
+    2 (its first two velocities are inconsistent with the poses); the
+    initial state is the least-squares quadratic through the poses of
+    samples 2-6 (flight: the first impact comes near sample 13), evaluated
+    at sample 2 (:func:`simcore.geometry.rigid.window_state`); the poses
+    from sample 2 on are the measurement, time from sample 2.  Gravity
+    9.82 m/s^2 (the later flights' free fall); the ground at z = 0 (a fit
+    frees ``ground_offset``); Hunt-Crossley contact on an elliptic cone at a
+    0.25 ms step, as the cube tosses.  Bad files raise ``ValueError``
+    naming the file, column and row."""
+    from ..geometry.rigid import window_state
+
+    src, out = Path(src), Path(out)
+    if not src.is_file():
+        raise ValueError(f"{src}: no such file")
+    try:
+        if src.suffix == ".csv":
+            import pyarrow.csv as pacsv
+            tab = pacsv.read_csv(src)
+        else:
+            tab = pq.read_table(src)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise ValueError(f"{src}: unreadable: {str(exc).splitlines()[0]}") from None
+    cols = {}
+    for c in SQUARE_COLUMNS:
+        if c not in tab.column_names:
+            raise ValueError(f"{src}: column {c} missing (expected the square_drops format: "
+                             f"{', '.join(SQUARE_COLUMNS)})")
+        try:
+            v = tab[c].to_numpy(zero_copy_only=False).astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{src}: column {c}: expected numbers") from None
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            raise ValueError(f"{src}: column {c}, row {bad[0]}: {v[bad[0]]!r} is not a finite "
+                             "number")
+        cols[c] = v
+    order = np.lexsort((cols["step"], cols["traj_id"]))
+    cols = {k: v[order] for k, v in cols.items()}
+    ids, first, counts = np.unique(cols["traj_id"].astype(np.int64), return_index=True,
+                                   return_counts=True)
+    short = np.flatnonzero(counts < SQUARE_START + SQUARE_WINDOW + 1)
+    if short.size:
+        row = int(order[first[short[0]]])
+        raise ValueError(f"{src}: column traj_id, row {row}: drop {ids[short[0]]} has "
+                         f"{counts[short[0]]} samples; expected at least "
+                         f"{SQUARE_START + SQUARE_WINDOW + 1}")
+    n = ids.size
+    names = np.array([f"drop{i}" for i in ids])
+    x0 = np.zeros((n, 3))
+    v0 = np.zeros((n, 3))
+    q0 = np.zeros((n, 4))
+    w0 = np.zeros((n, 3))
+    keep = np.zeros(cols["t"].size, bool)
+    t_rel = np.zeros(cols["t"].size)
+    pos = np.stack([cols["x"], np.zeros_like(cols["x"]), cols["z"]], axis=1)
+    half = -0.5 * cols["th"]
+    quat = np.stack([np.cos(half), 0 * half, np.sin(half), 0 * half], axis=1)
+    for k, (a, m) in enumerate(zip(first, counts)):
+        s = a + SQUARE_START
+        win = slice(s, s + SQUARE_WINDOW)
+        tt = cols["t"][win] - cols["t"][s]
+        p, v, q, w = window_state(tt, pos[win][:, None], quat[win][:, None])
+        x0[k], v0[k], q0[k], w0[k] = p[0], v[0], q[0], w[0]
+        keep[s:a + m] = True
+        t_rel[s:a + m] = cols["t"][s:a + m] - cols["t"][s]
+    owner = np.repeat(np.arange(n), counts)[keep]
+    duration = np.array([t_rel[a + m - 1] for a, m in zip(first, counts)])
+    split = np.array(["test" if stable_hash(name, seed) / 2.0 ** 64 < test_share else "train"
+                      for name in names])
+    inertia = SQUARE_MASS * (2 * SQUARE_HALF) ** 2 / 6.0
+    out.mkdir(parents=True, exist_ok=True)
+    write_table({"scenario_id": names, "duration": duration, "dt": np.full(n, dt),
+                 "split": split}, out / "scenarios.parquet")
+    write_table({"scenario_id": names, "body_id": np.zeros(n, np.int64), "shape": ["box"] * n,
+                 "mass": np.full(n, SQUARE_MASS),
+                 **{c: np.full(n, SQUARE_HALF) for c in ("hx", "hy", "hz")},
+                 **{c: np.full(n, inertia) for c in ("ixx", "iyy", "izz")},
+                 **{f"{c}0": x0[:, j] for j, c in enumerate("xyz")},
+                 **{f"v{c}0": v0[:, j] for j, c in enumerate("xyz")},
+                 **{f"w{c}0": w0[:, j] for j, c in enumerate("xyz")},
+                 **{f"q{c}0": q0[:, j] for j, c in enumerate("wxyz")}},
+                out / "bodies.parquet")
+    write_table({"scenario_id": names[owner], "body_id": np.zeros(owner.size, np.int64),
+                 "t": t_rel[keep], "x": pos[keep, 0], "y": pos[keep, 1], "z": pos[keep, 2],
+                 **{c: quat[keep, j] for j, c in enumerate(("qw", "qx", "qy", "qz"))}},
+                out / "trajectories.parquet")
+    meta = {"name": out.name, "description": (
+        f"Real planar drops of a 6 cm square (Fazeli et al.), imported from {src.name}: "
+        f"{n} drops, 250 Hz, from sample {SQUARE_START} on; the square moves in the x-z plane "
+        "as a cube of side 0.06 m."),
+        "source": f"contactfit import fazeli-square {src.name} (DAIRLab/ImpactModeling, "
+                  "IRB Bound/IRB Square, commit f6c28898)",
+        "license": "BSD-3-Clause (c) 2020 Dynamic Autonomy and Intelligent Robotics Lab: "
+                   "LICENSE",
+        "citation": "N. Fazeli et al., Empirical evaluation of common contact models for "
+                    "planar impact, ICRA 2017",
+        "units": {"length": "m", "time": "s"}, "gravity": float(gravity), "ground_z": 0.0,
+        "laws": {"body_ground": "hunt_crossley"}, "model": {"cone": "elliptic"}}
+    (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    if (src.parent / "LICENSE").is_file():
+        shutil.copyfile(src.parent / "LICENSE", out / "LICENSE")
+    return out

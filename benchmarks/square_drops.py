@@ -1,0 +1,131 @@
+"""Real planar square drops (``datasets/fazeli-square``): calibrate on the
+training drops, predict the held-out ones open loop from their first state,
+and score them as the data's README scores MuJoCo.
+
+    python -m benchmarks.square_drops [--params fit.json] [--json]
+
+Fits what ``datasets/fazeli-square/calibrate.yaml`` names on the ``train``
+drops (the calibration's own strategy, chosen from the data), simulates
+every ``test`` drop from its first state to its last sample with the
+time-stepper, and prints for it and for two trivial baselines computed the
+same way:
+
+* ``pos_cm``: the centre's position error averaged over a drop's samples,
+  then the mean over drops [cm] (``pos_cm_median``: the median);
+* ``angle_deg``: the planar angle's error taken modulo the square's 90
+  degrees (the number of quarter turns is chaotic), averaged likewise;
+* ``rest_cm``: the position error at the last sample (at rest).
+
+Baselines: ``frozen``, the body held at its first state; ``flat``,
+ballistic flight until a corner meets the ground, then settled flat there
+(``benchmarks.cube_toss.baseline`` without the slide).  The MuJoCo figures
+of the data's README (identified on the same training drops, scored on
+unseen ones) are printed beside them for reference.
+"""
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ._emit import emit
+from .cube_toss import baseline
+
+DATASET = Path(__file__).resolve().parents[1] / "datasets" / "fazeli-square"
+#: ``../shared/data/fazeli-planar/README.md``: MuJoCo 4.0 identified on the
+#: 300 training drops, 200 unseen drops: position, angle mod 90, rest.
+MUJOCO = {"mujoco_identified_pos_cm": 3.84, "mujoco_identified_angle_deg": 10.1,
+          "mujoco_identified_rest_cm": 5.1, "mujoco_defaults_pos_cm": 10.1,
+          "frozen_pos_cm (README)": 16.7, "flat_pos_cm (README)": 11.0}
+
+
+def planar_angle(quat):
+    """The planar angle (counter-clockwise in x-z) of turns about y: ``q =
+    (cos(th/2), 0, -sin(th/2), 0)``."""
+    return -2.0 * np.arctan2(quat[..., 2], quat[..., 0])
+
+
+def scores(pos, quat, meas_pos, meas_quat, ptr):
+    """Per-drop mean position error [m], mean angle error modulo 90 degrees
+    [degrees], last-sample position error [m]."""
+    d = np.degrees(planar_angle(quat) - planar_angle(meas_quat))
+    d = np.abs((d + 45.0) % 90.0 - 45.0)
+    err = np.linalg.norm(pos - meas_pos, axis=-1)
+    out = {"pos": [], "angle": [], "rest": []}
+    for a, b in zip(ptr[:-1], ptr[1:]):
+        out["pos"].append(err[a:b].mean())
+        out["angle"].append(d[a:b].mean())
+        out["rest"].append(err[b - 1])
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def summary(s, prefix=""):
+    return {f"{prefix}pos_cm": 100 * s["pos"].mean(),
+            f"{prefix}pos_cm_median": 100 * np.median(s["pos"]),
+            f"{prefix}angle_deg": float(s["angle"].mean()),
+            f"{prefix}rest_cm": 100 * s["rest"].mean()}
+
+
+def _score(problem, pos, quat):
+    tg = problem.targets
+    ptr = np.r_[0, np.cumsum([len(t) for t in tg.sample_times])]
+    return scores(pos, quat, tg.measured[:, 0], tg.states["quat"][:, 0], ptr)
+
+
+def frozen(problem):
+    """The body held at its first state, at every sample."""
+    st = problem.state
+    counts = [len(t) for t in problem.targets.sample_times]
+    return (np.repeat(st.body_pos[:, 0], counts, axis=0),
+            np.repeat(st.body_quat[:, 0], counts, axis=0))
+
+
+def run(dataset=DATASET, params=None):
+    from flows import settings
+    from simcore.data import dataset as D
+    from simcore.engine import simulate
+    from simcore.identify import fit as F
+    from simcore.identify.problem import Problem
+
+    ds = D.read(dataset)
+    cfg = settings.calibration(Path(dataset) / "calibrate.yaml")
+    split = D.split(ds)
+    train_ids = sorted(s for s, v in split.items() if v == "train")
+    test_ids = sorted(s for s, v in split.items() if v == "test")
+    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
+    fit_part = whole.subset(np.arange(len(train_ids)))
+    test = whole.subset(np.arange(len(train_ids), whole.nscen))
+    fitted = {}
+    if params is None:
+        t0 = time.perf_counter()
+        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit,
+                  **cfg.chosen(fit_part).fit_options())
+        fitted = {"fit_s": time.perf_counter() - t0, "fit_status": r.message,
+                  **{f"fitted_{k}": r.params[k] for k in r.free}}
+        theta = whole.model.layout.vector(r.params)
+    else:
+        doc = json.loads(Path(params).read_text())
+        theta = whole.model.layout.vector({k: v for k, v in doc.get("params", doc).items()
+                                           if k in whole.model.layout.names})
+    sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
+    ours = _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
+    flat = _score(test, *baseline(replace(test, model=test.model.with_params(theta)), mu=1e9))
+    still = _score(test, *frozen(test))
+    return {"train_drops": len(train_ids), "test_drops": len(test_ids), **summary(ours),
+            **summary(flat, "flat_"), **summary(still, "frozen_"), **fitted, **MUJOCO}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dataset", default=str(DATASET))
+    ap.add_argument("--params", help="a calibration's fit.json (no fit then)")
+    args = ap.parse_args(argv)
+    emit(run(args.dataset, args.params), args.json, width=30)
+
+
+if __name__ == "__main__":
+    main()
