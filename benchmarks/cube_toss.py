@@ -255,7 +255,6 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
 
     from flows import settings
     from simcore.data import dataset as D
-    from simcore.identify import fit as F
     from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
@@ -270,26 +269,34 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
         com = whole.model.body_com.copy()
         com[..., 2] = com_z
         whole = replace(whole, model=replace(whole.model, body_com=com))
-    fit_part = whole.subset(np.arange(len(train_ids)))
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    fitted = {}
-    if params is None:
-        t0 = time.perf_counter()
-        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit,
-                  **cfg.chosen(fit_part).fit_options())
-        fitted = {"fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
-                  **{f"fitted_{k}": r.params[k] for k in r.free}}
-        theta = whole.model.layout.vector(r.params)
-    else:
-        doc = json.loads(Path(params).read_text())
-        theta = whole.model.layout.vector({k: v for k, v in doc.get("params", doc).items()
-                                           if k in whole.model.layout.names})
+    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params)
     ours, _ = _predict(test, theta)
     base = _score(test, *baseline(replace(test, model=test.model.with_params(theta))))
     return {"train_tosses": len(train_ids), "test_tosses": len(test_ids),
             **summary(ours), **summary(base, "baseline_"), **fitted,
             **(spread(test, theta, copies) if copies else {}),
             **(ceiling(test, theta) if grid else {})}
+
+
+def fit_or_read(whole, ntrain, cfg, params=None):
+    """``(theta, figures)``: the coefficients fitted on the first ``ntrain``
+    scenarios of ``whole`` as ``cfg`` says (its wall time, status, loss and
+    values in ``figures``), or those of ``params`` (a calibration's
+    ``fit.json``; no figures)."""
+    from simcore.identify import fit as F
+
+    layout = whole.model.layout
+    if params is not None:
+        doc = json.loads(Path(params).read_text())
+        return layout.vector({k: v for k, v in doc.get("params", doc).items()
+                              if k in layout.names}), {}
+    part = whole.subset(np.arange(ntrain))
+    t0 = time.perf_counter()
+    r = F.fit(part, params0=cfg.start or None, free=cfg.fit, **cfg.chosen(part).fit_options())
+    return layout.vector(r.params), {
+        "fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
+        **{f"fitted_{k}": r.params[k] for k in r.free}}
 
 
 def main(argv=None):

@@ -24,15 +24,13 @@ unseen ones) are printed beside them for reference.
 """
 
 import argparse
-import json
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ._emit import emit
-from .cube_toss import baseline
+from .cube_toss import baseline, fit_or_read
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "fazeli-square"
 #: ``../shared/data/fazeli-planar/README.md``: MuJoCo 4.0 identified on the
@@ -87,7 +85,6 @@ def run(dataset=DATASET, params=None):
     from flows import settings
     from simcore.data import dataset as D
     from simcore.engine import simulate
-    from simcore.identify import fit as F
     from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
@@ -96,20 +93,8 @@ def run(dataset=DATASET, params=None):
     train_ids = sorted(s for s, v in split.items() if v == "train")
     test_ids = sorted(s for s, v in split.items() if v == "test")
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
-    fit_part = whole.subset(np.arange(len(train_ids)))
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    fitted = {}
-    if params is None:
-        t0 = time.perf_counter()
-        r = F.fit(fit_part, params0=cfg.start or None, free=cfg.fit,
-                  **cfg.chosen(fit_part).fit_options())
-        fitted = {"fit_s": time.perf_counter() - t0, "fit_status": r.message,
-                  **{f"fitted_{k}": r.params[k] for k in r.free}}
-        theta = whole.model.layout.vector(r.params)
-    else:
-        doc = json.loads(Path(params).read_text())
-        theta = whole.model.layout.vector({k: v for k, v in doc.get("params", doc).items()
-                                           if k in whole.model.layout.names})
+    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params)
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
     ours = _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
     flat = _score(test, *baseline(replace(test, model=test.model.with_params(theta)), mu=1e9))

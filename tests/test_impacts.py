@@ -1,5 +1,6 @@
-"""Datasets of measured impacts (simcore/data/impacts.py), their problem
-(simcore/identify/impact_problem.py) and the CLI on them."""
+"""The planar data of Fazeli et al.: datasets of measured impacts
+(simcore/data/impacts.py), their problem (simcore/identify/impact_problem.py)
+and the CLI on them; the square drops' importer and shipped dataset."""
 
 from pathlib import Path
 
@@ -234,3 +235,97 @@ def test_the_shipped_calibration_beats_the_published_baseline(shipped):
     err = fazeli_error(ImpactProblem.from_data(shipped, test).predict(
         prob.model.layout.vector(r.params)), shipped.post[test])
     assert np.median(err) < 0.35 and np.mean(err) < 0.45
+
+
+def _drops(path, n=2, samples=12, **changes):
+    """Planar drops of the square_drops format in free flight (x, z
+    parabolic, th turning at a constant rate), 250 Hz."""
+    rows = []
+    for d in range(n):
+        for k in range(samples):
+            t = k / 250.0
+            rows.append({"traj_id": 7 + d, "step": k, "t": t, "x": 0.1 - 0.5 * t,
+                         "z": 0.15 - 1.9 * t - 0.5 * 9.82 * t * t, "th": 0.3 + (4.0 + d) * t,
+                         "vx": 0.0, "vz": 0.0, "vth": 0.0, "lowest_corner_z": 0.1})
+    df = pd.DataFrame(rows)
+    for col, (row, value) in changes.items():
+        df.loc[row, col] = value
+    df.to_parquet(path)
+    return path
+
+
+def test_import_square_drops_maps_the_plane_to_the_world(tmp_path):
+    """Sample 2 is the start, its state the flight's own (a quadratic is exact
+    in flight); th counter-clockwise in x-z is a turn about -y: the corner
+    R(th) (0.03, 0.03) of the format is where the imported box has it."""
+    from simcore.data import dataset as D
+    from simcore.geometry.rigid import quat_matrix
+
+    src = _drops(tmp_path / "d.parquet")
+    assert main(["import", "fazeli-square", str(src), str(tmp_path / "ds")]) == 0
+    ds = D.read(tmp_path / "ds")
+    b = ds.tables["bodies"].to_pandas().set_index("scenario_id")
+    t2 = 2 / 250.0
+    row = b.loc["drop8"]
+    np.testing.assert_allclose([row.x0, row.y0, row.z0],
+                               [0.1 - 0.5 * t2, 0, 0.15 - 1.9 * t2 - 0.5 * 9.82 * t2 ** 2],
+                               atol=1e-12)
+    np.testing.assert_allclose([row.vx0, row.vy0, row.vz0], [-0.5, 0, -1.9 - 9.82 * t2],
+                               atol=1e-9)
+    np.testing.assert_allclose([row.wx0, row.wy0, row.wz0], [0, -5.0, 0], atol=1e-9)
+    th = 0.3 + 5.0 * t2
+    corner = quat_matrix(np.array([row.qw0, row.qx0, row.qy0, row.qz0])) @ [0.03, 0.0, 0.03]
+    c, s = np.cos(th), np.sin(th)
+    np.testing.assert_allclose(corner[[0, 2]], [c * 0.03 - s * 0.03, s * 0.03 + c * 0.03],
+                               atol=1e-12)
+    tr = ds.tables["trajectories"].to_pandas()
+    assert len(tr) == 2 * 10 and tr.t.min() == 0.0 and (tr.y == 0).all()
+    assert ds.meta["gravity"] == 9.82 and row.iyy == pytest.approx(0.0485 * 0.06 ** 2 / 6)
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"z": (5, np.nan)}, "column z, row 5"),
+    ({"traj_id": (3, 99)}, "drop 99 has 1 samples"),
+])
+def test_import_square_drops_refuses_a_bad_file_in_one_line(tmp_path, capsys, change, words):
+    src = _drops(tmp_path / "d.parquet", **change)
+    assert main(["import", "fazeli-square", str(src), str(tmp_path / "ds")]) == 1
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_event_on_two_surfaces_under_two_laws_is_refused(tmp_path):
+    def wall_too(df):
+        extra = df.iloc[[0]].assign(surface="wall", nx=1.0, nz=0.0)
+        return pd.concat([df.assign(surface="ground"), extra], ignore_index=True)
+
+    path = _copy(tmp_path, contacts=wall_too, meta={"laws": {"body_wall": "newton_lcp"}})
+    with pytest.raises(D.DatasetError, match="table impacts, column scenario_id, row 0.*"
+                                             "different laws"):
+        I.read(path)
+    (tmp_path / "same").mkdir()
+    data = I.read(_copy(tmp_path / "same", contacts=wall_too))  # one law for both: fine
+    assert np.diff(data.cptr)[0] == 2 and data.read_coefficients() == ["mu_k", "e_bg", "mu_w",
+                                                                      "e_bw"]
+
+def test_the_shipped_square_drops_simulate_and_score(tmp_path):
+    """datasets/fazeli-square validates; eight of its drops simulated with
+    the defaults beat the body frozen at its first state, scored as
+    benchmarks.square_drops scores them (angles modulo 90 degrees)."""
+    from benchmarks import square_drops as B
+    from simcore.engine import simulate
+    from simcore.identify.problem import Problem
+
+    ds = D.read("datasets/fazeli-square")
+    split = D.split(ds)
+    assert sum(v == "test" for v in split.values()) == 56 and len(split) == 300
+    prob = Problem.from_dataset(ds, order=sorted(split)[:8])
+    sim = simulate(prob.model, prob.state, prob.targets.sample_times)
+    ours = B.summary(B._score(prob, sim.samp_pos[:, 0], sim.samp_quat[:, 0]))
+    still = B.summary(B._score(prob, *B.frozen(prob)))
+    assert ours["pos_cm"] < still["pos_cm"] and 0 <= ours["angle_deg"] <= 45
+    # a turn of 90 degrees is no error modulo the square's symmetry
+    q = np.array([[np.cos(0.3), 0, np.sin(0.3), 0]])
+    q90 = np.array([[np.cos(0.3 + np.pi / 4), 0, np.sin(0.3 + np.pi / 4), 0]])
+    s = B.scores(np.zeros((1, 3)), q90, np.zeros((1, 3)), q, np.array([0, 1]))
+    assert s["angle"][0] == pytest.approx(0.0, abs=1e-9)

@@ -180,16 +180,7 @@ def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0, model=
 
 def _read(src):
     """The long table's columns as float64 arrays (ids as int64), checked."""
-    if not src.is_file():
-        raise ValueError(f"{src}: no such file")
-    try:
-        if src.suffix == ".csv":
-            import pyarrow.csv as pacsv
-            tab = pacsv.read_csv(src)
-        else:
-            tab = pq.read_table(src)
-    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-        raise ValueError(f"{src}: unreadable: {str(exc).splitlines()[0]}") from None
+    tab = _table(src)
     missing = [c for c in COLUMNS if c not in tab.column_names]
     if missing:
         raise ValueError(f"{src}: missing column(s) {missing}; expected {list(COLUMNS)}")
@@ -217,6 +208,20 @@ def _read(src):
         raise ValueError(f"{src}: columns toss_id, step, row {row}: toss "
                          f"{cols['toss_id'][row]} has step {cols['step'][row]} twice")
     return cols
+
+
+def _table(src):
+    """A Parquet or CSV file as a pyarrow Table; a missing or unreadable
+    file raises ``ValueError`` naming it."""
+    if not src.is_file():
+        raise ValueError(f"{src}: no such file")
+    try:
+        if src.suffix == ".csv":
+            import pyarrow.csv as pacsv
+            return pacsv.read_csv(src)
+        return pq.read_table(src)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise ValueError(f"{src}: unreadable: {str(exc).splitlines()[0]}") from None
 
 
 def _groups(ids, duplicates):
@@ -330,16 +335,7 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
     from ..geometry.rigid import window_state
 
     src, out = Path(src), Path(out)
-    if not src.is_file():
-        raise ValueError(f"{src}: no such file")
-    try:
-        if src.suffix == ".csv":
-            import pyarrow.csv as pacsv
-            tab = pacsv.read_csv(src)
-        else:
-            tab = pq.read_table(src)
-    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-        raise ValueError(f"{src}: unreadable: {str(exc).splitlines()[0]}") from None
+    tab = _table(src)
     cols = {}
     for c in SQUARE_COLUMNS:
         if c not in tab.column_names:
