@@ -12,7 +12,11 @@ the kinetic-energy metric of the body::
 so a turn rate's error counts as the speed of a point at the body's radius
 of gyration about that axis [m/s]; or, with ``lever`` [m] given, ``L =
 lever I`` (``lever = 1`` weighs m/s and rad/s alike, as the metric of
-Fazeli et al. does).  The loss is the mean of ``|r|^2`` over the events
+Fazeli et al. does).  With ``relative``, each event's residual is divided
+by the size of its measured post-impact velocity in the same metric (every
+impact weighs alike, whatever its speed: with ``lever = 1`` the loss is the
+mean square of Fazeli et al.'s per-event error).  The loss is the mean of
+``|r|^2`` over the events
 [(m/s)^2]; its gradient and Gauss-Newton matrix come from the impact maps'
 exact sensitivities.  The interface is :class:`simcore.identify.problem.Problem`'s
 (``evaluate``, ``loss_only``, ``model.layout``, no nuisance), so
@@ -20,10 +24,10 @@ exact sensitivities.  The interface is :class:`simcore.identify.problem.Problem`
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
-from ..data import impacts as data_impacts
 from ..geometry.rigid import quat_matrix
 from ..impacts import impact_engine
 from ..kernel.status import STATUS_MESSAGES
@@ -97,6 +101,20 @@ class ImpactProblem:
     def nuisance_mask(self, kind):
         return np.zeros((self.nscen, 0), bool)
 
+    @cached_property
+    def _events(self):
+        return self.data.events(self.model.layout, self.rows)
+
+    @cached_property
+    def _weights(self):
+        """The metric (:meth:`metric`), relative to each event's measured
+        post-impact velocity with ``relative``."""
+        W = self.metric()
+        if self.relative:
+            meas = self.data.post[self.rows]
+            W = W / np.linalg.norm(np.einsum("eij,ej->ei", W, meas), axis=1)[:, None, None]
+        return W
+
     def metric(self):
         """``(E, 6, 6)``: each event's residual weighting (module docstring)."""
         d = self.data
@@ -111,9 +129,7 @@ class ImpactProblem:
         return out
 
     def _run(self, theta, dirs):
-        layout = self.model.layout
-        events = self.data.events(layout, self.rows)
-        post, dpost, status = impact_engine.run(events, theta, dirs, strict=False)
+        post, dpost, status = impact_engine.run(self._events, theta, dirs, strict=False)
         bad = np.flatnonzero(status != 0)
         if bad.size:
             k = int(bad[0])
@@ -124,11 +140,8 @@ class ImpactProblem:
     def residuals(self, theta, dirs=None):
         """``(r (E, 6), J (E, 6, nt))`` at ``theta``."""
         post, dpost = self._run(np.asarray(theta, np.float64), dirs)
-        W = self.metric()
-        meas = self.data.post[self.rows]
-        if self.relative:
-            W = W / np.linalg.norm(np.einsum("eij,ej->ei", W, meas), axis=1)[:, None, None]
-        r = np.einsum("eij,ej->ei", W, post - meas)
+        W = self._weights
+        r = np.einsum("eij,ej->ei", W, post - self.data.post[self.rows])
         return r, np.einsum("eij,ejt->eit", W, dpost)
 
     def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True,
@@ -168,5 +181,3 @@ def fazeli_error(pred, measured, planar=(0, 2, 4)):
     b = np.asarray(pred)[:, planar]
     return np.linalg.norm(a - b, axis=1) / np.linalg.norm(a, axis=1)
 
-
-__all__ = ["ImpactProblem", "fazeli_error", "data_impacts"]
