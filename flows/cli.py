@@ -327,13 +327,13 @@ def cmd_import(args):
     from simcore.data import importers
 
     if args.format == "fazeli-square":
-        out = importers.square_drops(args.src, args.out, test_share=args.test_share)
+        out = importers.square_drops(args.src, args.out, test_share=_share(args, 0.2))
         print(f"wrote {out}/")
         return 0
     if args.format == "fazeli-ellipse":
         from simcore.data import impacts
 
-        out = impacts.fazeli_ellipse(args.src, args.out)
+        out = impacts.fazeli_ellipse(args.src, args.out, test_share=_share(args, 0.25))
         data = impacts.read(out)
         print(f"wrote {out}/: {data.count} impacts, {int(data.flagged.sum())} flagged upstream "
               "(a calibration leaves them out unless use_flagged: true)")
@@ -344,7 +344,7 @@ def cmd_import(args):
                                ("com", _com(args.com))) if v is not None}
     model = replace(model, **given)
     out = importers.cube_tosses(args.src, args.out, duplicates=args.duplicates,
-                                test_share=args.test_share, model=model)
+                                test_share=_share(args, importers.TEST_SHARE), model=model)
     print(f"wrote {out}/")
     gravity = importers.TossModel.like(out).gravity
     try:
@@ -359,6 +359,11 @@ def cmd_import(args):
         print(f"  these tosses fall otherwise than the model: set gravity in {out}/dataset.yaml "
               "to their free fall, or import without --gravity to measure it")
     return 0
+
+
+def _share(args, default):
+    """``--test-share``, or the format's default."""
+    return default if args.test_share is None else args.test_share
 
 
 def _com(text):
@@ -624,8 +629,10 @@ def build_parser():
     imp.add_argument("out")
     imp.add_argument("--duplicates", help="CSV of toss_a, toss_b pairs recorded twice (kept "
                                           "on one side of the split)")
-    imp.add_argument("--test-share", type=float, default=0.2,
-                     help="share of the toss groups in the validation (test) split")
+    imp.add_argument("--test-share", type=float, default=None,
+                     help="share of the toss groups (cube-toss, default 0.2), drops "
+                          "(fazeli-square, 0.2) or events (fazeli-ellipse, 0.25) in the test "
+                          "split")
     imp.add_argument("--like", metavar="DATASET",
                      help="take the model (gravity, table, cube, centre of mass, step, laws) "
                           "from an imported dataset, e.g. datasets/cube-toss for held-out tosses")

@@ -4,8 +4,9 @@
 load and validate -> fit the Δv loss over the events (one batched
 evaluation of every event per iteration: the impact maps take
 milliseconds, so the fit runs in the flow without shards) -> score (the
-training events, the held-out ones when asked, Fazeli et al.'s per-event
-error beside the loss) -> log to MLflow -> register.  The run is the same
+training events, and the held-out ones: the dataset's ``test`` split, or a
+seeded fraction when asked; Fazeli et al.'s per-event error beside the
+loss) -> log to MLflow -> register.  The run is the same
 MLflow run a trajectory calibration makes (params, per-iteration metrics,
 ``fit.json``, ``residuals.parquet``, the ``model`` artifact, the registry's
 version and the first champion), opened and closed by
@@ -27,7 +28,6 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from simcore import params as P
-from simcore.data import dataset as D
 from simcore.data import impacts as I
 from simcore.identify import fit as F
 from simcore.identify.impact_problem import ImpactProblem, fazeli_error
@@ -54,15 +54,21 @@ def load(path, cfg, hold_out=False):
         raise ValueError(f"{path}: no event with a measured post-impact state"
                          + ("" if cfg.use_flagged else " that is not flagged"))
     test = np.zeros(0, np.int64)
-    if hold_out:
+    source = "none (all events fitted)"
+    if (data.split == "test").any():
+        test, rows = rows[data.split[rows] == "test"], rows[data.split[rows] == "train"]
+        source = "dataset"
+    elif hold_out:
         # a seeded fraction by the ids' stable hash: the same events in any order
-        h = np.array([D.stable_hash(f"{cfg.seed}:{data.ids[r]}") for r in rows], np.uint64)
-        cut = np.uint64(int(cfg.test_fraction * 2.0 ** 64))
-        test, rows = rows[h < cut], rows[h >= cut]
+        held = I.hash_split([data.ids[r] for r in rows], cfg.test_fraction, cfg.seed)
+        test, rows = rows[held], rows[~held]
+        source = f"seeded fraction {cfg.test_fraction}"
+    if not rows.size:
+        raise ValueError(f"{path}: no event in the train split")
     kw = dict(lever=cfg.lever_m, relative=cfg.relative)
     train = ImpactProblem.from_data(data, rows, **kw)
     held = ImpactProblem.from_data(data, test, **kw) if test.size else None
-    return data, train, held, tracking.content_hash(path)
+    return data, train, held, tracking.content_hash(path), source
 
 
 def _scores(problem, theta, name):
@@ -96,7 +102,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     cfg = settings.calibration(**(config or {}))
     track = settings.tracking()
     c, exp_id = tracking.client(track)
-    data, train, held, digest = load(dataset, cfg, hold_out)
+    data, train, held, digest, source = load(dataset, cfg, hold_out)
     fixed = dict(data.fixed_params)
     free = cfg.fit or [n for n in data.read_coefficients() if n not in fixed]
     values = dict(fixed)
@@ -112,7 +118,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                 f"{', '.join(free)} under {sorted(set(data.laws.values()))}")
     lineage = {"name": data.name, "path": str(Path(dataset).resolve()), "digest": digest,
                "rows": {"impacts": data.count, "contacts": int(data.cptr[-1])},
-               "split": "seeded fraction" if held is not None else "none", "laws": data.laws,
+               "split": source, "laws": data.laws,
                "kind": "impacts"}
     with tracking.tracked_run(c, exp_id, run_name(data.name, free),
                               dict({"contactfit.flow": "calibrate", "dataset": data.name,

@@ -142,6 +142,7 @@ def _set(col, row, value):
     ("contacts", _set("scenario_id", 7, "nowhere"), "table contacts, column scenario_id, row 7"),
     ("contacts", _set("surface", 2, "ceiling"), "table contacts, column surface, row 2"),
     ("contacts", lambda df: df.assign(nx=0.0, nz=0.0), "table contacts, column nx, row 0"),
+    ("impacts", _set("split", 9, "validation"), "table impacts, column split, row 9"),
 ])
 def test_validate_names_table_column_and_row(tmp_path, capsys, where, change, words):
     path = _copy(tmp_path, **{where: change})
@@ -223,18 +224,27 @@ def test_fits_recover_the_truth_and_their_intervals_cover_it(tmp_path, law):
 
 
 def test_the_shipped_calibration_beats_the_published_baseline(shipped):
-    """The shipped config on a split of the unflagged events: held-out median
-    and mean of Fazeli et al.'s error under 0.35 and 0.45."""
+    """The shipped config, fitted on three quarters of the unflagged events
+    and scored on the rest, over benchmarks.impacts's five splits (seed 0:
+    the dataset's own): Fazeli et al.'s error, median and mean averaged over
+    the splits, under 0.35 and 0.45 (one split alone scatters by about
+    0.03 in the median and 0.05 in the mean)."""
     from benchmarks.impacts import split
     from flows.settings import calibration
 
     cfg = calibration(f"{SHIPPED}/calibrate.yaml")
-    train, test = split(shipped, 0)
-    prob = ImpactProblem.from_data(shipped, train, lever=cfg.lever_m, relative=cfg.relative)
-    r = F.fit(prob, free=["mu_k", "e_bg"], **FIT)
-    err = fazeli_error(ImpactProblem.from_data(shipped, test).predict(
-        prob.model.layout.vector(r.params)), shipped.post[test])
-    assert np.median(err) < 0.35 and np.mean(err) < 0.45
+    train, test = split(shipped, 0)  # seed 0: the dataset's own split
+    assert np.array_equal(test, np.flatnonzero(~shipped.flagged & (shipped.split == "test")))
+    med, mean = [], []
+    for seed in range(5):
+        train, test = split(shipped, seed)
+        prob = ImpactProblem.from_data(shipped, train, lever=cfg.lever_m, relative=cfg.relative)
+        r = F.fit(prob, free=["mu_k", "e_bg"], **FIT)
+        err = fazeli_error(ImpactProblem.from_data(shipped, test).predict(
+            prob.model.layout.vector(r.params)), shipped.post[test])
+        med.append(np.median(err))
+        mean.append(np.mean(err))
+    assert np.mean(med) < 0.35 and np.mean(mean) < 0.45
 
 
 def _drops(path, n=2, samples=12, **changes):

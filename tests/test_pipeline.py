@@ -923,7 +923,9 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert doc["scores"]["train_fazeli_median"] < 0.4 and "Δv loss" in doc["strategy"]
     run = c.get_run(doc["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["law_body_ground"] == "poisson_lcp"
-    assert run.data.params["train_events"] == "1374"  # the unflagged ones
+    # the unflagged ones of the dataset's train split; its test split scored
+    assert run.data.params["train_events"] == "1064" and run.data.params["test_events"] == "310"
+    assert doc["scores"]["test_fazeli_median"] < 0.4 and doc["dataset"]["split"] == "dataset"
     assert "ci95_lo_mu_k" in run.data.metrics
     out = capsys.readouterr().out
     assert "Fazeli" in out and "e_bg" in out and "mu_s" not in out

@@ -15,8 +15,9 @@ between the two samples [s] (gravity acts over it), ``pre_vx, pre_vy,
 pre_vz, pre_wx, pre_wy, pre_wz`` the centre of mass's velocity and the
 angular velocity just before (world frame), ``post_vx .. post_wz`` just
 after (needed to calibrate; optional to simulate), ``flagged`` (optional
-bool: an event a calibration leaves out unless told otherwise).  Other
-columns are kept, unread.
+bool: an event a calibration leaves out unless told otherwise), ``split``
+(optional: ``train`` or ``test``, the events a calibration fits and those
+it scores held out).  Other columns are kept, unread.
 
 ``contacts``, one row per contact point: ``scenario_id`` of its event,
 ``px, py, pz`` the arm from the centre of mass to the contact point (world
@@ -48,6 +49,7 @@ from ..kernel.parameter import G_E_BG, G_MU_K, W_E_BW, W_MU_W
 from ..kernel.status import STATUS_MESSAGES
 from ..laws import registry as contact_laws
 from .dataset.contract import DatasetError, Report
+from .dataset.split import stable_hash
 from .dataset.tables import _check_meta, _units, safe_yaml, write_table
 
 VEL = ("vx", "vy", "vz", "wx", "wy", "wz")
@@ -60,12 +62,14 @@ TABLES = {
                 "mass": ("float", True), "ixx": ("float", True), "iyy": ("float", True),
                 "izz": ("float", True), **{q: ("float", False) for q in QUAT},
                 "h": ("float", True), **{c: ("float", True) for c in PRE},
-                **{c: ("float", False) for c in POST}, "flagged": ("bool", False)},
+                **{c: ("float", False) for c in POST}, "flagged": ("bool", False),
+                "split": ("str", False)},
     "contacts": {"scenario_id": ("str", True), "px": ("float", True), "py": ("float", True),
                  "pz": ("float", True), "nx": ("float", True), "ny": ("float", True),
                  "nz": ("float", True), "surface": ("str", False)},
 }
 SURFACES = ("ground", "wall")
+SPLITS = ("train", "test")
 #: Contact points per event at most (the LCP's size: ``nc (2 + edges)``).
 MAX_CONTACTS = LCP_MAX // 6
 #: How far from 1 a quaternion's norm may be.
@@ -77,7 +81,8 @@ class ImpactData:
     """A dataset of measured impacts in SI units (see the module docstring):
     per event ``ids``, ``body_id``, ``mass (E,)``, ``inertia (E, 3)``,
     ``quat (E, 4)``, ``h (E,)``, ``pre``, ``post (E, 6)`` (NaN: not
-    measured), ``flagged (E,)``; contacts ``cptr (E + 1,)``, ``arm``,
+    measured), ``flagged (E,)``, ``split (E,)`` (``train`` or ``test``;
+    ``train`` without the column); contacts ``cptr (E + 1,)``, ``arm``,
     ``normal (C, 3)``, ``surface (C,)`` (index into :data:`SURFACES`);
     ``laws`` resolved; ``extra``: the impacts table's other columns."""
 
@@ -92,6 +97,7 @@ class ImpactData:
     pre: np.ndarray
     post: np.ndarray
     flagged: np.ndarray
+    split: np.ndarray
     cptr: np.ndarray
     arm: np.ndarray
     normal: np.ndarray
@@ -148,6 +154,14 @@ class ImpactData:
                                     e.astype(np.int64), self.edges)
 
 
+def hash_split(ids, share, seed=0):
+    """Which of ``ids`` are held out: those whose stable hash with ``seed``
+    falls in the first ``share`` of its range (the same in any order and
+    for any subset of the ids)."""
+    cut = share * 2.0 ** 64
+    return np.array([stable_hash(str(i), seed) < cut for i in ids], bool)
+
+
 def is_impacts(path):
     """Whether the dataset at ``path`` says ``kind: impacts``."""
     meta = Path(path) / "dataset.yaml"
@@ -169,7 +183,7 @@ def _read_file(path):
     if path.suffix == ".parquet":
         return pq.read_table(path)
     return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-        column_types={"scenario_id": pa.string(), "surface": pa.string()}))
+        column_types={"scenario_id": pa.string(), "surface": pa.string(), "split": pa.string()}))
 
 
 def _column(table, name, kind, path, report):
@@ -324,6 +338,12 @@ def validate(path):
     if zero.size:
         report.add_rows("zero wall normal", ct_path, "contacts", "nx", zero,
                         "the normal (nx, ny, nz) has no direction", cid)
+    split = ev.get("split", np.full(n, "train", dtype=object))
+    split = np.where(split == "", "train", split)
+    wrong = np.flatnonzero(~np.isin(split, SPLITS))
+    if wrong.size:
+        report.add_rows("unknown split", ev_path, "impacts", "split", wrong,
+                        f"expected one of {list(SPLITS)}", ids)
     surf_names = ct.get("surface", np.array(["ground"] * owner.size, dtype=object))
     surf_names = np.where(surf_names == "", "ground", surf_names)
     unknown = np.flatnonzero(~np.isin(surf_names, SURFACES))
@@ -350,7 +370,7 @@ def validate(path):
         root, meta, ids, ev.get("body_id", np.zeros(n, np.int64)), ev["mass"],
         np.stack([ev["ixx"], ev["iyy"], ev["izz"]], axis=1) * length ** 2, quat,
         ev["h"] * time, pre * rate, post * rate, ev.get("flagged", np.zeros(n, bool)),
-        np.r_[0, np.cumsum(counts)].astype(np.int64),
+        split.astype(str), np.r_[0, np.cumsum(counts)].astype(np.int64),
         np.stack([ct["px"], ct["py"], ct["pz"]], axis=1)[order] * length,
         (normal / nn[:, None])[order], surface[order], laws,
         float(meta.get("gravity", 9.81)), section.edges, dict(meta.get("params") or {}),
@@ -407,12 +427,14 @@ ELLIPSE_A, ELLIPSE_B, ELLIPSE_MASS = 0.035, 0.025, 0.0364
 FAZELI_RATE = 250.0
 
 
-def fazeli_ellipse(src, out, gravity=9.81):
+def fazeli_ellipse(src, out, gravity=9.81, test_share=0.25, seed=0):
     """Write the planar impacts of a file of the ``ellipse_impacts.parquet``
     format (Fazeli et al.; ``../shared/data/fazeli-planar/README.md``) as an
     impact dataset at ``out``: one event ``event<event_id>`` per row, every
     row kept, its ``flag_*`` and ``any_flag`` columns kept and ``flagged =
-    any_flag``; the source's LICENSE copied beside it when there is one.
+    any_flag``; ``test_share`` of the events in the ``test`` split
+    (:func:`hash_split` of their ids with ``seed``); the source's LICENSE
+    copied beside it when there is one.
 
     The planar frame (x right, z up) is the world's x-z plane.  The file's
     ``th`` and ``vth`` turn about the world's +y axis (clockwise as drawn
@@ -473,6 +495,7 @@ def fazeli_ellipse(src, out, gravity=9.81):
         ev.update({f"{when}_vx": cols[f"{when}_vx"], f"{when}_vy": zero,
                    f"{when}_vz": cols[f"{when}_vz"], f"{when}_wx": zero,
                    f"{when}_wy": cols[f"{when}_vth"], f"{when}_wz": zero})
+    ev["split"] = np.where(hash_split(sid, test_share, seed), "test", "train")
     any_flag = np.zeros(n, bool)
     for c in flags:
         v = table[c].cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
