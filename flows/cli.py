@@ -302,6 +302,8 @@ def _laws(items):
 def cmd_generate(args):
     from simcore.data import synth
 
+    if args.shape == "impacts":
+        return _generate_impacts(args)
     box = args.shape == "box"
     if box and (args.materials or args.wall_material):
         raise ValueError("--materials and --wall-material are for the sphere scenes "
@@ -318,6 +320,30 @@ def cmd_generate(args):
              else None)
     out = synth.generate(args.out, cfg, truth, name=args.name or Path(args.out).name)
     print(f"wrote {cfg.scenarios} scenarios to {out}/")
+    return 0
+
+
+def _generate_impacts(args):
+    """``generate --shape impacts``: measured-impact data with known
+    coefficients (:func:`simcore.data.impacts.generate`)."""
+    from simcore.data import impacts
+
+    laws = _laws(args.law) or {}
+    unknown = set(laws) - {"body_ground"}
+    if unknown:
+        raise ValueError(f"--law {sorted(unknown)[0]}: the generated impacts strike the ground; "
+                         "name a law for body_ground")
+    from simcore.laws import registry as contact_laws
+
+    contact_laws.resolve(laws, impacts=True)  # a law that is no impact map: one line, now
+    if not (args.noise_mps >= 0 and args.scenarios >= 1):
+        raise ValueError("--noise-mps must be >= 0 and --scenarios >= 1")
+    truth = _params(args.truth, {}) if args.truth else None
+    out = impacts.generate(args.out, args.scenarios, truth,
+                           law=laws.get("body_ground", "poisson_lcp"),
+                           noise=args.noise_mps, seed=args.seed,
+                           name=args.name or Path(args.out).name)
+    print(f"wrote {args.scenarios} impacts to {out}/")
     return 0
 
 
@@ -648,14 +674,18 @@ def build_parser():
     gen.add_argument("out")
     gen.add_argument("--scenarios", type=int, default=40)
     gen.add_argument("--seed", type=int, default=7)
-    gen.add_argument("--shape", choices=["sphere", "box"], default="sphere",
-                     help="sphere: table scenes with pushes and walls; box: cube tosses")
+    gen.add_argument("--shape", choices=["sphere", "box", "impacts"], default="sphere",
+                     help="sphere: table scenes with pushes and walls; box: cube tosses; "
+                          "impacts: measured-impact data of planar boxes striking the ground "
+                          "(--scenarios events, --law body_ground=L, --noise-mps)")
     gen.add_argument("--duration", type=float,
                      help="seconds per scenario (default 2.0; boxes 1.2)")
     gen.add_argument("--rate", type=float, help="sample rate [Hz] (default 100; boxes 148)")
     gen.add_argument("--noise-mm", type=float, default=1.0)
     gen.add_argument("--noise-deg", type=float, default=0.5,
                      help="orientation noise of the box tosses [degrees per axis]")
+    gen.add_argument("--noise-mps", type=float, default=0.02,
+                     help="velocity noise of the generated impacts [m/s]")
     gen.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     gen.add_argument("--name", help="the dataset's name (default: the output directory's)")
     gen.add_argument("--materials", help="comma-separated body materials, drawn per body")

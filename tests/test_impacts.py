@@ -339,3 +339,21 @@ def test_the_shipped_square_drops_simulate_and_score(tmp_path):
     q90 = np.array([[np.cos(0.3 + np.pi / 4), 0, np.sin(0.3 + np.pi / 4), 0]])
     s = B.scores(np.zeros((1, 3)), q90, np.zeros((1, 3)), q, np.array([0, 1]))
     assert s["angle"][0] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_generate_impacts_from_the_command_line(tmp_path, capsys):
+    truth = tmp_path / "t.json"
+    truth.write_text('{"mu_k": 0.4, "e_bg": 0.3}')
+    out = tmp_path / "g"
+    assert main(["generate", str(out), "--shape", "impacts", "--scenarios", "60",
+                 "--law", "body_ground=stronge_energetic", "--truth", str(truth)]) == 0
+    assert main(["validate", str(out)]) == 0
+    data = I.read(out)
+    assert data.laws["body_ground"] == "stronge_energetic" and data.truth == {"mu_k": 0.4,
+                                                                             "e_bg": 0.3}
+    r = F.fit(ImpactProblem.from_data(data), free=["mu_k", "e_bg"], **FIT)
+    assert abs(r.params["mu_k"] - 0.4) < 0.02 and abs(r.params["e_bg"] - 0.3) < 0.02
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "h"), "--shape", "impacts",
+                 "--law", "body_ground=impulse"]) == 1
+    assert "takes impact maps" in capsys.readouterr().err
