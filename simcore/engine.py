@@ -22,7 +22,7 @@ from .laws import registry
 from .params import NAMES
 from .rigid import rigid_engine
 from .sliding import sliding_engine
-from .sliding.integrate import INTEGRATOR_PENALTY
+from .sliding.integrate import INTEGRATOR_MOREAU, RIGID
 from .spin import spin_engine
 
 
@@ -319,7 +319,7 @@ def contacts(model, state, s):
     ``state``, with the forces of one step there (per point, as the document
     ``003_*`` lists them: contact flag, normal, friction and total force,
     penetration; see :func:`simcore.rigid.rigid_engine.report`)."""
-    if model.integrator != INTEGRATOR_PENALTY:
+    if model.integrator not in RIGID:
         raise ValueError("contacts(): the model is not time-stepped (boxes or penalty laws)")
     _refuse_unknown(model, rigid_engine)
     st = state.copy()
@@ -342,7 +342,8 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
         directions = NO_DIRECTIONS if directions is None else directions
         tan = _tangent_buffers(model, np.arange(m.nscen), directions, measured, gauss_newton, 0)
     out = rigid_engine.run(batch, final.body_pos, final.body_vel, final.body_omega,
-                           final.body_quat, final.time, parallel, keep, tan)
+                           final.body_quat, final.time, parallel, keep, tan,
+                           "moreau" if m.integrator == INTEGRATOR_MOREAU else "penalty")
     status.check(out.status, final.time, m.names)
     events = {f: np.zeros((0, 3) if f in ("normal", "dva", "dvb") else 0,
                           np.int64 if f in ("kind", "a", "b", "slip") else np.float64)
@@ -428,9 +429,9 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
             raise ValueError(f"measured has shape {measured.shape}; expected "
                              f"{(samp_t.shape[0], model.body_radius.shape[1], 3)} "
                              "(one row per sample time)")
-    _refuse_unknown(model, rigid_engine if model.integrator == INTEGRATOR_PENALTY
+    _refuse_unknown(model, rigid_engine if model.integrator in RIGID
                     else spin_engine if model.spin else sliding_engine)
-    if model.integrator == INTEGRATOR_PENALTY:
+    if model.integrator in RIGID:
         return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples,
                                directions, measured, gauss_newton)
     nscen = model.nscen

@@ -628,7 +628,12 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     model = Model(**fields, params=vec, layout=layout, gravity=float(gravity),
                   ground_z=float(ground_z), integrator=chosen.code, names=names)
     if rigid_model:
-        model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict)
+        moreau = chosen.name == "moreau"
+        if moreau and not np.all(np.isfinite(model.scen_dt)):
+            raise ValueError("integrator moreau: every scenario needs its dt (the Moreau-Jean "
+                             "step has no stiffness to choose one from)")
+        model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict,
+                            guard=not moreau)
     return model, state
 
 
@@ -705,11 +710,12 @@ def _pack(scenarios, checked, layout):
     return fields, State(pos, vel, omega, time)
 
 
-def _with_rigid(model, state, checked, rigids, cone, strict):
+def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
     """``model`` with its rigid bodies (``body_ext``, ``body_inertia``,
-    ``body_fixed``, ``body_com``), orientations into ``state``, and each scenario's step
-    bounded by its stable step (:func:`_stable_step`), with a note, or an
-    error when ``strict``."""
+    ``body_fixed``, ``body_com``), orientations into ``state``, and, with
+    ``guard`` (the penalty stepper), each scenario's step bounded by its
+    stable step (:func:`_stable_step`), with a note, or an error when
+    ``strict``."""
     nscen, nbmax = model.body_mass.shape
     ext = np.ones((nscen, nbmax, 3))
     inertia = np.ones((nscen, nbmax, 3))
@@ -724,6 +730,8 @@ def _with_rigid(model, state, checked, rigids, cone, strict):
         ext[s, :nb], inertia[s, :nb], fixed[s, :nb], com[s, :nb] = e, inert, fx, c
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = shape_table.by_shape(arrays[6], "bounding_radius", e)
+        if not guard:
+            continue
         h = _stable_step((rows, codes, vec), model, state, s,
                          (arrays[1], e + np.abs(c), inert, fx, arrays[6], arrays[5]))
         if dt[s] > h:

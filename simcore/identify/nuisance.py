@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import params as P
-from ..sliding.integrate import INTEGRATOR_PENALTY
+from ..sliding.integrate import RIGID
 
 
 class Nuisance:
@@ -199,7 +199,7 @@ class State(_Launch):
     planar = 3
 
     def size(self, model):
-        if model.integrator != INTEGRATOR_PENALTY:
+        if model.integrator not in RIGID:
             raise ValueError("nuisance 'state' (initial 3D velocities and angular "
                              "velocities) needs the time-stepper: boxes or a penalty law")
         return super().size(model)

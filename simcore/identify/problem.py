@@ -39,7 +39,7 @@ from ..engine import NO_DIRECTIONS, Directions, simulate
 from ..geometry import shapes as shape_table
 from ..geometry.rigid import window_state
 from ..kernel import buffers
-from ..sliding.integrate import INTEGRATOR_PENALTY
+from ..sliding.integrate import RIGID
 from . import losses as L
 from .nuisance import KINDS, kind_of
 
@@ -594,7 +594,7 @@ class Problem:
         m = self.model
         real = np.arange(m.body_shape.shape[1])[None, :] < m.body_count[:, None]
         oriented = shape_table.flags(m.body_shape, "oriented") & real
-        return bool(m.integrator == INTEGRATOR_PENALTY and oriented.any()
+        return bool(m.integrator in RIGID and oriented.any()
                     and (self.targets.states or {}).get("quat") is not None)
 
     def segmented(self, length, rest=True, theta=None, longest=None):
@@ -676,7 +676,7 @@ class Problem:
         owner, start_row, t_start, t_stop = [], [], [], []
         ext = m.body_ext if m.body_ext is not None else np.repeat(m.body_radius[..., None], 3, -1)
         w = SLOPE_HALF
-        stepper = m.integrator == INTEGRATOR_PENALTY
+        stepper = m.integrator in RIGID
         rough = self._roughness(w)
         smooth = (SMOOTH_FACTOR * np.nanpercentile(np.concatenate(rough), SMOOTH_QUANTILE)
                   if rough and not stepper else 0.0)

@@ -43,7 +43,7 @@ MAX_PIVOTS_PER_ROW = 50
 PIVOT_EPS = 1e-13
 
 #: Ridges tried after a ray, relative to the matrix's largest entry.
-RIDGES = (0.0, 1e-14, 1e-12, 1e-10)
+RIDGES = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6)
 #: Relative infeasibility up to which a polished solution is kept.
 FEASIBLE = 1e-9
 
@@ -153,7 +153,10 @@ def lemke(M, q, z, basic):
     on which Lemke's method always ends in a solution); the basis found
     there is then solved with ``M`` itself and kept when that solution is
     feasible to :data:`FEASIBLE` (else the ridged solution stands, off by
-    about ``eps``)."""
+    about ``eps``).  The larger ridges serve the degenerate problems of
+    redundant contacts (a box resting on a face: four coplanar points, their
+    pyramids' edges all at zero slip), where the pivots' rounding breaks the
+    lexicographic rule's ties."""
     n = q.shape[0]
     if n > LCP_MAX:
         for i in range(n):

@@ -181,9 +181,14 @@ def _contact_lcp(A, nc, nd, mu):
 
 
 @jit
-def _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
+def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     """``newton_lcp`` (``e`` of every contact; ``e = 0`` is the compression
-    of ``poisson_lcp``).  Returns ``(status, lambda, dlambda)``."""
+    of ``poisson_lcp``) on the free velocity ``v`` with restitution on the
+    normal velocity of ``vref``: ``vv = (v, vref, dvref)`` (an impact map:
+    ``vref = v``; the Moreau-Jean step: the velocity at the step's start,
+    :mod:`simcore.rigid.moreau`), ``dvref`` the tangents of ``vref``.
+    Returns ``(status, lambda, dlambda)``."""
+    v, vref, dvref = vv
     nb = nc * nd
     m = nc + nb
     nt = dv.shape[1]
@@ -191,9 +196,10 @@ def _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     Mx = _contact_lcp(A, nc, nd, mu)
     n = Mx.shape[0]
     wv = W @ v
+    wref = W[:nc] @ vref
     q = np.zeros(n)
     for c in range(nc):
-        q[c] = wv[c] + e[c] * min(wv[c], 0.0)
+        q[c] = wv[c] + e[c] * min(wref[c], 0.0)
     for a in range(nb):
         q[nc + a] = wv[nc + a]
     z = np.zeros(n)
@@ -206,11 +212,13 @@ def _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     post[:] = v + G @ (W[:m].T @ z[:m])
     # tangents: r = dM z + dq
     wdv = W @ dv
+    wdref = W[:nc] @ dvref
     r = np.zeros((n, nt))
     for c in range(nc):
-        approach = wv[c] < 0.0
+        approach = wref[c] < 0.0
         for d in range(nt):
-            r[c, d] = wdv[c, d] * (1.0 + (e[c] if approach else 0.0)) + de[c, d] * min(wv[c], 0.0)
+            r[c, d] = (wdv[c, d] + (e[c] * wdref[c, d] if approach else 0.0)
+                       + de[c, d] * min(wref[c], 0.0))
             r[nc + nb + c, d] = dmu[c, d] * z[c]
     for a in range(nb):
         for d in range(nt):
@@ -229,7 +237,8 @@ def _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     zero = np.zeros(nc)
     vc = np.zeros(6)
     dvc = np.zeros((6, nt))
-    st, lam, dlam = _newton(G, W, nc, nd, v, mu, zero, dv, dmu, np.zeros((nc, nt)), vc, dvc)
+    st, lam, dlam = _newton(G, W, nc, nd, (v, v, dv), mu, zero, dv, dmu, np.zeros((nc, nt)), vc,
+                            dvc)
     if st != STATUS_OK:
         return st
     # restitution's normal impulses e lambda_c
@@ -260,7 +269,7 @@ def _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     z = np.zeros(n)
     basic = np.zeros(n, np.bool_)
     if lemke(Mf, q, z, basic) != LCP_OK:
-        return STATUS_UNKNOWN_LAW
+        return STATUS_LCP_FAILED
     D = W[nc:]
     post[:] = vr + G @ (D.T @ z[:nb])
     dz = basis_tangent(Mf, basic, r)
@@ -433,7 +442,18 @@ def impact(law, G, arms, normals, v, mu, e, nd, tangents, out):
         return _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost)
     W = rows(arms, normals, nd)
     if law == LAW_NEWTON_LCP:
-        return _newton(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost)[0]
+        return _newton(G, W, nc, nd, (v, v, dv), mu, e, dv, dmu, de, post, dpost)[0]
     if law == LAW_POISSON_LCP:
         return _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost)
     return STATUS_UNKNOWN_LAW
+
+
+@jit
+def step_newton(G, arms, normals, v, vref, mu, e, nd, post):
+    """``newton_lcp`` on the free velocity ``v`` with the restitution of the
+    normal velocities of ``vref`` (the Moreau-Jean step's velocity at the
+    step's start), no tangents: ``post (6,)``; returns the status."""
+    nc = arms.shape[0]
+    none = np.zeros((6, 0))
+    return _newton(G, rows(arms, normals, nd), nc, nd, (v, vref, none), mu, e, none,
+                   np.zeros((nc, 0)), np.zeros((nc, 0)), post, np.zeros((6, 0)))[0]

@@ -67,7 +67,7 @@ from ..kernel import drivers
 from ..kernel.config import jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
-from ..kernel.sensitivity import accumulate
+from ..kernel.sensitivity import ND_MOREAU, accumulate
 from ..kernel.status import (
     STATUS_MESSAGES,
     STATUS_OK,
@@ -84,7 +84,7 @@ from ..laws.penalty import (
     spring_damper_of,
     stiction,
 )
-from . import rigid_tangent
+from . import moreau, rigid_tangent
 
 #: The law codes the time-stepper's kernels run, per contact kind (ground,
 #: body, wall; ``laws.registry.KINDS``), and its shape codes (a body that is
@@ -648,6 +648,22 @@ def step(b, pl, coef, w, tg, gravity, h):
     return STATUS_OK
 
 
+@jit
+def moreau_step(b, pl, coef, w, tg, gravity, h):
+    """One step of the Moreau-Jean integrator (:mod:`simcore.rigid.moreau`):
+    detect, free velocity, impulses, drift.  Returns the status."""
+    status = detect(b, pl, w.pts)
+    if status != STATUS_OK:
+        return status
+    vref, wref = b.vel.copy(), b.omega.copy()
+    moreau.free_velocity(b, gravity, h)
+    status = moreau.impulses(b, pl, coef, w.pts, vref, wref, moreau.EDGES)
+    if status != STATUS_OK:
+        return status
+    drift(b, tg, h)
+    return STATUS_OK
+
+
 @jit(borrow=True)
 def _sample(b, out, k):
     """Sample ``k``: the box centres' poses and velocities (``b.centre``
@@ -685,6 +701,47 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
             for q in range(nstep):
                 _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
                 status = step(b, pl, coef, w, tg, batch.gravity, h)
+                if status != STATUS_OK:
+                    out.steps[s] = steps
+                    return status
+                steps += 1
+            t = target
+        if last:
+            break
+        _centres(b)
+        if keep:
+            _sample(b, out, k)
+        if meas:
+            rigid_tangent.centres(b, tg, tg.centre)
+            accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
+                       tan.tr_grad[s], tan.tr_gn[s])
+        k += 1
+    out.time[s] = t
+    out.steps[s] = steps
+    return STATUS_OK
+
+
+@jit
+def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
+    """:func:`_scenario` with the Moreau-Jean step (it allocates: not a
+    borrowing kernel)."""
+    meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
+    params = batch.params[min(s, batch.params.shape[0] - 1)]
+    lag = params[TIME_OFFSET]
+    t = out.time[s]
+    hmax = batch.scen_h[s]
+    k = batch.samp_ptr[s]
+    steps = 0
+    while True:
+        last = k >= batch.samp_ptr[s + 1]
+        target = batch.scen_t_end[s] if last else batch.samp_t[k]
+        span = target - t
+        if span > 0.0:
+            nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
+            h = span / nstep
+            for q in range(nstep):
+                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+                status = moreau_step(b, pl, coef, w, tg, batch.gravity, h)
                 if status != STATUS_OK:
                     out.steps[s] = steps
                     return status
@@ -793,6 +850,19 @@ def _run_one(s, batch, out, tan):
     _shift(b, -1.0)
 
 
+@jit(address=True)
+def _run_one_moreau(s, batch, out, tan):
+    """:func:`_run_one` on the Moreau-Jean integrator: no sensitivities (its
+    scenarios are flagged for differences when directions are asked)."""
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
+    keep = out.out_pos.shape[0] > 0
+    _shift(b, 1.0)
+    out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    if tan.nondiff.shape[0] > s and tan.t_param.shape[0] + tan.t_vel.shape[0] > 0:
+        tan.nondiff[s] = ND_MOREAU
+    _shift(b, -1.0)
+
+
 @jit
 def _report(batch, s, out, tan, h):
     """One step's contact forces of scenario ``s`` at its state (the state
@@ -842,15 +912,19 @@ def no_tangents(nb, nscen=1):
                      np.zeros((nscen, 0), np.int64), np.zeros(nscen, np.int64), z)
 
 
-def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None):
+def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None,
+        integrator="penalty"):
     """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
     ``vel``, ``omega``, ``quat``, ``time`` (advanced in place); with ``tan``
     (:class:`simcore.kernel.records.TangentIO`) its sensitivities along the
-    directions it holds.  Returns the :class:`simcore.kernel.records.Outputs`."""
+    directions it holds; ``integrator``: ``penalty`` (this module's step) or
+    ``moreau`` (:mod:`simcore.rigid.moreau`).  Returns the
+    :class:`simcore.kernel.records.Outputs`."""
     nscen, nb = batch.body_mass.shape
     rows = batch.samp_t.shape[0] if keep else 0
     out = outputs(pos, vel, time, omega=omega, quat=quat, rows=rows, spin=True, turn=True)
     if tan is None:
         tan = no_tangents(nb, nscen)
-    drivers.run_each(_run_one, batch, out, tan, parallel)
+    drivers.run_each(_run_one_moreau if integrator == "moreau" else _run_one, batch, out, tan,
+                     parallel)
     return out

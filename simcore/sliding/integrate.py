@@ -41,6 +41,9 @@ from ..kernel.config import jit
 INTEGRATOR_EXACT = 0
 INTEGRATOR_SYMPLECTIC = 1
 INTEGRATOR_PENALTY = 2
+INTEGRATOR_MOREAU = 3
+#: The integrators of rigid bodies (:mod:`simcore.rigid.rigid_engine`).
+RIGID = (INTEGRATOR_PENALTY, INTEGRATOR_MOREAU)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ REGISTRY = (
     Integrator("penalty", INTEGRATOR_PENALTY, ("sphere", "box"), False,
                "time-stepping rigid bodies (semi-implicit Euler, sub-stepped to the "
                "contacts' stable step) under penalty contact laws (simcore/rigid_engine.py)",
+               family="penalty"),
+    Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), False,
+               "Moreau-Jean time-stepping of rigid bodies against the ground and walls: "
+               "velocity-level impulses from an LCP per step, Newton restitution, Coulomb "
+               "friction over a pyramid (simcore/rigid/moreau.py); by name only",
                family="penalty"),
 )
 INTEGRATORS = {i.name: i.code for i in REGISTRY}
