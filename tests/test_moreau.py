@@ -107,3 +107,42 @@ def test_two_moving_bodies_in_contact_are_refused():
         run([two])
     with pytest.raises(ValueError, match="needs its dt"):
         M.build([cube((0, 0, H), dt=None)], integrator="moreau")
+
+
+def test_a_dataset_names_the_integrator_and_fits_on_it_by_differences(tmp_path):
+    """``model: {integrator: moreau}`` in dataset.yaml runs its scenarios on
+    the Moreau-Jean stepper; a problem on it takes every derivative by
+    central differences (flagged ND_MOREAU), which match its own loss's."""
+    import yaml
+
+    from simcore.data import dataset as D
+    from simcore.data import synth
+    from simcore.identify.problem import Problem
+    from simcore.kernel.sensitivity import ND_MOREAU
+
+    out = synth.generate(tmp_path / "b", synth.GeneratorSettings(scenarios=3, seed=1,
+                                                               shape="box", duration=0.4,
+                                                               rate=148.0))
+    meta = yaml.safe_load((out / "dataset.yaml").read_text())
+    meta["model"] = dict(meta.get("model") or {}, integrator="moreau")
+    (out / "dataset.yaml").write_text(yaml.safe_dump(meta))
+    ds = D.read(out)
+    prob = Problem.from_dataset(ds)
+    assert prob.model.integrator == 3
+    lay = prob.model.layout
+    theta = lay.vector({"mu_k": 0.25, "e_bg": 0.4})
+    free = [lay.index("mu_k"), lay.index("e_bg")]
+    ev = prob.evaluate(theta, free)
+    assert np.all(ev.nondiff == ND_MOREAU)
+    g = ev.loss.grad.sum(axis=0)[:2]
+    for c, i in enumerate(free):
+        h = 1e-6 * abs(theta[i])
+        up, down = theta.copy(), theta.copy()
+        up[i] += h
+        down[i] -= h
+        fd = (prob.loss_only(up) - prob.loss_only(down)) / (2 * h)
+        assert g[c] == pytest.approx(fd, rel=1e-4, abs=1e-12)
+    meta["model"]["integrator"] = "leapfrog"
+    (out / "dataset.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(D.DatasetError, match="model.integrator = 'leapfrog'"):
+        D.read(out)

@@ -858,8 +858,10 @@ def _run_one_moreau(s, batch, out, tan):
     keep = out.out_pos.shape[0] > 0
     _shift(b, 1.0)
     out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
-    if tan.nondiff.shape[0] > s and tan.t_param.shape[0] + tan.t_vel.shape[0] > 0:
+    if tan.nondiff.shape[0] > s and tan.signal.shape[1] > 0:
         tan.nondiff[s] = ND_MOREAU
+        for p in range(tan.signal.shape[1]):
+            tan.signal[s, p] = 1  # (every direction may move it: differences take them all)
     _shift(b, -1.0)
 
 

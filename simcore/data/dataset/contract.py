@@ -15,8 +15,12 @@ from pydantic import BaseModel, ConfigDict
 from ... import params as P
 from ...laws import registry as contact_laws
 from ...laws.penalty import CONES
+from ...sliding.integrate import INTEGRATORS
 
 LENGTH = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
+
+#: The integrators a dataset may name (:mod:`simcore.sliding.integrate`).
+INTEGRATOR_NAMES = tuple(INTEGRATORS)
 
 #: The friction pyramid edge counts the impact maps take.
 EDGES = (4, 6, 8, 12, 16)
@@ -200,8 +204,9 @@ class DatasetError(ValueError):
 class ModelSection(BaseModel):
     """``dataset.yaml``'s ``model``: ``spin`` (the spinning model of balls on
     cloth, :mod:`simcore.spin.spin`), ``cone`` (the time-stepper's
-    friction cone, :data:`simcore.laws.penalty.CONES`) and ``edges`` (the
-    impact maps' friction pyramid, :data:`EDGES`).  Validated once on
+    friction cone, :data:`simcore.laws.penalty.CONES`), ``edges`` (the
+    impact maps' friction pyramid, :data:`EDGES`) and ``integrator`` (one of
+    :data:`INTEGRATOR_NAMES`, or the first that runs the dataset).  Validated once on
     read (:func:`simcore.data.dataset.tables.model_section`); strict types,
     no other key."""
 
@@ -212,6 +217,9 @@ class ModelSection(BaseModel):
     #: Edges of the friction pyramid of the impact maps (datasets of
     #: measured impacts, :mod:`simcore.laws.impact_maps`).
     edges: Literal[EDGES] = 4
+    #: The integrator (a registered name, :data:`INTEGRATOR_NAMES`), None:
+    #: the first that runs the dataset (``--integrator`` overrides it).
+    integrator: Literal[INTEGRATOR_NAMES] | None = None
 
 
 @dataclass

@@ -43,7 +43,9 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
     entries to have besides those ``params`` and ``truth`` name).  Rigid
     bodies without a ``scenarios.dt`` take the time-stepper's stable step;
     with one over it they sub-step, or with ``strict`` are refused
-    (:func:`simcore.model.build`).
+    (:func:`simcore.model.build`).  ``integrator``: a registered name, else
+    ``dataset.yaml``'s ``model: {integrator: NAME}``, else the first that
+    runs the dataset.
     """
     bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
@@ -122,7 +124,8 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
         ids.append((sid, body_ids))
     layout = ds.layout(coefficients)
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
-                         ground_z=ds.ground_z, integrator=integrator, materials=layout.materials,
+                         ground_z=ds.ground_z, materials=layout.materials,
+                         integrator=integrator if integrator is not None else ds.model.integrator,
                          coefficients=layout.per_material, laws=layout.laws, spin=ds.spin,
                          cone=ds.model.cone,
                          strict=strict)

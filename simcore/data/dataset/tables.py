@@ -24,6 +24,7 @@ from .contract import (
     _TIME_COLS,
     DATASET_KINDS,
     EDGES,
+    INTEGRATOR_NAMES,
     LENGTH,
     META_KEYS,
     META_MAX_BYTES,
@@ -329,6 +330,9 @@ def model_section(meta, meta_path, report):
             elif key == "edges":
                 report.add("wrong type", meta_path,
                            f"model.edges = {v!r}: expected one of {list(EDGES)}")
+            elif key == "integrator":
+                report.add("wrong type", meta_path,
+                           f"model.integrator = {v!r}: expected one of {list(INTEGRATOR_NAMES)}")
             else:
                 report.add("wrong type", meta_path, f"model.{key} = {v!r}: expected true or false")
         meta["model"] = {}
