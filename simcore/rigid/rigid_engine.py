@@ -679,86 +679,78 @@ def _sample(b, out, k):
 
 
 @jit(borrow=True)
+def _target(batch, s, k, t):
+    """The next stop after time ``t`` of scenario ``s`` at sample row ``k``:
+    ``(last, target, nstep, h)``, the fewest equal steps no longer than the
+    scenario's ``h`` that reach it."""
+    last = k >= batch.samp_ptr[s + 1]
+    target = batch.scen_t_end[s] if last else batch.samp_t[k]
+    span = target - t
+    if span <= 0.0:
+        return last, t, 0, 0.0
+    nstep = int(np.ceil(span / batch.scen_h[s] * (1.0 - 1e-12)))
+    return last, target, nstep, span / nstep
+
+
+@jit(borrow=True)
+def _at_sample(batch, s, b, tg, tan, out, k, keep):
+    """Sample row ``k``: the poses into ``out`` (when kept), and the position
+    residuals into ``tan``'s sums when it has measurements
+    (:func:`simcore.kernel.sensitivity.accumulate`)."""
+    _centres(b)
+    if keep:
+        _sample(b, out, k)
+    if tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0:
+        rigid_tangent.centres(b, tg, tg.centre)
+        accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
+                   tan.tr_grad[s], tan.tr_gn[s])
+
+
+@jit(borrow=True)
 def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
-    sample times (and adding each sample's position residuals to ``tan``'s
-    sums when it has measurements, :func:`simcore.kernel.sensitivity.accumulate`).
-    Returns the status."""
-    meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
-    params = batch.params[min(s, batch.params.shape[0] - 1)]
-    lag = params[TIME_OFFSET]
-    t = out.time[s]
-    hmax = batch.scen_h[s]
-    k = batch.samp_ptr[s]
-    steps = 0
+    sample times (:func:`_at_sample`).  Returns the status."""
+    lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
+    t, k, steps = out.time[s], batch.samp_ptr[s], 0
     while True:
-        last = k >= batch.samp_ptr[s + 1]
-        target = batch.scen_t_end[s] if last else batch.samp_t[k]
-        span = target - t
-        if span > 0.0:
-            nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
-            h = span / nstep
-            for q in range(nstep):
-                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
-                status = step(b, pl, coef, w, tg, batch.gravity, h)
-                if status != STATUS_OK:
-                    out.steps[s] = steps
-                    return status
-                steps += 1
-            t = target
+        last, target, nstep, h = _target(batch, s, k, t)
+        for q in range(nstep):
+            _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+            status = step(b, pl, coef, w, tg, batch.gravity, h)
+            if status != STATUS_OK:
+                out.steps[s] = steps
+                return status
+            steps += 1
+        t = target
         if last:
             break
-        _centres(b)
-        if keep:
-            _sample(b, out, k)
-        if meas:
-            rigid_tangent.centres(b, tg, tg.centre)
-            accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
-                       tan.tr_grad[s], tan.tr_gn[s])
+        _at_sample(batch, s, b, tg, tan, out, k, keep)
         k += 1
-    out.time[s] = t
-    out.steps[s] = steps
+    out.time[s], out.steps[s] = t, steps
     return STATUS_OK
 
 
 @jit
 def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
-    """:func:`_scenario` with the Moreau-Jean step (it allocates: not a
-    borrowing kernel)."""
-    meas = tan.meas.shape[0] == batch.samp_t.shape[0] and tan.meas.shape[0] > 0
-    params = batch.params[min(s, batch.params.shape[0] - 1)]
-    lag = params[TIME_OFFSET]
-    t = out.time[s]
-    hmax = batch.scen_h[s]
-    k = batch.samp_ptr[s]
-    steps = 0
+    """:func:`_scenario` with the Moreau-Jean step (it allocates: this loop
+    is not a borrowing kernel, and the penalty stepper's keeps its own)."""
+    lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
+    t, k, steps = out.time[s], batch.samp_ptr[s], 0
     while True:
-        last = k >= batch.samp_ptr[s + 1]
-        target = batch.scen_t_end[s] if last else batch.samp_t[k]
-        span = target - t
-        if span > 0.0:
-            nstep = int(np.ceil(span / hmax * (1.0 - 1e-12)))
-            h = span / nstep
-            for q in range(nstep):
-                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
-                status = moreau_step(b, pl, coef, w, tg, batch.gravity, h)
-                if status != STATUS_OK:
-                    out.steps[s] = steps
-                    return status
-                steps += 1
-            t = target
+        last, target, nstep, h = _target(batch, s, k, t)
+        for q in range(nstep):
+            _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+            status = moreau_step(b, pl, coef, w, tg, batch.gravity, h)
+            if status != STATUS_OK:
+                out.steps[s] = steps
+                return status
+            steps += 1
+        t = target
         if last:
             break
-        _centres(b)
-        if keep:
-            _sample(b, out, k)
-        if meas:
-            rigid_tangent.centres(b, tg, tg.centre)
-            accumulate(b.count, b.centre, tan.meas[k], tg.centre, tan.tr_sse[s:s + 1],
-                       tan.tr_grad[s], tan.tr_gn[s])
+        _at_sample(batch, s, b, tg, tan, out, k, keep)
         k += 1
-    out.time[s] = t
-    out.steps[s] = steps
+    out.time[s], out.steps[s] = t, steps
     return STATUS_OK
 
 
