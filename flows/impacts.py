@@ -40,10 +40,6 @@ from .pipeline import CalibrationFailed, _code_version, _parquet, _progress, run
 FIT_OVERRIDES = {"horizons": (1.0,), "secant": (), "segments": 0.0, "robust": 0.0}
 
 
-def is_impacts(path):
-    return I.is_impacts(path)
-
-
 @task(cache_policy=NO_CACHE)
 def load(path, cfg, hold_out=False):
     """Read and validate; the train (and held-out) problems; the digest."""
@@ -113,6 +109,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     layout = train.model.layout
     layout.vector(values)  # a bad name or value fails before any run exists
     free = [P.canonical(n) for n in free]
+    if cfg.nuisance != "none":  # refused before any run exists
+        raise ValueError(f"nuisance {cfg.nuisance!r}: measured impacts have no nuisance unknowns")
     logger.info(f"loaded {data.name}: {train.nscen} train and "
                 f"{held.nscen if held is not None else 0} held-out impacts; fitting "
                 f"{', '.join(free)} under {sorted(set(data.laws.values()))}")

@@ -950,3 +950,8 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert failed["model_version"] is None
     assert main(["recalibrate", IMPACTS, "--out", str(tmp_path / "r")]) == 1
     assert "fitted by contactfit calibrate" in capsys.readouterr().err
+    runs = len(_runs(c, exp))
+    cfg.write_text("nuisance: velocity\n")
+    assert main(["calibrate", IMPACTS, "--config", str(cfg), "--out", str(tmp_path / "n")]) == 1
+    assert "no nuisance unknowns" in capsys.readouterr().err
+    assert len(_runs(c, exp)) == runs  # refused before any run exists
