@@ -18,6 +18,10 @@ sliding and coming to rest), each run for ``S`` seconds:
   thread, then one per core), a free box on a plane with friction 0.3;
 * ``speedup`` and ``speedup_parallel``: ours over MuJoCo's, measured in the
   same run (this machine is shared and noisy; ratios hold better than rates);
+* ``moreau_box_steps_per_s`` (one core), ``..._parallel`` and
+  ``moreau_speedup``, ``moreau_speedup_parallel``: the Moreau-Jean stepper
+  (:mod:`simcore.rigid.moreau`) on the same tosses at the same step, over
+  MuJoCo's;
 * ``gradient_cost_ratio``: the same rollouts with the exact sensitivities of
   their final states to four coefficients (``mu_s``, ``mu_k``, ``e_bg``,
   ``k_hc``; :mod:`simcore.rigid.rigid_tangent`) over the forward run alone, one
@@ -89,15 +93,20 @@ def tosses(n, seed=0):
     return pos, vel, omega, q
 
 
-def _ours(n, duration):
+def _ours(n, duration, integrator=None, step=None):
+    """The tosses on the time-stepper (``integrator`` None: the penalty
+    stepper at its stable step; ``moreau``: the Moreau-Jean stepper at
+    ``step``): ``(step, run, grads)``, ``run(parallel, directions)`` the box-steps
+    of one rollout of them all."""
     from simcore import engine as E
     from simcore import model as M
 
     pos, vel, omega, q = tosses(n)
     scen = [M.Scenario(radius=[np.nan], mass=[MASS], pos=[pos[k]], vel=[vel[k]], omega=[omega[k]],
-                       quat=[q[k]], t_end=duration, dt=None, shape=("box",),
+                       quat=[q[k]], t_end=duration, dt=step, shape=("box",),
                        extent=[[HALF] * 3], inertia=[[INERTIA] * 3]) for k in range(n)]
-    model, state = M.build(scen, params={"mu_s": 0.3, "mu_k": 0.3, "e_bg": 0.5})
+    model, state = M.build(scen, params={"mu_s": 0.3, "mu_k": 0.3, "e_bg": 0.5},
+                           integrator=integrator)
     step = float(model.scen_dt.min())
     model = replace(model, scen_dt=np.full(n, step))  # every scenario at the one step
 
@@ -107,7 +116,9 @@ def _ours(n, duration):
         res = E.simulate(model, state, None, parallel=parallel, directions=directions)
         return int(res.steps.sum())
 
-    run(True), run(False), run(False, grads)  # compile
+    run(True), run(False)  # compile
+    if integrator is None:
+        run(False, grads)
     return step, run, grads
 
 
@@ -165,6 +176,10 @@ def main(argv=None):
            "box_steps_per_s": steps / forward,
            "box_steps_per_s_parallel": steps / best(lambda: run(True), args.repeat),
            "gradient_cost_ratio": gradient / forward}
+    _, moreau, _ = _ours(args.tosses, args.duration, "moreau", step)
+    m_steps = moreau(False)
+    out["moreau_box_steps_per_s"] = m_steps / best(lambda: moreau(False), args.repeat)
+    out["moreau_box_steps_per_s_parallel"] = m_steps / best(lambda: moreau(True), args.repeat)
     try:
         import mujoco  # noqa: F401
     except ImportError:
@@ -179,6 +194,9 @@ def main(argv=None):
         out["speedup"] = out["box_steps_per_s"] / out["mujoco_steps_per_s"]
         out["speedup_parallel"] = (out["box_steps_per_s_parallel"]
                                    / out["mujoco_steps_per_s_parallel"])
+        out["moreau_speedup"] = out["moreau_box_steps_per_s"] / out["mujoco_steps_per_s"]
+        out["moreau_speedup_parallel"] = (out["moreau_box_steps_per_s_parallel"]
+                                          / out["mujoco_steps_per_s_parallel"])
     if not args.no_recovery:
         out["recovery"] = recovery()
     emit(out, args.json, width=28)
