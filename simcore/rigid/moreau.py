@@ -28,8 +28,9 @@ penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
 approach speed) with no position correction; the friction cone is the
 pyramid (the elliptic cone would take a nonlinear problem per step).
-Contacts between two moving bodies are not handled yet: a scenario that
-makes one stops with ``STATUS_UNSUPPORTED_PAIR``.  No sensitivities: a fit
+Contacts between two bodies (a fixed one too: a table as a box) are not
+handled yet: a scenario that makes one stops with
+``STATUS_UNSUPPORTED_PAIR``.  No sensitivities: a fit
 takes the derivatives of these scenarios by central differences.
 """
 
@@ -63,7 +64,7 @@ def impulses(b, pl, coef, pts, vref, wref, edges):
     n = pts.count[0]
     for c in range(n):
         if pts.j[c] >= 0:
-            return STATUS_UNSUPPORTED_PAIR  # two bodies: not yet
+            return STATUS_UNSUPPORTED_PAIR  # two bodies (one may be fixed): not yet
     for i in range(b.count):
         if b.fixed[i]:
             continue
