@@ -32,6 +32,7 @@ import numpy as np
 from flows.impacts import FIT_OVERRIDES
 from flows.settings import calibration
 from simcore.data import impacts as I
+from simcore.data.dataset import held_out
 from simcore.identify import fit as F
 from simcore.identify.impact_problem import ImpactProblem, fazeli_error
 
@@ -46,10 +47,10 @@ BASELINES = {"Anitescu-Potra/Poisson LCP fitted (README)": (0.39, 0.47),
 
 
 def split(data, seed, fraction=0.25):
-    """``(train, test)`` rows of the unflagged events: :func:`hash_split` of
+    """``(train, test)`` rows of the unflagged events: :func:`held_out` of
     their ids (seed 0: the dataset's own ``split`` column)."""
     rows = np.flatnonzero(~data.flagged)
-    held = I.hash_split([data.ids[r] for r in rows], fraction, seed)
+    held = held_out([data.ids[r] for r in rows], fraction, seed)
     return rows[~held], rows[held]
 
 

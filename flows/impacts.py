@@ -29,6 +29,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from simcore import params as P
 from simcore.data import impacts as I
+from simcore.data.dataset import held_out
 from simcore.identify import fit as F
 from simcore.identify.impact_problem import ImpactProblem, fazeli_error
 
@@ -56,7 +57,7 @@ def load(path, cfg, hold_out=False):
         source = "dataset"
     elif hold_out:
         # a seeded fraction by the ids' stable hash: the same events in any order
-        held = I.hash_split([data.ids[r] for r in rows], cfg.test_fraction, cfg.seed)
+        held = held_out([data.ids[r] for r in rows], cfg.test_fraction, cfg.seed)
         test, rows = rows[held], rows[~held]
         source = f"seeded fraction {cfg.test_fraction}"
     if not rows.size:

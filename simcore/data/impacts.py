@@ -49,7 +49,7 @@ from ..kernel.parameter import G_E_BG, G_MU_K, W_E_BW, W_MU_W
 from ..kernel.status import STATUS_MESSAGES
 from ..laws import registry as contact_laws
 from .dataset.contract import DatasetError, Report
-from .dataset.split import stable_hash
+from .dataset.split import held_out
 from .dataset.tables import _check_meta, _units, safe_yaml, write_table
 
 VEL = ("vx", "vy", "vz", "wx", "wy", "wz")
@@ -152,14 +152,6 @@ class ImpactData:
         return impact_engine.Events(law.astype(np.int64), G, vel, cptr, self.arm[crow].copy(),
                                     self.normal[crow].copy(), mu.astype(np.int64),
                                     e.astype(np.int64), self.edges)
-
-
-def hash_split(ids, share, seed=0):
-    """Which of ``ids`` are held out: those whose stable hash with ``seed``
-    falls in the first ``share`` of its range (the same in any order and
-    for any subset of the ids)."""
-    cut = share * 2.0 ** 64
-    return np.array([stable_hash(str(i), seed) < cut for i in ids], bool)
 
 
 def is_impacts(path):
@@ -433,7 +425,7 @@ def fazeli_ellipse(src, out, gravity=9.81, test_share=0.25, seed=0):
     impact dataset at ``out``: one event ``event<event_id>`` per row, every
     row kept, its ``flag_*`` and ``any_flag`` columns kept and ``flagged =
     any_flag``; ``test_share`` of the events in the ``test`` split
-    (:func:`hash_split` of their ids with ``seed``); the source's LICENSE
+    (:func:`~simcore.data.dataset.held_out` of their ids with ``seed``); the source's LICENSE
     copied beside it when there is one.
 
     The planar frame (x right, z up) is the world's x-z plane.  The file's
@@ -495,7 +487,7 @@ def fazeli_ellipse(src, out, gravity=9.81, test_share=0.25, seed=0):
         ev.update({f"{when}_vx": cols[f"{when}_vx"], f"{when}_vy": zero,
                    f"{when}_vz": cols[f"{when}_vz"], f"{when}_wx": zero,
                    f"{when}_wy": cols[f"{when}_vth"], f"{when}_wz": zero})
-    ev["split"] = np.where(hash_split(sid, test_share, seed), "test", "train")
+    ev["split"] = np.where(held_out(sid, test_share, seed), "test", "train")
     any_flag = np.zeros(n, bool)
     for c in flags:
         v = table[c].cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)

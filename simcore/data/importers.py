@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..geometry.rigid import quat_matrix
-from .dataset import stable_hash, write_table
+from .dataset import held_out, write_table
 
 # The ContactNets cube (half width, mass, upstream's principal inertia; a
 # uniform cube would have 0.00068 kg m^2), as the generated tosses use it.
@@ -125,8 +125,7 @@ def cube_tosses(src, out, duplicates=None, test_share=TEST_SHARE, seed=0, model=
     toss = cols["toss_id"]
     ids, first, counts = np.unique(toss, return_index=True, return_counts=True)
     group = _groups(ids, duplicates)
-    split = np.array(["test" if stable_hash(f"toss{g}", seed) / 2.0 ** 64 < test_share
-                      else "train" for g in group])
+    split = np.where(held_out([f"toss{g}" for g in group], test_share, seed), "test", "train")
     names = np.array([f"toss{i}" for i in ids])
     t = cols["t"]
     t0 = t[first]
@@ -381,8 +380,7 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
         t_rel[s:a + m] = cols["t"][s:a + m] - cols["t"][s]
     owner = np.repeat(np.arange(n), counts)[keep]
     duration = np.array([t_rel[a + m - 1] for a, m in zip(first, counts)])
-    split = np.array(["test" if stable_hash(name, seed) / 2.0 ** 64 < test_share else "train"
-                      for name in names])
+    split = np.where(held_out(names, test_share, seed), "test", "train")
     inertia = SQUARE_MASS * (2 * SQUARE_HALF) ** 2 / 6.0
     out.mkdir(parents=True, exist_ok=True)
     write_table({"scenario_id": names, "duration": duration, "dt": np.full(n, dt),

@@ -169,13 +169,11 @@ def _contact_lcp(A, nc, nd, mu):
     nb = nc * nd
     n = 2 * nc + nb
     Mx = np.zeros((n, n))
-    for a in range(nc + nb):
+    _friction_block(A, nc, nd, nc, Mx)
+    for c in range(nc):  # the normal rows and columns, and the cone's mu
         for b in range(nc + nb):
-            Mx[a, b] = A[a, b]
-    for a in range(nb):
-        Mx[nc + a, nc + nb + a // nd] = 1.0
-        Mx[nc + nb + a // nd, nc + a] = -1.0
-    for c in range(nc):
+            Mx[c, b] = A[c, b]
+            Mx[b, c] = A[b, c]
         Mx[nc + nb + c, c] = mu[c]
     return Mx
 

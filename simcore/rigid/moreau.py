@@ -12,7 +12,8 @@ Each step of size ``h`` (:func:`step`):
    :func:`simcore.geometry.rigid.angular_kick` without torque);
 3. impulses: per body, the Stewart-Trinkle problem of its active contacts
    under Newton's restitution and Coulomb friction over a pyramid of
-   ``edges`` edges (:func:`simcore.laws.impact_maps.step_newton`, solved
+   ``edges`` edges (:data:`simcore.laws.impact_maps.EDGES`;
+   :func:`simcore.laws.impact_maps.step_newton`, solved
    exactly by Lemke's pivots): ``0 <= lambda _|_ N v+ + e min(N v, 0) >= 0``
    with ``v`` the velocity at the step's start, so a contact that closes
    leaves at ``e`` times its approach speed and a resting one (``N v = 0``)
@@ -41,9 +42,6 @@ from ..kernel.config import jit
 from ..kernel.status import STATUS_OK, STATUS_UNSUPPORTED_PAIR
 from ..laws.impact_maps import step_newton
 from ..laws.penalty import C_E, C_MU_K
-
-#: Edges of the friction pyramid.
-EDGES = 4
 
 
 @jit

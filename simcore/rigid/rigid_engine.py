@@ -74,6 +74,7 @@ from ..kernel.status import (
     STATUS_OVERFLOW,
     STATUS_UNSUPPORTED_PAIR,
 )
+from ..laws.impact_maps import EDGES
 from ..laws.penalty import (
     C_KV,
     C_MU_ROLL,
@@ -657,7 +658,7 @@ def moreau_step(b, pl, coef, w, tg, gravity, h):
         return status
     vref, wref = b.vel.copy(), b.omega.copy()
     moreau.free_velocity(b, gravity, h)
-    status = moreau.impulses(b, pl, coef, w.pts, vref, wref, moreau.EDGES)
+    status = moreau.impulses(b, pl, coef, w.pts, vref, wref, EDGES)
     if status != STATUS_OK:
         return status
     drift(b, tg, h)

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
 from ... import params as P
+from ...laws import impact_maps
 from ...laws import registry as contact_laws
 from ...laws.penalty import CONES
 from ...sliding.integrate import INTEGRATORS
@@ -216,7 +217,7 @@ class ModelSection(BaseModel):
     cone: Literal[CONES] = "elliptic"
     #: Edges of the friction pyramid of the impact maps (datasets of
     #: measured impacts, :mod:`simcore.laws.impact_maps`).
-    edges: Literal[EDGES] = 4
+    edges: Literal[EDGES] = impact_maps.EDGES
     #: The integrator (a registered name, :data:`INTEGRATOR_NAMES`), None:
     #: the first that runs the dataset (``--integrator`` overrides it).
     integrator: Literal[INTEGRATOR_NAMES] | None = None

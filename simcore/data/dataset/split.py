@@ -50,5 +50,11 @@ def split(ds, test_fraction=0.2, seed=0):
         return {sid: given.get(sid, "train") for sid in ids}
     if not 0.0 <= test_fraction <= 1.0:
         raise ValueError(f"split: test_fraction = {test_fraction}: expected 0 <= f <= 1")
-    return {sid: "test" if stable_hash(sid, seed) / 2.0**64 < test_fraction else "train"
-            for sid in ids}
+    return dict(zip(ids, np.where(held_out(ids, test_fraction, seed), "test", "train").tolist()))
+
+
+def held_out(ids, share, seed=0):
+    """Which of ``ids`` are held out: those whose :func:`stable_hash` with
+    ``seed`` falls in the first ``share`` of its range (the same in any
+    order, run and subset of the ids).  ``(len(ids),)`` bool."""
+    return np.array([stable_hash(str(i), seed) / 2.0**64 < share for i in ids], bool)
