@@ -357,3 +357,15 @@ def test_generate_impacts_from_the_command_line(tmp_path, capsys):
     assert main(["generate", str(tmp_path / "h"), "--shape", "impacts",
                  "--law", "body_ground=impulse"]) == 1
     assert "takes impact maps" in capsys.readouterr().err
+
+
+def test_more_contact_points_than_the_pyramid_allows_are_refused(tmp_path):
+    """With 16 edges an event's LCP holds at most 96 / 18 = 5 points."""
+    def six(df):
+        return pd.concat([df] + [df.iloc[[0]]] * 5, ignore_index=True)
+
+    path = _copy(tmp_path, contacts=six, meta={"model": {"edges": 16}})
+    with pytest.raises(D.DatasetError, match=r"row 0 \[scenario event0\]: more than 5 contact"):
+        I.read(path)
+    (tmp_path / "four").mkdir()
+    assert np.diff(I.read(_copy(tmp_path / "four", contacts=six)).cptr)[0] == 6  # 4 edges: 16

@@ -70,8 +70,10 @@ TABLES = {
 }
 SURFACES = ("ground", "wall")
 SPLITS = ("train", "test")
-#: Contact points per event at most (the LCP's size: ``nc (2 + edges)``).
-MAX_CONTACTS = LCP_MAX // 6
+def max_contacts(edges):
+    """Contact points an event may have with a pyramid of ``edges`` edges
+    (its LCP has ``nc (2 + edges)`` unknowns, at most ``LCP_MAX``)."""
+    return LCP_MAX // (2 + edges)
 #: How far from 1 a quaternion's norm may be.
 QUAT_TOL = 1e-6
 
@@ -320,10 +322,12 @@ def validate(path):
     if lone.size:
         report.add_rows("body without trajectory", ev_path, "impacts", "scenario_id", lone,
                         "an event without a contact point in the contacts table", ids)
-    many = np.flatnonzero(counts > MAX_CONTACTS)
+    limit = max_contacts(section.edges)
+    many = np.flatnonzero(counts > limit)
     if many.size:
         report.add_rows("implausible value", ev_path, "impacts", "scenario_id", many,
-                        f"more than {MAX_CONTACTS} contact points", ids)
+                        f"more than {limit} contact points (a pyramid of {section.edges} "
+                        "edges)", ids)
     normal = np.stack([ct["nx"], ct["ny"], ct["nz"]], axis=1)
     nn = np.linalg.norm(normal, axis=1)
     zero = np.flatnonzero(~(nn > 1e-9))
