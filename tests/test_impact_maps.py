@@ -86,6 +86,38 @@ def test_lemke_solves_what_enumeration_solves():
         np.testing.assert_allclose(z, O.lcp_enumerate(M, q), atol=1e-12)
 
 
+def test_a_warm_start_gives_the_cold_solution_and_falls_back_when_its_basis_fails():
+    """lemke_warm from the basis of a nearby problem (the next step's): the
+    enumerated solution, by the basis when it still holds (no pivots: the
+    basis array is left as it was) or by the pivots when it does not; no
+    start (ridge -1) and a ridged start run the pivots."""
+    rng = np.random.default_rng(5)
+    held = fell = 0
+    for _ in range(200):
+        n = int(rng.integers(2, 7))
+        A = rng.normal(size=(n, n))
+        S = rng.normal(size=(n, n))
+        M = A @ A.T + (S - S.T) + 0.05 * np.eye(n)
+        q = rng.normal(size=n)
+        z, b, ridge = np.zeros(n), np.zeros(n, bool), np.array([-1])
+        assert lcp.lemke_warm(M, q, z, b, ridge) == lcp.LCP_OK and ridge[0] == 0
+        q2 = q + rng.normal(scale=rng.choice([1e-6, 1.0]), size=n)
+        basis = b.copy()
+        assert lcp.lemke_warm(M, q2, z, b, ridge) == lcp.LCP_OK
+        np.testing.assert_allclose(z, O.lcp_enumerate(M, q2), atol=1e-10)
+        if np.array_equal(b, basis):
+            held += 1
+        else:
+            fell += 1
+    assert held > 50 and fell > 20  # both paths taken
+    # a start that solved a ridged problem is not tried: the pivots run
+    M, q = np.array([[1.0, 1.0], [1.0, 1.0]]), np.array([-1.0, -1.0])
+    z, b, ridge = np.zeros(2), np.array([True, True]), np.array([3])
+    assert lcp.lemke_warm(M, q, z, b, ridge) == lcp.LCP_OK
+    w = M @ z + q
+    assert z.min() >= 0 and abs(w).max() < 1e-9 and ridge[0] >= 0
+
+
 def test_lemke_on_contact_problems_and_degenerate_ones():
     rng = np.random.default_rng(1)
     for _ in range(60):

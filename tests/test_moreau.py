@@ -1,6 +1,9 @@
 """The Moreau-Jean time-stepper (simcore/rigid/moreau.py) against closed forms:
 restitution at the velocity level, a sliding stop, the stick-slip threshold
-on an incline, energy, and the refusals."""
+on an incline, energy, and the refusals; its quiet steps taken at once and
+its sleeping bodies against the same scenes stepped one step at a time."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,7 +11,7 @@ import pytest
 from simcore import engine as E
 from simcore import model as M
 
-from .test_rigid import MASS, G, H, cube, quat_about
+from .test_rigid import MASS, G, H, bodies, cube, quat_about
 
 
 def run(scenarios, params=None, samples=None, **kw):
@@ -109,16 +112,16 @@ def test_two_moving_bodies_in_contact_are_refused():
         M.build([cube((0, 0, H), dt=None)], integrator="moreau")
 
 
-def test_a_dataset_names_the_integrator_and_fits_on_it_by_differences(tmp_path):
+def test_a_dataset_names_the_integrator_and_its_loss_gradient_is_exact(tmp_path):
     """``model: {integrator: moreau}`` in dataset.yaml runs its scenarios on
-    the Moreau-Jean stepper; a problem on it takes every derivative by
-    central differences (flagged ND_MOREAU), which match its own loss's."""
+    the Moreau-Jean stepper; a problem on it takes its loss gradient from
+    the stepper's tangents (no scenario flagged), equal to central
+    differences of its own loss."""
     import yaml
 
     from simcore.data import dataset as D
     from simcore.data import synth
     from simcore.identify.problem import Problem
-    from simcore.kernel.sensitivity import ND_MOREAU
 
     out = synth.generate(tmp_path / "b", synth.GeneratorSettings(scenarios=3, seed=1,
                                                                shape="box", duration=0.4,
@@ -133,7 +136,7 @@ def test_a_dataset_names_the_integrator_and_fits_on_it_by_differences(tmp_path):
     theta = lay.vector({"mu_k": 0.25, "e_bg": 0.4})
     free = [lay.index("mu_k"), lay.index("e_bg")]
     ev = prob.evaluate(theta, free)
-    assert np.all(ev.nondiff == ND_MOREAU)
+    assert np.all(ev.nondiff == 0)
     g = ev.loss.grad.sum(axis=0)[:2]
     for c, i in enumerate(free):
         h = 1e-6 * abs(theta[i])
@@ -146,3 +149,143 @@ def test_a_dataset_names_the_integrator_and_fits_on_it_by_differences(tmp_path):
     (out / "dataset.yaml").write_text(yaml.safe_dump(meta))
     with pytest.raises(D.DatasetError, match="model.integrator = 'leapfrog'"):
         D.read(out)
+
+
+@pytest.mark.parametrize("kind", ["cube", "flat box, centre of mass off centre, a wall"])
+def test_sensitivities_match_central_differences(kind):
+    """Exact tangents through the steps (each step's LCP differentiated on
+    its basis, the rows and the inverse inertia moving with the body):
+    tumbling tosses that land on corners and edges, bounce and slide,
+    against central differences of the forward runs, along the friction
+    and restitution coefficients, an initial velocity and an initial spin.
+    (A box sliding flat on a face has four coplanar contacts whose problem
+    has many solutions; differences jump between them there.)"""
+    from .test_rigid import _tosses
+    from .test_rigid_tangent import _check
+
+    scenes = _tosses(3, 7, t_end=0.4)[:2]
+    names = ["mu_k", "e_bg"]
+    params = {"mu_s": 0.4, "mu_k": 0.3, "e_bg": 0.5}
+    if kind != "cube":
+        wall = np.array([[1.0, 0.0, 0.0, -0.3]])  # x >= -0.3: the first toss hits it
+        scenes = [replace(s, extent=[[1.4 * H, H, 0.5 * H]], com=[(0.004, -0.002, 0.003)],
+                          inertia=None, walls=wall) for s in scenes]
+        names += ["mu_w", "e_bw"]
+        params.update(mu_w=0.25, e_bw=0.3)
+    model, state = M.build(scenes, params=params, integrator="moreau")
+    times = [np.linspace(0.05, 0.4, 20)] * len(scenes)
+    sens = _check(model, state, times, names, [("body_vel", 0, 0), ("body_omega", 0, 1)],
+                  tol=1e-6)
+    assert np.all(sens.nondiff == 0)
+    assert np.all(sens.signal[:, :len(names)].sum(axis=0) > 0)
+
+
+def _stepped(scenario):
+    """The scenario with a control of no force over its whole run: a control
+    acting keeps every body awake and every step a step of its own (the
+    stepper takes quiet steps at once only while no control acts)."""
+    none = np.array([[0, -1.0, scenario.t_end + 1.0, 0.0, 0.0, 0.0]])
+    return replace(scenario, controls=none)
+
+
+def _tosses():
+    rng = np.random.default_rng(5)
+    scenes = []
+    for k in range(4):
+        q = rng.normal(size=4)
+        ext = [H, H, H] if k % 2 == 0 else [1.5 * H, H, 0.4 * H]  # a flat box: anisotropic
+        scenes.append(bodies([dict(shape="box", ext=ext, pos=(0, 0, 0.25 + 0.1 * k),
+                                   vel=(1.0, 0.3 * k, 0.5), omega=rng.normal(size=3) * 4,
+                                   quat=q / np.linalg.norm(q))], t_end=2.0, dt=5e-4))
+    return scenes
+
+
+def _balls():
+    """Spinning balls bouncing between the ground and two walls (one contact
+    at a time: each step's problem has one solution)."""
+    rng = np.random.default_rng(4)
+    walls = np.array([[1.0, 0.0, 0.0, -0.3], [-1.0, 0.0, 0.0, -0.3]])
+    return [bodies([dict(shape="sphere", ext=[0.04] * 3, pos=(0, 0, 0.2 + 0.1 * k),
+                         vel=(2.0 - k, 0.2, 0.0), omega=rng.normal(size=3) * 5)],
+                   t_end=1.2, dt=5e-4) for k in range(3)], walls
+
+
+def _compare(scenes, params, until=None, **kw):
+    """The scenes (of one duration) run as they are and stepped one step at a
+    time, sampled at 250 Hz: ``(fast, slow, mask)``, ``mask`` the samples before ``until``
+    (per scene; None: all)."""
+    t_end = scenes[0].t_end
+    times = [np.arange(1, round(t_end / 4e-3)) * 4e-3] * len(scenes)
+    _, fast = run(scenes, params, times, **kw)
+    _, slow = run([_stepped(s) for s in scenes], params, times, **kw)
+    assert np.array_equal(fast.steps, slow.steps)
+    assert np.all(fast.steps == round(t_end / scenes[0].dt))
+    t = np.concatenate(times)
+    scene = np.repeat(np.arange(len(scenes)), times[0].size)
+    mask = np.ones(t.size, bool) if until is None else t < np.asarray(until)[scene]
+    return fast, slow, mask
+
+
+def test_quiet_steps_and_sleep_change_nothing_but_the_cost():
+    """Taken at once, the quiet steps (flights) and the steps a sleeping body
+    skips change nothing but the cost: balls bouncing and rolling between
+    walls, and tumbling tosses of a cube and a flat box (whose flight the
+    gyroscopic term turns), match the same scenes stepped one step at a time
+    and count as many steps.  The boxes are compared until they land flat
+    on a face: there four coplanar contacts make the pyramid's problem
+    degenerate, its solutions many (each its own friction), and rounding
+    picks among them; both runs end at rest, the fast one asleep."""
+    scenes, walls = _balls()
+    scenes = [replace(s, walls=walls) for s in scenes]
+    fast, slow, _ = _compare(scenes, {"mu_k": 0.3, "mu_w": 0.3, "e_bg": 0.6, "e_bw": 0.5},
+                             laws={"body_ground": "hunt_crossley", "body_wall": "hunt_crossley"})
+    assert np.abs(fast.samp_pos - slow.samp_pos).max() < 1e-9
+    assert np.abs(fast.samp_omega - slow.samp_omega).max() < 1e-6
+    scenes = _tosses()
+    probe, _, _ = _compare(scenes, {"mu_k": 0.3, "e_bg": 0.4})
+    flat = []
+    for s in range(len(scenes)):
+        r = slice(probe.samp_ptr[s], probe.samp_ptr[s + 1])
+        still = (np.abs(probe.samp_omega[r, 0, :2]).max(1) < 1e-9) & (
+            np.abs(probe.samp_vel[r, 0, 2]) < 1e-9)
+        flat.append(probe.samp_t[r][np.argmax(still)] if still.any() else np.inf)
+    assert np.isfinite(flat).all() and min(flat) > 0.3  # each lands flat, after tumbling
+    fast, slow, before = _compare(scenes, {"mu_k": 0.3, "e_bg": 0.4}, until=flat)
+    assert np.abs(fast.samp_pos - slow.samp_pos)[before].max() < 1e-9
+    assert np.abs(fast.samp_quat - slow.samp_quat)[before].max() < 1e-7  # (bounces amplify)
+    assert np.abs(slow.final.body_vel).max() < 1e-6
+    assert np.all(fast.final.body_vel == 0.0) and np.all(fast.final.body_omega == 0.0)
+
+
+def test_the_flight_is_the_steps_ballistic_parabola():
+    """Taken at once, a flight is the steps' own parabola: after n steps
+    ``x = x0 + n h v0 - g h^2 n (n + 1) / 2``, ``v = v0 - n h g``; a cube's
+    spin is kept (isotropic inertia), its orientation turned by ``n h w``."""
+    dt, n = 1e-3, 150
+    w = np.array([3.0, -2.0, 5.0])
+    sc = cube((0, 0, 2.0), vel=(0.5, -0.2, 1.0), omega=w, t_end=n * dt, dt=dt)
+    _, sim = run([sc], {"e_bg": 0.5}, [np.array([n * dt])])
+    x = np.array([0, 0, 2.0]) + n * dt * np.array([0.5, -0.2, 1.0])
+    x[2] -= G * dt * dt * n * (n + 1) / 2
+    assert sim.samp_pos[0, 0] == pytest.approx(x, abs=1e-12)
+    assert sim.samp_vel[0, 0] == pytest.approx([0.5, -0.2, 1.0 - n * dt * G], abs=1e-12)
+    assert sim.samp_omega[0, 0] == pytest.approx(w, abs=1e-12)
+    angle = n * dt * np.linalg.norm(w)
+    q = np.r_[np.cos(angle / 2), np.sin(angle / 2) * w / np.linalg.norm(w)]
+    assert sim.samp_quat[0, 0] == pytest.approx(q, abs=1e-12)
+
+
+def test_a_control_wakes_a_sleeping_box_and_coulomb_holds_after():
+    """A cube at rest falls asleep; a horizontal push from 0.5 s of 1.5 mu m g
+    wakes it and it slides at ``(F - mu m g) / m``; a push under ``mu m g``
+    leaves it still."""
+    mu = 0.4
+    for ratio, accel in ((1.5, 0.5 * mu * G), (0.8, 0.0)):
+        f = ratio * mu * MASS * G
+        sc = cube((0, 0, H), t_end=1.0, dt=1e-3,
+                  controls=np.array([[0, 0.5, 2.0, f, 0.0, 0.0]]))
+        _, sim = run([sc], {"mu_s": mu, "mu_k": mu, "e_bg": 0.0}, [np.array([0.45, 0.7, 0.9])])
+        assert np.all(sim.samp_vel[0, 0] == 0.0)  # asleep before the push
+        v = sim.samp_vel[1:, 0, 0]
+        assert (v[1] - v[0]) / 0.2 == pytest.approx(accel, abs=1e-9)
+        assert v[0] == pytest.approx(accel * 0.2, abs=1e-3 * max(accel, 1.0))

@@ -54,6 +54,14 @@ Tolerances (SI units):
     step is bounded by ``dt``.
 ``ROOT_MAXITER``
     Iteration cap of the safeguarded Newton root finder.
+``V_SLEEP``, ``T_SLEEP``
+    The Moreau-Jean stepper puts a body in contact to sleep (holds it, takes
+    no step for it) once every point of it has moved slower than ``V_SLEEP``
+    [m/s] (its centre's speed plus its angular speed times its reach) for
+    ``T_SLEEP`` [s]: at rest its steps return velocities of rounding size,
+    and a body rocking or sliding to a stop passes the threshold for one
+    step at most.  A body balanced within about 1e-3 rad of an edge's tipping
+    point could be held there; a sphere rolling slower than ``V_SLEEP`` stops.
 """
 
 import ast
@@ -255,6 +263,8 @@ V_STOP = 1e-12
 PIVOT_TOL = 1e-12
 DIR_TOL = 1e-12
 ROOT_MAXITER = 200
+V_SLEEP = 1e-4
+T_SLEEP = 0.02
 
 #: Iterations of one scenario's event loop after which it is abandoned with
 #: ``STATUS_MAX_ITER`` (a guard against a bug, never reached by valid input).

@@ -46,6 +46,8 @@ PIVOT_EPS = 1e-13
 RIDGES = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6)
 #: Relative infeasibility up to which a polished solution is kept.
 FEASIBLE = 1e-9
+#: Relative residual up to which a warm start's basis solves its problem.
+EXACT = 1e-10
 
 LCP_OK = 0
 LCP_RAY = 1
@@ -157,30 +159,104 @@ def lemke(M, q, z, basic):
     redundant contacts (a box resting on a face: four coplanar points, their
     pyramids' edges all at zero slip), where the pivots' rounding breaks the
     lexicographic rule's ties."""
+    return _ridged(M, q, z, basic)[0]
+
+
+@jit
+def lemke_warm(M, q, z, basic, ridge):
+    """:func:`lemke` started from a previous solve of a problem like it (the
+    Moreau-Jean stepper's next step on the same contacts): its basis in
+    ``basic``, the index in :data:`RIDGES` of the ridge it ended on in
+    ``ridge[0]`` (-1: no previous solve).  A basis that solved its problem
+    without a ridge is solved first and kept when it solves this one
+    exactly (:func:`_exact`); else the pivots run.  A ridged basis is not
+    tried: it solves a neighbour of a degenerate problem, and among that
+    problem's many solutions it can pick one whose internal impulses tilt a
+    box sliding on a face (seen as a hop of the box).  ``ridge[0]``
+    receives this solve's ridge (-1: it failed)."""
+    if ridge[0] == 0 and _on_basis(M, q, z, basic):
+        return LCP_OK
+    st, k = _ridged(M, q, z, basic)
+    ridge[0] = k if st == LCP_OK else -1
+    return st
+
+
+@jit
+def _on_basis(M, q, z, basic):
+    """Whether the basis ``basic`` solves ``(M, q)`` exactly (its ``z``
+    into ``z``)."""
+    n = q.shape[0]
+    if n > LCP_MAX:
+        return False
+    nb = 0
+    for i in range(n):
+        z[i] = 0.0
+        if basic[i]:
+            nb += 1
+    if nb > 0:
+        _resolve(M, q, z, basic, nb)
+    return _exact(M, q, z, basic)
+
+
+@jit
+def _exact(M, q, z, basic):
+    """Whether ``z``, solved on the basis ``basic``, solves ``(M, q)`` to
+    rounding: every basic ``w`` zero and every other ``w`` non-negative to
+    :data:`EXACT` of ``q``'s largest entry (a basis that does not hold has
+    a basic ``z`` the solve clamped at zero, whose ``w`` is then not zero).
+    Stricter than :func:`_feasible`, which judges the pivots' answers: a
+    guessed basis must be the problem's own."""
+    n = q.shape[0]
+    scale = 0.0
+    for i in range(n):
+        scale = max(scale, abs(q[i]))
+    tol = EXACT * scale
+    w = _residual(M, q, z)
+    for i in range(n):
+        if not np.isfinite(z[i]):
+            return False
+        if basic[i] and abs(w[i]) > tol:
+            return False
+        if not basic[i] and w[i] < -tol:
+            return False
+    return True
+
+
+@jit
+def _ridge(M, eps):
+    """``M + eps max|M| I``."""
+    n = M.shape[0]
+    big = 0.0
+    for i in range(n):
+        for j in range(n):
+            big = max(big, abs(M[i, j]))
+    Mr = M.copy()
+    for i in range(n):
+        Mr[i, i] += eps * big
+    return Mr
+
+
+@jit
+def _ridged(M, q, z, basic):
+    """:func:`lemke`'s pivots, on ``M`` then on each ridge after a ray:
+    ``(status, index of the ridge it ended on)``."""
     n = q.shape[0]
     if n > LCP_MAX:
         for i in range(n):
             z[i] = 0.0
             basic[i] = False
-        return LCP_TOO_LARGE
-    big = 0.0
-    for i in range(n):
-        for j in range(n):
-            big = max(big, abs(M[i, j]))
+        return LCP_TOO_LARGE, -1
     st = LCP_RAY
-    for ridge in RIDGES:
-        if ridge == 0.0:
+    for k in range(len(RIDGES)):
+        if RIDGES[k] == 0.0:
             st = _lemke(M, q, z, basic)
         else:
-            Mr = M.copy()
-            for i in range(n):
-                Mr[i, i] += ridge * big
-            st = _lemke(Mr, q, z, basic)
+            st = _lemke(_ridge(M, RIDGES[k]), q, z, basic)
             if st == LCP_OK:
                 _polish(M, q, z, basic)
         if st == LCP_OK:
-            return st
-    return st
+            return st, k
+    return st, -1
 
 
 @jit
@@ -193,7 +269,7 @@ def _polish(M, q, z, basic):
         if basic[i]:
             nb += 1
     _resolve(M, q, z, basic, nb)
-    w = M @ z + q
+    w = _residual(M, q, z)
     scale = 1.0
     for i in range(n):
         scale = max(scale, abs(q[i]))
@@ -262,12 +338,24 @@ def _feasible(M, q, z):
     scale = 1.0
     for i in range(n):
         scale = max(scale, abs(q[i]))
-    w = M @ z + q
+    w = _residual(M, q, z)
     for i in range(n):
         if not (np.isfinite(z[i]) and z[i] >= 0.0 and w[i] >= -FEASIBLE * scale
                 and abs(z[i] * w[i]) <= FEASIBLE * scale * max(1.0, abs(z[i]))):
             return False
     return True
+
+
+@jit
+def _residual(M, q, z):
+    """``w = M z + q`` (loops: a BLAS call costs more on these sizes)."""
+    n = q.shape[0]
+    w = q.copy()
+    for j in range(n):
+        if z[j] != 0.0:
+            for i in range(n):
+                w[i] += M[i, j] * z[j]
+    return w
 
 
 @jit

@@ -82,7 +82,7 @@ branches decided on the real parts, as in :mod:`simcore.spin.spin_tangent`).
 import numpy as np
 
 from ..kernel.config import jit
-from ..kernel.lcp import LCP_OK, basis_tangent, lemke
+from ..kernel.lcp import LCP_MAX, LCP_OK, basis_tangent, lemke, lemke_warm
 from ..kernel.status import (
     STATUS_IMPACT_JAM,
     STATUS_LCP_FAILED,
@@ -152,6 +152,54 @@ def rows(arms, normals, nd):
 
 
 @jit
+def _wgw(W, G):
+    """``W G W^T`` (loops: these matrices are a few rows of 6, where a BLAS
+    call costs more than its arithmetic)."""
+    n = W.shape[0]
+    WG = np.zeros((n, 6))
+    for i in range(n):
+        for k in range(6):
+            if W[i, k] != 0.0:
+                for j in range(6):
+                    WG[i, j] += W[i, k] * G[k, j]
+    A = np.empty((n, n))
+    for i in range(n):
+        for j in range(i, n):
+            a = 0.0
+            for k in range(6):
+                a += WG[i, k] * W[j, k]
+            A[i, j] = a
+            A[j, i] = a
+    return A
+
+
+@jit
+def _times(W, v):
+    """``W v`` (loops, as :func:`_wgw`)."""
+    out = np.zeros(W.shape[0])
+    for i in range(W.shape[0]):
+        for k in range(W.shape[1]):
+            out[i] += W[i, k] * v[k]
+    return out
+
+
+@jit
+def _respond(G, W, z, v, post):
+    """``post = v + G W^T z``: the velocity after the impulses ``z`` along
+    the rows of ``W``."""
+    p = np.zeros(6)
+    for i in range(W.shape[0]):
+        if z[i] != 0.0:
+            for k in range(6):
+                p[k] += W[i, k] * z[i]
+    for k in range(6):
+        a = v[k]
+        for j in range(6):
+            a += G[k, j] * p[j]
+        post[k] = a
+
+
+@jit
 def _friction_block(A, nc, nd, off, out):
     """Write the friction rows of the LCP matrix: ``D G D^T`` at ``out[off:,
     off:]``, the edge sums ``E`` and ``-E^T``; ``A = W G W^T``."""
@@ -182,32 +230,42 @@ def _contact_lcp(A, nc, nd, mu):
 def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     """``newton_lcp`` (``e`` of every contact; ``e = 0`` is the compression
     of ``poisson_lcp``) on the free velocity ``v`` with restitution on the
-    normal velocity of ``vref``: ``vv = (v, vref, dvref)`` (an impact map:
-    ``vref = v``; the Moreau-Jean step: the velocity at the step's start,
-    :mod:`simcore.rigid.moreau`), ``dvref`` the tangents of ``vref``.
+    normal velocity of ``vref``: ``vv = (v, vref, dvref, warm, geo)`` (an
+    impact map: ``vref = v``; the Moreau-Jean step: the velocity at the
+    step's start, :mod:`simcore.rigid.moreau`), ``dvref`` the tangents of
+    ``vref``, ``warm = (basic (LCP_MAX,), ridge (1,))`` the LCP's start
+    (:func:`simcore.kernel.lcp.lemke_warm`; :func:`cold`: none), ``geo =
+    (dW (rows, 6, nt), dG (6, 6, nt))`` the tangents of the rows and of the
+    inverse mass matrix when the contacts and the body's orientation move
+    along the directions (:func:`fixed_geometry`: they do not).  With them
+    ``dM z = dW G p + W dG p + W G dW^T z`` (``p = W^T z``), ``dq = dW v``
+    (and the restitution's ``e dN vref`` on approach), and the velocity's
+    ``dpost`` gains ``dG p + G dW^T z``.
     Returns ``(status, lambda, dlambda)``."""
-    v, vref, dvref = vv
+    v, vref, dvref, warm, geo = vv
     nb = nc * nd
     m = nc + nb
     nt = dv.shape[1]
-    A = W @ G @ W.T
+    A = _wgw(W, G)
     Mx = _contact_lcp(A, nc, nd, mu)
     n = Mx.shape[0]
-    wv = W @ v
-    wref = W[:nc] @ vref
+    wv = _times(W, v)
+    wref = _times(W[:nc], vref)
     q = np.zeros(n)
     for c in range(nc):
         q[c] = wv[c] + e[c] * min(wref[c], 0.0)
     for a in range(nb):
         q[nc + a] = wv[nc + a]
     z = np.zeros(n)
-    basic = np.zeros(n, np.bool_)
-    st = lemke(Mx, q, z, basic)
+    basic = warm[0][:n]
+    st = lemke_warm(Mx, q, z, basic, warm[1])
     lam = z[:nc].copy()  # (the normal impulses)
     dlam = np.zeros((nc, nt))
     if st != LCP_OK:
         return STATUS_LCP_FAILED, lam, dlam
-    post[:] = v + G @ (W[:m].T @ z[:m])
+    _respond(G, W[:m], z[:m], v, post)
+    if nt == 0:
+        return STATUS_OK, lam, dlam
     # tangents: r = dM z + dq
     wdv = W @ dv
     wdref = W[:nc] @ dvref
@@ -221,10 +279,76 @@ def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     for a in range(nb):
         for d in range(nt):
             r[nc + a, d] = wdv[nc + a, d]
+    dW, dG = geo
+    if dW.shape[0]:
+        _geometry_tangent(G, W[:m], dW[:m], dG, z[:m], (v, vref, wref, e, nc), r)
     dz = basis_tangent(Mx, basic, r)
     dpost[:, :] = dv + G @ (W[:m].T @ dz[:m])
+    if dW.shape[0]:
+        p = _times(W[:m].T, z[:m])
+        for d in range(nt):
+            dpost[:, d] += _moved(G, dW[:m], dG, z[:m], p, d)
     dlam[:, :] = dz[:nc]
     return STATUS_OK, lam, dlam
+
+
+@jit
+def _geometry_tangent(G, W, dW, dG, z, at, r):
+    """Add to ``r (n, nt)`` the terms of ``dM z + dq`` from the moving rows
+    and inverse mass matrix (:func:`_newton`); ``at = (v, vref, wref, e,
+    nc)``."""
+    v, vref, wref, e, nc = at
+    m = W.shape[0]
+    p = _times(W.T, z)
+    gp = _times(G, p)
+    for d in range(dW.shape[2]):
+        inner = _moved(G, dW, dG, z, p, d)
+        for a in range(m):
+            s = 0.0
+            for k in range(6):
+                s += dW[a, k, d] * (gp[k] + v[k]) + W[a, k] * inner[k]
+            if a < nc and wref[a] < 0.0:
+                for k in range(6):
+                    s += e[a] * dW[a, k, d] * vref[k]
+            r[a, d] += s
+
+
+@jit
+def _moved(G, dW, dG, z, p, d):
+    """``dG p + G dW^T z`` along direction ``d`` (``p = W^T z``): the
+    velocity change of impulses ``z`` when the rows and the masses move."""
+    out = np.zeros(6)
+    for k in range(6):
+        s = 0.0
+        for j in range(6):
+            s += dG[k, j, d] * p[j]
+            t = 0.0
+            for a in range(dW.shape[0]):
+                t += dW[a, j, d] * z[a]
+            s += G[k, j] * t
+        out[k] = s
+    return out
+
+
+@jit
+def fixed_geometry(nt):
+    """``geo`` of :func:`_newton` for rows and masses that do not move."""
+    return np.zeros((0, 6, nt)), np.zeros((6, 6, nt))
+
+
+@jit
+def drows(darms, normals, nd):
+    """``dW (nc (1 + nd), 6, nt)``: the tangents of :func:`rows` when the
+    arms move by ``darms (nc, 3, nt)`` and the normals stay: ``(0, dr x
+    d)`` for each row's direction ``d``."""
+    nc, _, nt = darms.shape
+    dW = np.zeros((nc * (1 + nd), 6, nt))
+    for d in range(nt):
+        W = rows(np.ascontiguousarray(darms[:, :, d]), normals, nd)
+        for a in range(W.shape[0]):
+            for k in range(3, 6):
+                dW[a, k, d] = W[a, k]
+    return dW
 
 
 @jit
@@ -235,8 +359,8 @@ def _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     zero = np.zeros(nc)
     vc = np.zeros(6)
     dvc = np.zeros((6, nt))
-    st, lam, dlam = _newton(G, W, nc, nd, (v, v, dv), mu, zero, dv, dmu, np.zeros((nc, nt)), vc,
-                            dvc)
+    st, lam, dlam = _newton(G, W, nc, nd, (v, v, dv, cold(), fixed_geometry(nt)), mu, zero, dv, dmu,
+                            np.zeros((nc, nt)), vc, dvc)
     if st != STATUS_OK:
         return st
     # restitution's normal impulses e lambda_c
@@ -440,18 +564,31 @@ def impact(law, G, arms, normals, v, mu, e, nd, tangents, out):
         return _stronge(G, arms, normals, v, mu, e, dv, dmu, de, post, dpost)
     W = rows(arms, normals, nd)
     if law == LAW_NEWTON_LCP:
-        return _newton(G, W, nc, nd, (v, v, dv), mu, e, dv, dmu, de, post, dpost)[0]
+        return _newton(G, W, nc, nd, (v, v, dv, cold(), fixed_geometry(dv.shape[1])), mu, e,
+                       dv, dmu, de, post, dpost)[0]
     if law == LAW_POISSON_LCP:
         return _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost)
     return STATUS_UNKNOWN_LAW
 
 
 @jit
-def step_newton(G, arms, normals, v, vref, mu, e, nd, post):
+def cold():
+    """An LCP start of no previous solve (``warm`` of :func:`_newton`)."""
+    return np.zeros(LCP_MAX, np.bool_), np.full(1, -1, np.int64)
+
+
+@jit
+def step_newton(G, arms, normals, v, vref, mu, e, nd, out, warm, tangents):
     """``newton_lcp`` on the free velocity ``v`` with the restitution of the
     normal velocities of ``vref`` (the Moreau-Jean step's velocity at the
-    step's start), no tangents: ``post (6,)``; returns the status."""
+    step's start): ``out = (post (6,), dpost (6, nt))``; ``warm``: the LCP's
+    start (the previous step's on the same contacts, or :func:`cold`),
+    updated; ``tangents = (dv, dvref (6, nt), dmu, de (nc, nt), darms (nc,
+    3, nt), dG (6, 6, nt))`` along ``nt`` directions (0: none).  Returns the
+    status."""
     nc = arms.shape[0]
-    none = np.zeros((6, 0))
-    return _newton(G, rows(arms, normals, nd), nc, nd, (v, vref, none), mu, e, none,
-                   np.zeros((nc, 0)), np.zeros((nc, 0)), post, np.zeros((6, 0)))[0]
+    dv, dvref, dmu, de, darms, dG = tangents
+    post, dpost = out
+    geo = (drows(darms, normals, nd), dG) if dv.shape[1] else fixed_geometry(0)
+    return _newton(G, rows(arms, normals, nd), nc, nd, (v, vref, dvref, warm, geo), mu, e, dv,
+                   dmu, de, post, dpost)[0]

@@ -67,7 +67,7 @@ from ..kernel import drivers
 from ..kernel.config import jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
-from ..kernel.sensitivity import ND_MOREAU, accumulate
+from ..kernel.sensitivity import accumulate
 from ..kernel.status import (
     STATUS_MESSAGES,
     STATUS_OK,
@@ -650,18 +650,20 @@ def step(b, pl, coef, w, tg, gravity, h):
 
 
 @jit
-def moreau_step(b, pl, coef, w, tg, gravity, h):
+def moreau_step(b, pl, coef, w, tg, mw, gravity, h):
     """One step of the Moreau-Jean integrator (:mod:`simcore.rigid.moreau`):
-    detect, free velocity, impulses, drift.  Returns the status."""
+    detect, free velocity, impulses, drift, with the tangents of ``tg``;
+    ``mw`` its :class:`simcore.rigid.moreau.Work`.  Returns the status."""
     status = detect(b, pl, w.pts)
     if status != STATUS_OK:
         return status
-    vref, wref = b.vel.copy(), b.omega.copy()
-    moreau.free_velocity(b, gravity, h)
-    status = moreau.impulses(b, pl, coef, w.pts, vref, wref, EDGES)
+    if tg.nt:
+        rigid_tangent.detect(b, pl, w.pts, tg)
+    moreau.free_velocity(b, mw, tg, gravity, h)
+    status = moreau.impulses(b, pl, coef, w.pts, mw, tg, EDGES, h)
     if status != STATUS_OK:
         return status
-    drift(b, tg, h)
+    drift(b, tg, h)  # (a body asleep has no velocity)
     return STATUS_OK
 
 
@@ -731,21 +733,47 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     return STATUS_OK
 
 
+@jit(borrow=True)
+def _uncontrolled(batch, s, t, lag, h, m, mw):
+    """How many of the next ``m`` steps from ``t`` (at most) no control of
+    scenario ``s`` acts in (0 when one acts now: it wakes its body)."""
+    for q in range(batch.ctrl_ptr[s], batch.ctrl_ptr[s + 1]):
+        t0, t1 = batch.ctrl_t0[q] + lag, batch.ctrl_t1[q] + lag
+        if t0 <= t < t1:
+            moreau.wake(mw, batch.ctrl_body[q])
+            m = 0
+        elif t < t0:
+            m = min(m, max(int(np.floor((t0 - t) / h)) - 1, 0))
+    return m
+
+
 @jit
 def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
-    """:func:`_scenario` with the Moreau-Jean step (it allocates: this loop
-    is not a borrowing kernel, and the penalty stepper's keeps its own)."""
+    """:func:`_scenario` with the Moreau-Jean step, the quiet steps taken at
+    once (:func:`simcore.rigid.moreau.quiet`; not with tangents, which take
+    every step); it allocates (this loop is not a borrowing kernel, the
+    penalty stepper's keeps its own)."""
+    mw = moreau.work(b, w.pts.key.shape[0], tg.nt)
+    g = batch.gravity
     lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
     t, k, steps = out.time[s], batch.samp_ptr[s], 0
     while True:
         last, target, nstep, h = _target(batch, s, k, t)
-        for q in range(nstep):
-            _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
-            status = moreau_step(b, pl, coef, w, tg, batch.gravity, h)
-            if status != STATUS_OK:
-                out.steps[s] = steps
-                return status
-            steps += 1
+        q = 0
+        while q < nstep:
+            m = moreau.quiet(b, pl, mw, g, h, _uncontrolled(batch, s, t + q * h, lag, h,
+                                                            nstep - q, mw)) if tg.nt == 0 else 0
+            if m > 0:
+                moreau.fly(b, mw, g, h, m)
+            else:
+                _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
+                status = moreau_step(b, pl, coef, w, tg, mw, g, h)
+                if status != STATUS_OK:
+                    out.steps[s] = steps
+                    return status
+                m = 1
+            q += m
+            steps += m
         t = target
         if last:
             break
@@ -829,32 +857,33 @@ def _setup(batch, s, out, tan):
 def _run_one(s, batch, out, tan):
     """Set up scenario ``s`` and run it; its samples into ``out`` when it
     keeps them (has rows for them), its sensitivities into ``tan``."""
+    _run(s, batch, out, tan, False)
+
+
+@jit(address=True)
+def _run_one_moreau(s, batch, out, tan):
+    """:func:`_run_one` on the Moreau-Jean integrator."""
+    _run(s, batch, out, tan, True)
+
+
+@jit
+def _run(s, batch, out, tan, moreau_jean):
+    """Scenario ``s`` on the penalty stepper or (``moreau_jean``) the
+    Moreau-Jean one (:func:`_run_one`)."""
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
     keep = out.out_pos.shape[0] > 0
     _shift(b, 1.0)
     rigid_tangent.seed_com(b, tg)
-    out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    if moreau_jean:
+        out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    else:
+        out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
     if tg.nt:
         nb = b.count
         rigid_tangent.to_centres(b, tg, tan.fin_tpos[s, :nb], tan.fin_tvel[s, :nb])
         tan.nondiff[s] = tg.nondiff[0]
         for p in range(tg.nt):
             tan.signal[s, p] = tg.used[p] if tg.pdir[p] >= 0 else 1
-    _shift(b, -1.0)
-
-
-@jit(address=True)
-def _run_one_moreau(s, batch, out, tan):
-    """:func:`_run_one` on the Moreau-Jean integrator: no sensitivities (its
-    scenarios are flagged for differences when directions are asked)."""
-    b, pl, coef, w, tg = _setup(batch, s, out, tan)
-    keep = out.out_pos.shape[0] > 0
-    _shift(b, 1.0)
-    out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
-    if tan.nondiff.shape[0] > s and tan.signal.shape[1] > 0:
-        tan.nondiff[s] = ND_MOREAU
-        for p in range(tan.signal.shape[1]):
-            tan.signal[s, p] = 1  # (every direction may move it: differences take them all)
     _shift(b, -1.0)
 
 

@@ -70,11 +70,11 @@ REGISTRY = (
                "event-exact: closed-form motion between events, exact event times"),
     Integrator("symplectic", INTEGRATOR_SYMPLECTIC, ("sphere",), False,
                "the patent's symplectic Euler over the dt grid, impacts found exactly"),
-    Integrator("penalty", INTEGRATOR_PENALTY, ("sphere", "box"), False,
+    Integrator("penalty", INTEGRATOR_PENALTY, ("sphere", "box"), True,
                "time-stepping rigid bodies (semi-implicit Euler, sub-stepped to the "
                "contacts' stable step) under penalty contact laws (simcore/rigid_engine.py)",
                family="penalty"),
-    Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), False,
+    Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), True,
                "Moreau-Jean time-stepping of rigid bodies against the ground and walls: "
                "velocity-level impulses from an LCP per step, Newton restitution, Coulomb "
                "friction over a pyramid (simcore/rigid/moreau.py); by name only",
