@@ -102,14 +102,46 @@ def test_energy_never_increases_in_inelastic_tumbling_drops():
         assert np.all(np.diff(energy) <= 1e-9 * energy.max())
 
 
-def test_two_moving_bodies_in_contact_are_refused():
-    two = M.Scenario(radius=[np.nan, np.nan], mass=[MASS, MASS], pos=[(0, 0, H), (0, 0, 3 * H)],
-                     vel=[(0, 0, 0)] * 2, omega=[(0, 0, 0)] * 2, quat=[(1, 0, 0, 0)] * 2,
-                     extent=[[H, H, H]] * 2, shape=("box", "box"), t_end=0.3, dt=1e-3)
-    with pytest.raises(RuntimeError, match="pair of shapes"):
-        run([two])
+def test_a_step_is_refused_without_its_dt():
     with pytest.raises(ValueError, match="needs its dt"):
         M.build([cube((0, 0, H), dt=None)], integrator="moreau")
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 1.0])
+def test_boxes_collide_head_on_as_newton_says(e):
+    """Two boxes on frictionless ground, the first at 1 m/s into the second
+    (twice its mass) at rest: after the impact ``v1 = (m1 - e m2) / (m1 +
+    m2)``, ``v2 = (1 + e) m1 / (m1 + m2)``; momentum is kept; they neither
+    lift nor turn."""
+    sc = bodies([dict(shape="box", ext=[H] * 3, pos=(0.0, 0, H), vel=(1.0, 0, 0)),
+                 dict(shape="box", ext=[H] * 3, mass=2 * MASS, pos=(0.3, 0, H))],
+                t_end=0.5, dt=1e-3)
+    free = {"mu_s": 0.0, "mu_k": 0.0, "mu_bb_s": 0.0, "mu_bb": 0.0, "e_bg": 0.0, "e_bb": e}
+    _, sim = run([sc], free, [np.array([0.4])])
+    v = sim.samp_vel[0, :, 0]
+    assert v == pytest.approx([(1 - 2 * e) / 3, (1 + e) / 3], abs=1e-6)
+    assert v[0] + 2 * v[1] == pytest.approx(1.0, abs=1e-6)
+    assert np.abs(sim.samp_vel[0, :, 1:]).max() < 1e-9 and np.abs(sim.samp_omega).max() < 1e-6
+
+
+@pytest.mark.parametrize("awake", [False, True])
+def test_a_stack_of_five_boxes_rests(awake):
+    """Five cubes set on each other: they rest, drifting under 0.1 mm, for
+    10 s as the stepper runs them (asleep once still), and for 1 s kept
+    awake (a control of no force on the bottom box wakes the island every
+    step: each step's problem solved by the sweeps)."""
+    t_end = 1.0 if awake else 10.0
+    sc = bodies([dict(shape="box", ext=[H] * 3, pos=(0.0, 0.0, H + 2 * H * k))
+                 for k in range(5)], t_end=t_end, dt=1e-3)
+    if awake:
+        sc = _stepped(sc)
+    model, state = M.build([sc], {"mu_s": 0.5, "mu_k": 0.5, "e_bg": 0.3, "e_bb": 0.3},
+                           integrator="moreau")
+    sim = E.simulate(model, state, [np.linspace(0.1, t_end, 10)])
+    assert np.abs(sim.samp_pos - state.body_pos[0]).max() < 1e-4
+    assert np.abs(sim.samp_omega).max() < 1e-4
+    if not awake:
+        assert np.all(sim.final.body_vel == 0.0)
 
 
 def test_a_dataset_names_the_integrator_and_its_loss_gradient_is_exact(tmp_path):

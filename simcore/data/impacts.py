@@ -44,7 +44,6 @@ import yaml
 from .. import params as P
 from ..geometry.rigid import quat_matrix
 from ..impacts import impact_engine
-from ..kernel.lcp import LCP_MAX
 from ..kernel.parameter import G_E_BG, G_MU_K, W_E_BW, W_MU_W
 from ..kernel.status import STATUS_MESSAGES
 from ..laws import registry as contact_laws
@@ -70,10 +69,16 @@ TABLES = {
 }
 SURFACES = ("ground", "wall")
 SPLITS = ("train", "test")
+#: The unknowns of one measured impact's LCP, at most (a body's few contact
+#: points; the kernel's own limit, :data:`simcore.kernel.lcp.LCP_MAX`, is
+#: sized for stacks of bodies).
+EVENT_LCP_MAX = 96
+
+
 def max_contacts(edges):
     """Contact points an event may have with a pyramid of ``edges`` edges
-    (its LCP has ``nc (2 + edges)`` unknowns, at most ``LCP_MAX``)."""
-    return LCP_MAX // (2 + edges)
+    (its LCP has ``nc (2 + edges)`` unknowns, at most :data:`EVENT_LCP_MAX`)."""
+    return EVENT_LCP_MAX // (2 + edges)
 #: How far from 1 a quaternion's norm may be.
 QUAT_TOL = 1e-6
 

@@ -54,6 +54,11 @@ Tolerances (SI units):
     step is bounded by ``dt``.
 ``ROOT_MAXITER``
     Iteration cap of the safeguarded Newton root finder.
+``SKIN``
+    Distance [m] under which the Moreau-Jean stepper counts two surfaces as
+    touching (its bodies are detected a ``SKIN`` larger): a body resting on
+    another with no penetration, as a stack settles, would otherwise have
+    its contact points chosen by rounding (two corners of four: it tips).
 ``V_SLEEP``, ``T_SLEEP``
     The Moreau-Jean stepper puts a body in contact to sleep (holds it, takes
     no step for it) once every point of it has moved slower than ``V_SLEEP``
@@ -263,6 +268,7 @@ V_STOP = 1e-12
 PIVOT_TOL = 1e-12
 DIR_TOL = 1e-12
 ROOT_MAXITER = 200
+SKIN = 1e-9
 V_SLEEP = 1e-4
 T_SLEEP = 0.02
 

@@ -35,8 +35,9 @@ import numpy as np
 
 from .config import jit
 
-#: The largest problem the kernels are sized for (unknowns).
-LCP_MAX = 96
+#: The largest problem the kernels are sized for (unknowns): a stack of
+#: boxes on the Moreau-Jean stepper, 40 contact points with 4 edges each.
+LCP_MAX = 240
 #: Pivots allowed, per unknown, before giving up.
 MAX_PIVOTS_PER_ROW = 50
 #: Relative size under which a tableau entry is not a pivot.

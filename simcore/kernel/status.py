@@ -23,6 +23,7 @@ STATUS_IMPACT_JAM = 6
 STATUS_SLIP_TURNS = 7
 STATUS_ONE_POINT = 8
 STATUS_UNKNOWN_LAW = 9
+STATUS_SWEEPS = 10
 #: The scenario statuses, by code.
 STATUSES = (
     Status(STATUS_OK, "ok"),
@@ -39,6 +40,9 @@ STATUSES = (
            "(planar motion or an isotropic contact); this contact couples the tangents"),
     Status(STATUS_ONE_POINT, "stronge_energetic takes an impact at one contact point"),
     Status(STATUS_UNKNOWN_LAW, "a law code without an impact map"),
+    Status(STATUS_SWEEPS, "the contact problem of bodies touching each other was not solved "
+           "within the Gauss-Seidel sweeps allowed (a tall stack kept awake: try a smaller "
+           "step)"),
 )
 STATUS_MESSAGES = tuple(s.message for s in STATUSES)
 assert all(s.code == k for k, s in enumerate(STATUSES))

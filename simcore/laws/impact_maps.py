@@ -89,6 +89,7 @@ from ..kernel.status import (
     STATUS_OK,
     STATUS_ONE_POINT,
     STATUS_SLIP_TURNS,
+    STATUS_SWEEPS,
     STATUS_UNKNOWN_LAW,
 )
 
@@ -103,6 +104,11 @@ CODES = (LAW_NEWTON_LCP, LAW_POISSON_LCP, LAW_STRONGE_ENERGETIC)
 
 #: Edges of the friction pyramid per contact point (default).
 EDGES = 4
+#: Block Gauss-Seidel (:func:`step_newton_sweeps`): sweeps allowed, and the
+#: violation of the contacts' conditions [m/s], relative to the velocities'
+#: size (at least 1), at which it has converged.
+SWEEPS = 20000
+SWEEP_TOL = 1e-9
 #: The complex step of Stronge's sensitivities.
 CSTEP = 1e-30
 #: Coupling of the tangent normal to the slip, relative to ``K``'s largest
@@ -153,20 +159,21 @@ def rows(arms, normals, nd):
 
 @jit
 def _wgw(W, G):
-    """``W G W^T`` (loops: these matrices are a few rows of 6, where a BLAS
-    call costs more than its arithmetic)."""
-    n = W.shape[0]
-    WG = np.zeros((n, 6))
+    """``W G W^T`` (loops: these matrices are a few rows of 6 columns per
+    body, where a BLAS call costs more than its arithmetic; a row's zero
+    entries, the bodies it does not touch, skipped)."""
+    n, D = W.shape
+    WG = np.zeros((n, D))
     for i in range(n):
-        for k in range(6):
+        for k in range(D):
             if W[i, k] != 0.0:
-                for j in range(6):
+                for j in range(D):
                     WG[i, j] += W[i, k] * G[k, j]
     A = np.empty((n, n))
     for i in range(n):
         for j in range(i, n):
             a = 0.0
-            for k in range(6):
+            for k in range(D):
                 a += WG[i, k] * W[j, k]
             A[i, j] = a
             A[j, i] = a
@@ -186,15 +193,16 @@ def _times(W, v):
 @jit
 def _respond(G, W, z, v, post):
     """``post = v + G W^T z``: the velocity after the impulses ``z`` along
-    the rows of ``W``."""
-    p = np.zeros(6)
+    the rows of ``W`` (``D`` columns: 6 per body)."""
+    D = W.shape[1]
+    p = np.zeros(D)
     for i in range(W.shape[0]):
         if z[i] != 0.0:
-            for k in range(6):
+            for k in range(D):
                 p[k] += W[i, k] * z[i]
-    for k in range(6):
+    for k in range(D):
         a = v[k]
-        for j in range(6):
+        for j in range(D):
             a += G[k, j] * p[j]
         post[k] = a
 
@@ -305,10 +313,10 @@ def _geometry_tangent(G, W, dW, dG, z, at, r):
         inner = _moved(G, dW, dG, z, p, d)
         for a in range(m):
             s = 0.0
-            for k in range(6):
+            for k in range(W.shape[1]):
                 s += dW[a, k, d] * (gp[k] + v[k]) + W[a, k] * inner[k]
             if a < nc and wref[a] < 0.0:
-                for k in range(6):
+                for k in range(W.shape[1]):
                     s += e[a] * dW[a, k, d] * vref[k]
             r[a, d] += s
 
@@ -317,10 +325,11 @@ def _geometry_tangent(G, W, dW, dG, z, at, r):
 def _moved(G, dW, dG, z, p, d):
     """``dG p + G dW^T z`` along direction ``d`` (``p = W^T z``): the
     velocity change of impulses ``z`` when the rows and the masses move."""
-    out = np.zeros(6)
-    for k in range(6):
+    D = G.shape[0]
+    out = np.zeros(D)
+    for k in range(D):
         s = 0.0
-        for j in range(6):
+        for j in range(D):
             s += dG[k, j, d] * p[j]
             t = 0.0
             for a in range(dW.shape[0]):
@@ -578,17 +587,110 @@ def cold():
 
 
 @jit
-def step_newton(G, arms, normals, v, vref, mu, e, nd, out, warm, tangents):
-    """``newton_lcp`` on the free velocity ``v`` with the restitution of the
-    normal velocities of ``vref`` (the Moreau-Jean step's velocity at the
-    step's start): ``out = (post (6,), dpost (6, nt))``; ``warm``: the LCP's
-    start (the previous step's on the same contacts, or :func:`cold`),
-    updated; ``tangents = (dv, dvref (6, nt), dmu, de (nc, nt), darms (nc,
-    3, nt), dG (6, 6, nt))`` along ``nt`` directions (0: none).  Returns the
-    status."""
-    nc = arms.shape[0]
-    dv, dvref, dmu, de, darms, dG = tangents
+def step_newton(G, W, v, vref, mu, e, nd, out, warm, tangents):
+    """``newton_lcp`` on the free velocity ``v (D,)`` of bodies of inverse
+    mass matrix ``G (D, D)`` (6 columns per body) at contacts of rows ``W``
+    (:func:`rows`: ``nc`` normal rows, then each contact's ``nd`` edge
+    rows), with the restitution of the normal velocities of ``vref`` (the
+    Moreau-Jean step's velocity at the step's start): ``out = (post (D,),
+    dpost (D, nt))``; ``warm``: the LCP's start (the previous step's on the
+    same contacts, or :func:`cold`), updated; ``tangents = (dv, dvref (D,
+    nt), dmu, de (nc, nt), dW (rows, D, nt), dG (D, D, nt))`` along ``nt``
+    directions (0: none; ``dW`` of no rows: rows and masses that do not
+    move).  Returns the status."""
+    nc = mu.shape[0]
+    dv, dvref, dmu, de, dW, dG = tangents
     post, dpost = out
-    geo = (drows(darms, normals, nd), dG) if dv.shape[1] else fixed_geometry(0)
-    return _newton(G, rows(arms, normals, nd), nc, nd, (v, vref, dvref, warm, geo), mu, e, dv,
-                   dmu, de, post, dpost)[0]
+    return _newton(G, W, nc, nd, (v, vref, dvref, warm, (dW, dG)), mu, e, dv, dmu, de, post,
+                   dpost)[0]
+
+
+@jit
+def step_newton_sweeps(G, W, v, vref, mu, e, nd, post, z):
+    """:func:`step_newton`'s problem (no tangents) by block Gauss-Seidel over
+    the contacts (non-smooth Gauss-Seidel, Jean and Moreau): each contact's
+    own Stewart-Trinkle problem (its normal, its ``nd`` edges, its slip
+    speed) solved exactly by Lemke's pivots with the others' impulses held,
+    in turn, sweep after sweep, until every contact's conditions hold at
+    the velocities the sweep ends with, to :data:`SWEEP_TOL` of their size
+    (at most :data:`SWEEPS` sweeps: then ``STATUS_SWEEPS``).  For
+    the problems of several bodies in contact (a stack: four coplanar points
+    per face, their problem degenerate, where the pivots over the whole
+    problem need ridges that err by the ridge) the sweeps converge to one of
+    its solutions, every contact's conditions exact at its own turn.
+    ``z (nc, 2 + nd)``: each contact's impulses, the start (the previous
+    step's) and the answer; ``post (D,)``.  Returns the status."""
+    nc = mu.shape[0]
+    D = G.shape[0]
+    m = 1 + nd
+    vc = v.copy()
+    Wc = np.zeros((nc, m, D))
+    GWt = np.zeros((nc, D, m))
+    Ml = np.zeros((nc, m + 1, m + 1))
+    bias = np.zeros(nc)
+    for c in range(nc):
+        for k in range(m):
+            row = c if k == 0 else nc + c * nd + k - 1
+            for j in range(D):
+                Wc[c, k, j] = W[row, j]
+        for j in range(D):
+            for k in range(m):
+                a = 0.0
+                for i in range(D):
+                    a += G[j, i] * Wc[c, k, i]
+                GWt[c, j, k] = a
+        Ml[c] = _contact_lcp(_wgw(Wc[c], G), 1, nd, mu[c:c + 1])
+        bias[c] = e[c] * min(_times(Wc[c, :1], vref)[0], 0.0)
+        for k in range(m):
+            for j in range(D):
+                vc[j] += GWt[c, j, k] * z[c, k]
+    q = np.zeros(m + 1)
+    zl = np.zeros(m + 1)
+    basic = np.zeros(m + 1, np.bool_)
+    for _ in range(SWEEPS):
+        for c in range(nc):
+            _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, True)
+            if lemke(Ml[c], q, zl, basic) != LCP_OK:
+                return STATUS_LCP_FAILED
+            for k in range(m + 1):
+                z[c, k] = zl[k]
+            _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, False)
+        if _violation(Wc, GWt, Ml, bias, vc, z, q, m) <= SWEEP_TOL * max(1.0, np.abs(vc).max()):
+            post[:] = vc
+            return STATUS_OK
+    return STATUS_SWEEPS
+
+
+@jit
+def _local(Wc, GWt, bias, vc, zc, q, m, take):
+    """``take``: take contact ``c``'s impulses ``zc`` out of the velocity
+    ``vc`` and write its local problem's ``q`` (the velocities along its
+    rows without them, its restitution's bias); else put them back."""
+    D = vc.shape[0]
+    sign = -1.0 if take else 1.0
+    for k in range(m):
+        for j in range(D):
+            vc[j] += sign * GWt[j, k] * zc[k]
+    if take:
+        u = _times(Wc, vc)
+        q[0] = u[0] + bias
+        for k in range(1, m):
+            q[k] = u[k]
+        q[m] = 0.0
+
+
+@jit
+def _violation(Wc, GWt, Ml, bias, vc, z, q, m):
+    """How far the impulses ``z`` are from solving every contact's problem
+    at the velocity ``vc``: the largest velocity-row violation, ``|w|``
+    where the impulse is not zero, ``-w`` where it is [m/s]."""
+    worst = 0.0
+    for c in range(z.shape[0]):
+        _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, True)
+        _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, False)
+        for k in range(m):
+            w = q[k]
+            for j in range(m + 1):
+                w += Ml[c, k, j] * z[c, j]
+            worst = max(worst, abs(w) if z[c, k] > 0.0 else -w)
+    return worst

@@ -1,16 +1,17 @@
 """The Moreau-Jean time-stepper (``002_*``: contact as a unilateral
 constraint, time-stepping in Moreau's sense), integrator ``moreau``: rigid
-boxes and spheres against the ground and walls, velocity-level impulses
-from a complementarity problem per step.
+boxes and spheres against the ground, walls and each other, velocity-level
+impulses from a complementarity problem per step.
 
 Each step of size ``h`` (:func:`step`):
 
 1. ``detect``: the contact points at the step's start
    (:func:`simcore.rigid.rigid_engine.detect`: the corners, or a sphere's
-   lowest point, below a plane); these are the step's active contacts;
+   lowest point, below a plane or in another body); these are the step's
+   active contacts;
 2. free velocity: ``v_f = v + h g`` (gravity; the angular velocity by
    :func:`simcore.geometry.rigid.angular_kick` without torque);
-3. impulses: per body, the Stewart-Trinkle problem of its active contacts
+3. impulses: per island, the Stewart-Trinkle problem of its active contacts
    under Newton's restitution and Coulomb friction over a pyramid of
    ``edges`` edges (:data:`simcore.laws.impact_maps.EDGES`;
    :func:`simcore.laws.impact_maps.step_newton`, solved
@@ -30,26 +31,35 @@ angular velocity a torque-free step keeps; step by step otherwise: the
 gyroscopic term has no closed form the steps agree with).  A body in
 contact that has moved slower than :data:`~simcore.kernel.config.V_SLEEP`
 for :data:`~simcore.kernel.config.T_SLEEP` sleeps: its velocities are set
-to zero and it takes no step until a control acts on it.  The steps taken
+to zero and it takes no step until a control, or a moving body, touches
+it.  The steps taken
 together still count as steps (a run's ``steps`` is its simulated time
 over ``h``).
 
 The coefficients are the penalty laws' (the same names mean the same
-physics): the kind's restitution (``e_bg``, ``e_bw``) and its kinetic
-friction (``mu_k``, ``mu_w``) as the cone; the static coefficients, the
+physics): the kind's restitution (``e_bg``, ``e_bw``, ``e_bb``) and its
+kinetic friction (``mu_k``, ``mu_w``, ``mu_bb``) as the cone; the static coefficients, the
 stiction curve, the springs and rolling resistance are not read.
 Reconstructions: contacts are active from the step in which they
 penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
 approach speed) with no position correction; the friction cone is the
 pyramid (the elliptic cone would take a nonlinear problem per step).
-Contacts between two bodies (a fixed one too: a table as a box) are not
-handled yet: a scenario that makes one stops with
-``STATUS_UNSUPPORTED_PAIR``.
-
-Each body's LCP starts from its previous step's basis when its contacts
-are the same (:func:`simcore.kernel.lcp.lemke_warm`: kept only when it
-solves the new problem exactly).
+Bodies in contact with each other form an island (:func:`_islands`; a
+fixed body, a table as a box, belongs to the world as the ground does),
+whose problem couples them: its rows carry ``(d, r x d)`` at body i's
+columns and the negative at body j's (the force on i is ``+F n``).  One
+body's problem is solved whole by Lemke's pivots, starting from its
+previous step's basis when its contacts are the same
+(:func:`simcore.kernel.lcp.lemke_warm`: kept only when it solves the new
+problem exactly); an island of several bodies by block Gauss-Seidel over
+its contacts (:func:`simcore.laws.impact_maps.step_newton_sweeps`, from
+the last step's impulses): a stack's faces meet at four coplanar points,
+and that problem is too degenerate for the pivots over all of it.  An
+island sleeps as a whole, and a body that touches a moving one wakes.
+Surfaces closer than :data:`~simcore.kernel.config.SKIN` count as touching
+(a box resting on another without penetration would have its points
+chosen by rounding).
 
 Sensitivities (forward mode, the directions of
 :mod:`simcore.rigid.rigid_tangent`'s record): the free velocity's by
@@ -74,8 +84,8 @@ from ..geometry.faces import bounding_radius
 from ..geometry.rigid import angular_kick, integrate_orientation, inv_inertia_times
 from ..kernel.config import T_SLEEP, V_SLEEP, jit
 from ..kernel.lcp import LCP_MAX
-from ..kernel.status import STATUS_OK, STATUS_UNSUPPORTED_PAIR
-from ..laws.impact_maps import step_newton
+from ..kernel.status import STATUS_OK
+from ..laws.impact_maps import EDGES, drows, frame, step_newton, step_newton_sweeps
 from ..laws.penalty import C_E, C_MU_K
 from . import rigid_tangent
 
@@ -89,8 +99,12 @@ class Work(NamedTuple):
     ``keys (nb, C)`` (the points' feature keys) and count ``nkeys (nb,)``, the LCP's
     basis ``basis (nb, LCP_MAX)`` and ridge ``ridge (nb, 1)``: the next step on
     the same contacts starts from them
-    (:func:`simcore.kernel.lcp.lemke_warm`); ``tref (nb, 6, NT)``: the
-    tangents of ``vref``, ``wref``."""
+    (:func:`simcore.kernel.lcp.lemke_warm`), kept at the island's root;
+    ``tref (nb, 6, NT)``: the tangents of ``vref``, ``wref``; ``root
+    (nb,)``: each moving body's island (the smallest index among the bodies
+    its contacts link it to; -1: a body that does not move); ``impulses (nb,
+    C, 2 + EDGES)``: the last impulses of an island of several bodies, per
+    contact, at its root (the start of the next step's sweeps)."""
 
     vref: np.ndarray
     wref: np.ndarray
@@ -101,6 +115,8 @@ class Work(NamedTuple):
     basis: np.ndarray
     ridge: np.ndarray
     tref: np.ndarray
+    root: np.ndarray
+    impulses: np.ndarray
 
 
 @jit
@@ -117,25 +133,22 @@ def work(b, cap, nt):
     return Work(np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(nb), reach,
                 np.zeros((nb, cap), np.int64), np.zeros(nb, np.int64),
                 np.zeros((nb, LCP_MAX), np.bool_), np.full((nb, 1), -1, np.int64),
-                np.zeros((nb, 6, nt)))
+                np.zeros((nb, 6, nt)), np.full(nb, -1, np.int64),
+                np.zeros((nb, cap, 2 + EDGES)))
 
 
-@jit(borrow=True)
-def _same_contacts(mw, i, pts, n):
-    """Whether body ``i``'s contacts among the ``n`` points are those of its
-    last problem, in the same order (its keys updated)."""
-    same = True
-    k = 0
-    for c in range(n):
-        if pts.i[c] != i:
-            continue
-        key = pts.key[c]
-        if k >= mw.nkeys[i] or mw.keys[i, k] != key:
+@jit
+def _same_contacts(mw, r, pts, cs):
+    """Whether the contacts ``cs`` (point indices) of the island rooted at
+    ``r`` are those of its last problem, in the same order (its keys
+    updated)."""
+    same = cs.shape[0] == mw.nkeys[r]
+    for k in range(cs.shape[0]):
+        key = pts.key[cs[k]]
+        if k >= mw.nkeys[r] or mw.keys[r, k] != key:
             same = False
-        mw.keys[i, k] = key
-        k += 1
-    same = same and k == mw.nkeys[i]
-    mw.nkeys[i] = k
+        mw.keys[r, k] = key
+    mw.nkeys[r] = cs.shape[0]
     return same
 
 
@@ -241,127 +254,241 @@ def free_velocity(b, mw, tg, gravity, h):
 
 
 @jit(borrow=True)
-def _settle(b, mw, i, touching, h, nt):
-    """Body ``i``'s time at rest after a step (``touching``: it had
-    contacts); asleep, its velocities are zero.  A run with ``nt``
-    directions keeps every body awake (sleep would cut its tangents)."""
+def _speed(b, mw, i):
+    """The fastest a point of body ``i`` moves, at most: its centre's speed
+    plus its angular speed times its reach."""
     w = b.omega[i]
-    speed = (np.sqrt(b.vel[i, 0] ** 2 + b.vel[i, 1] ** 2 + b.vel[i, 2] ** 2)
-             + mw.reach[i] * np.sqrt(w[0] ** 2 + w[1] ** 2 + w[2] ** 2))
-    mw.rest[i] = mw.rest[i] + h if touching and speed < V_SLEEP and nt == 0 else 0.0
-    if mw.rest[i] >= T_SLEEP:
-        for a in range(3):
-            b.vel[i, a] = 0.0
-            b.omega[i, a] = 0.0
+    return (np.sqrt(b.vel[i, 0] ** 2 + b.vel[i, 1] ** 2 + b.vel[i, 2] ** 2)
+            + mw.reach[i] * np.sqrt(w[0] ** 2 + w[1] ** 2 + w[2] ** 2))
+
+
+@jit
+def _settle(b, mw, members, touching, h, nt):
+    """An island's time at rest after a step (``touching``: it had
+    contacts): every member's grows while all of them are slower than
+    ``V_SLEEP``, so they fall asleep together; asleep, a body's velocities
+    are zero.  A run with ``nt`` directions keeps every body awake (sleep
+    would cut its tangents)."""
+    slow = touching and nt == 0
+    for i in members:
+        slow = slow and _speed(b, mw, i) < V_SLEEP
+    for i in members:
+        mw.rest[i] = mw.rest[i] + h if slow else 0.0
+        if mw.rest[i] >= T_SLEEP:
+            for a in range(3):
+                b.vel[i, a] = 0.0
+                b.omega[i, a] = 0.0
+
+
+@jit(borrow=True)
+def coefficient_row(b, pl, pts, c):
+    """Point ``c``'s coefficient row index: its kind, body i's material and
+    that of what it touches (the other body's, the plane's; 0: the ground)."""
+    other = b.mat[pts.j[c]] if pts.j[c] >= 0 else pl.mat[pts.plane[c]]
+    return pts.kind[c], b.mat[pts.i[c]], other
+
+
+@jit(borrow=True)
+def _find(root, i):
+    while root[i] != i:
+        i = root[i]
+    return i
+
+
+@jit(borrow=True)
+def _islands(b, pts, mw, n):
+    """``mw.root``: the islands of the moving bodies, linked by their
+    contacts with each other (a fixed body links nothing: it is part of the
+    world, as the ground is).  A sleeping body touched by a moving one
+    wakes first."""
+    for c in range(n):
+        i, j = pts.i[c], pts.j[c]
+        if j >= 0 and not (b.fixed[i] or b.fixed[j]) and moves(b, mw, i) != moves(b, mw, j):
+            wake(mw, i)
+            wake(mw, j)
+    for i in range(b.count):
+        mw.root[i] = i if moves(b, mw, i) else -1
+    for c in range(n):
+        i, j = pts.i[c], pts.j[c]
+        if j < 0 or mw.root[i] < 0 or mw.root[j] < 0:
+            continue
+        ri, rj = _find(mw.root, i), _find(mw.root, j)
+        mw.root[max(ri, rj)] = min(ri, rj)
+    for i in range(b.count):
+        if mw.root[i] >= 0:
+            mw.root[i] = _find(mw.root, i)
 
 
 @jit
 def impulses(b, pl, coef, pts, mw, tg, edges, h):
-    """Step 3: each awake body's contact impulses (module docstring) from the
-    velocities ``mw.vref``, ``mw.wref`` at the step's start (their tangents
-    ``mw.tref``), with their tangents along the directions of ``tg``; then
-    its time at rest.  Returns the status."""
+    """Step 3: the contact impulses of each island of awake bodies (module
+    docstring) from the velocities ``mw.vref``, ``mw.wref`` at the step's
+    start (their tangents ``mw.tref``), with their tangents along the
+    directions of ``tg``; then its time at rest.  Returns the status."""
     n = pts.count[0]
-    for c in range(n):
-        if pts.j[c] >= 0:
-            return STATUS_UNSUPPORTED_PAIR  # two bodies (one may be fixed): not yet
-    for i in range(b.count):
-        if not moves(b, mw, i):
+    _islands(b, pts, mw, n)
+    for r in range(b.count):
+        if mw.root[r] != r:
             continue
-        nc = 0
-        for c in range(n):
-            if pts.i[c] == i:
-                nc += 1
-        if not _same_contacts(mw, i, pts, n):
-            mw.ridge[i, 0] = -1
-        if nc == 0:
-            _settle(b, mw, i, False, h, tg.nt)
+        members = np.array([i for i in range(b.count) if mw.root[i] == r])
+        slot = np.full(b.count, -1, np.int64)
+        for s in range(members.shape[0]):
+            slot[members[s]] = s
+        cs = np.array([c for c in range(n)
+                       if slot[pts.i[c]] >= 0 or (pts.j[c] >= 0 and slot[pts.j[c]] >= 0)])
+        if not _same_contacts(mw, r, pts, cs):
+            mw.ridge[r, 0] = -1
+            mw.impulses[r, :, :] = 0.0
+        if cs.shape[0] == 0:
+            _settle(b, mw, members, False, h, tg.nt)
             continue
-        arms, normals, mu, e, G, v, v0 = _problem(b, pl, coef, pts, mw, i, n, nc)
-        tangents = _tangents(b, pl, pts, mw, tg, i, n, nc)
-        post = np.zeros(6)
-        dpost = np.zeros((6, tg.nt))
-        status = step_newton(G, arms, normals, v, v0, mu, e, edges, (post, dpost),
-                             (mw.basis[i], mw.ridge[i]), tangents)
+        status = _island(b, pl, coef, pts, mw, tg, edges, (r, members, slot, cs))
         if status != STATUS_OK:
             return status
-        for a in range(3):
-            b.vel[i, a], b.omega[i, a] = post[a], post[3 + a]
-            for p in range(tg.nt):
-                tg.vel[i, a, p], tg.omega[i, a, p] = dpost[a, p], dpost[3 + a, p]
-        _settle(b, mw, i, True, h, tg.nt)
+        _settle(b, mw, members, True, h, tg.nt)
     return STATUS_OK
 
 
 @jit
-def _problem(b, pl, coef, pts, mw, i, n, nc):
-    """Body ``i``'s problem at its ``nc`` contacts among the ``n`` points:
-    ``(arms, normals, mu, e, G, v, vref)``."""
-    arms = np.empty((nc, 3))
-    normals = np.empty((nc, 3))
-    mu = np.empty(nc)
-    e = np.empty(nc)
-    k = 0
-    for c in range(n):
-        if pts.i[c] != i:
-            continue
+def _island(b, pl, coef, pts, mw, tg, edges, island):
+    """One island's impulses: ``island = (root, members, slot, contacts)``
+    (``slot``: each body's place among the members, -1: not one).  Its
+    bodies' velocities, and with one body its tangents, are replaced by the
+    step's.  One body: its problem solved whole by Lemke's pivots
+    (:func:`simcore.laws.impact_maps.step_newton`, warm-started); several:
+    by block Gauss-Seidel over the contacts
+    (:func:`simcore.laws.impact_maps.step_newton_sweeps`, from the last
+    step's impulses), and no tangents: contacts between bodies, whose
+    scenario :func:`simcore.rigid.rigid_tangent.detect` flags for
+    differences."""
+    r, members, slot, cs = island
+    k = members.shape[0]
+    G, v, v0 = _bodies(b, mw, members)
+    W, mu, e = _rows(b, pl, coef, pts, slot, cs, edges, 6 * k)
+    nt = tg.nt if k == 1 else 0
+    post = np.zeros(6 * k)
+    dpost = np.zeros((6 * k, nt))
+    if k == 1:
+        tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
+        status = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
+                             (mw.basis[r], mw.ridge[r]), tangents)
+    else:
+        status = step_newton_sweeps(G, W, v, v0, mu, e, edges, post,
+                                    mw.impulses[r, :cs.shape[0], :2 + edges])
+    if status != STATUS_OK:
+        return status
+    for s in range(k):
+        i = members[s]
         for a in range(3):
-            arms[k, a] = pts.point[c, a] - b.pos[i, a]
-            normals[k, a] = pts.normal[c, a]
-        row = coef.table[pts.kind[c], b.mat[i], pl.mat[pts.plane[c]]]
-        mu[k] = row[C_MU_K]
-        e[k] = row[C_E]
-        k += 1
-    G = np.zeros((6, 6))
-    for a in range(3):
-        G[a, a] = b.inv_mass[i]
-        col = inv_inertia_times(b.quat[i], b.inertia[i], 1.0 * (a == 0), 1.0 * (a == 1),
-                                1.0 * (a == 2))
-        for r in range(3):
-            G[3 + r, 3 + a] = col[r]
-    v = np.empty(6)
-    v0 = np.empty(6)
-    for a in range(3):
-        v[a], v[3 + a] = b.vel[i, a], b.omega[i, a]
-        v0[a], v0[3 + a] = mw.vref[i, a], mw.wref[i, a]
-    return arms, normals, mu, e, G, v, v0
+            b.vel[i, a], b.omega[i, a] = post[6 * s + a], post[6 * s + 3 + a]
+            for p in range(nt):
+                tg.vel[i, a, p], tg.omega[i, a, p] = dpost[a, p], dpost[3 + a, p]
+    return STATUS_OK
 
 
 @jit
-def _tangents(b, pl, pts, mw, tg, i, n, nc):
-    """The tangents of :func:`_problem` along ``tg``'s directions
+def _bodies(b, mw, members):
+    """The members' inverse mass matrix ``G (6k, 6k)`` (block diagonal), free
+    velocities ``v`` and velocities at the step's start ``vref (6k,)``."""
+    k = members.shape[0]
+    G = np.zeros((6 * k, 6 * k))
+    v = np.empty(6 * k)
+    v0 = np.empty(6 * k)
+    for s in range(k):
+        i, o = members[s], 6 * s
+        for a in range(3):
+            G[o + a, o + a] = b.inv_mass[i]
+            col = inv_inertia_times(b.quat[i], b.inertia[i], 1.0 * (a == 0), 1.0 * (a == 1),
+                                    1.0 * (a == 2))
+            for q in range(3):
+                G[o + 3 + q, o + 3 + a] = col[q]
+            v[o + a], v[o + 3 + a] = b.vel[i, a], b.omega[i, a]
+            v0[o + a], v0[o + 3 + a] = mw.vref[i, a], mw.wref[i, a]
+    return G, v, v0
+
+
+@jit
+def _rows(b, pl, coef, pts, slot, cs, nd, D):
+    """The contacts' rows ``W (nc (1 + nd), D)`` (the ordering of
+    :func:`simcore.laws.impact_maps.rows`: the normal rows, then each
+    contact's ``nd`` edge rows), each ``(d, r x d)`` at body i's columns and
+    its negative at body j's (when they are members), and their friction
+    and restitution ``mu``, ``e (nc,)``."""
+    nc = cs.shape[0]
+    W = np.zeros((nc * (1 + nd), D))
+    mu = np.empty(nc)
+    e = np.empty(nc)
+    d = np.empty(3)
+    for q in range(nc):
+        c = cs[q]
+        n = pts.normal[c]
+        t1, t2 = frame(n)
+        row = coef.table[coefficient_row(b, pl, pts, c)]
+        mu[q], e[q] = row[C_MU_K], row[C_E]
+        for k in range(nd + 1):
+            w = q if k == 0 else nc + q * nd + k - 1
+            phi = 2.0 * np.pi * (k - 1) / nd
+            for a in range(3):
+                d[a] = n[a] if k == 0 else np.cos(phi) * t1[a] + np.sin(phi) * t2[a]
+            for side in range(2):
+                i = pts.i[c] if side == 0 else pts.j[c]
+                if i < 0 or slot[i] < 0:
+                    continue
+                sign = 1.0 if side == 0 else -1.0
+                arm = (pts.point[c, 0] - b.pos[i, 0], pts.point[c, 1] - b.pos[i, 1],
+                       pts.point[c, 2] - b.pos[i, 2])
+                _add_row(arm, d, W[w, 6 * slot[i]:6 * slot[i] + 6], sign)
+    return W, mu, e
+
+
+@jit(borrow=True)
+def _add_row(r, d, out, sign):
+    """Add ``sign (d, r x d)`` (a body's Jacobian row along ``d`` at arm ``r``)
+    to ``out (6,)``."""
+    out[0] += sign * d[0]
+    out[1] += sign * d[1]
+    out[2] += sign * d[2]
+    out[3] += sign * (r[1] * d[2] - r[2] * d[1])
+    out[4] += sign * (r[2] * d[0] - r[0] * d[2])
+    out[5] += sign * (r[0] * d[1] - r[1] * d[0])
+
+
+@jit
+def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
+    """The tangents of one body's problem (:func:`_island` of one member
+    ``i``) along ``nt`` of ``tg``'s directions
     (:func:`simcore.laws.impact_maps.step_newton`'s ``tangents``): the free
     velocity's and the start's (``mw.tref``), the coefficients' (a
-    direction that moves one counts in ``tg.used``), the arms' (the points'
-    tangents of :func:`simcore.rigid.rigid_tangent.detect` less the centre
-    of mass's) and the inverse inertia's, ``d(I_w^-1) = [rot]x I_w^-1 -
-    I_w^-1 [rot]x`` (``tg.iinv`` this step's ``I_w^-1``)."""
-    nt = tg.nt
+    direction that moves one counts in ``tg.used``), the rows' from the
+    arms' (the points' tangents of :func:`simcore.rigid.rigid_tangent.detect`
+    less the centre of mass's) and the inverse inertia's, ``d(I_w^-1) =
+    [rot]x I_w^-1 - I_w^-1 [rot]x`` (``tg.iinv`` this step's ``I_w^-1``)."""
+    nc = cs.shape[0]
     dv = np.zeros((6, nt))
     dvref = np.zeros((6, nt))
     dmu = np.zeros((nc, nt))
     de = np.zeros((nc, nt))
-    darms = np.zeros((nc, 3, nt))
-    dG = np.zeros((6, 6, nt))
     if nt == 0:
-        return dv, dvref, dmu, de, darms, dG
+        return dv, dvref, dmu, de, np.zeros((0, 6, 0)), np.zeros((6, 6, 0))
+    darms = np.zeros((nc, 3, nt))
+    normals = np.empty((nc, 3))
+    dG = np.zeros((6, 6, nt))
     for p in range(nt):
         for a in range(3):
             dv[a, p], dv[3 + a, p] = tg.vel[i, a, p], tg.omega[i, a, p]
         for a in range(6):
             dvref[a, p] = mw.tref[i, a, p]
-    k = 0
-    for c in range(n):
-        if pts.i[c] != i:
-            continue
-        trow = tg.coef[pts.kind[c], b.mat[i], pl.mat[pts.plane[c]]]
+    for q in range(nc):
+        c = cs[q]
+        trow = tg.coef[coefficient_row(b, pl, pts, c)]
+        for a in range(3):
+            normals[q, a] = pts.normal[c, a]
         for p in range(nt):
-            dmu[k, p], de[k, p] = trow[C_MU_K, p], trow[C_E, p]
-            if dmu[k, p] != 0.0 or de[k, p] != 0.0:
+            dmu[q, p], de[q, p] = trow[C_MU_K, p], trow[C_E, p]
+            if dmu[q, p] != 0.0 or de[q, p] != 0.0:
                 tg.used[p] += 1
             for a in range(3):
-                darms[k, a, p] = tg.point[c, a, p] - tg.pos[i, a, p]
-        k += 1
+                darms[q, a, p] = tg.point[c, a, p] - tg.pos[i, a, p]
     m = tg.iinv[i]
     for p in range(nt):
         t = tg.rot[i, :, p]
@@ -371,4 +498,4 @@ def _tangents(b, pl, pts, mw, tg, i, n, nc):
                 left = (t[(r + 1) % 3] * m[(r + 2) % 3, c] - t[(r + 2) % 3] * m[(r + 1) % 3, c])
                 right = (m[r, (c + 1) % 3] * t[(c + 2) % 3] - m[r, (c + 2) % 3] * t[(c + 1) % 3])
                 dG[3 + r, 3 + c, p] = left - right
-    return dv, dvref, dmu, de, darms, dG
+    return dv, dvref, dmu, de, drows(darms, normals, nd), dG

@@ -64,7 +64,7 @@ from ..geometry.rigid import (
     inv_inertia_times,
 )
 from ..kernel import drivers
-from ..kernel.config import jit
+from ..kernel.config import SKIN, jit
 from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
 from ..kernel.records import TangentIO, outputs
 from ..kernel.sensitivity import accumulate
@@ -86,6 +86,7 @@ from ..laws.penalty import (
     stiction,
 )
 from . import moreau, rigid_tangent
+from .moreau import coefficient_row as _row
 
 #: The law codes the time-stepper's kernels run, per contact kind (ground,
 #: body, wall; ``laws.registry.KINDS``), and its shape codes (a body that is
@@ -223,14 +224,6 @@ class Work(NamedTuple):
     mem_vi: np.ndarray
     mem_n: np.ndarray
     src: np.ndarray
-
-
-@jit(borrow=True)
-def _row(b, pl, pts, c):
-    """Point ``c``'s coefficient row index: its kind, body i's material and
-    that of what it touches (the other body's, the plane's; 0: the ground)."""
-    other = b.mat[pts.j[c]] if pts.j[c] >= 0 else pl.mat[pts.plane[c]]
-    return pts.kind[c], b.mat[pts.i[c]], other
 
 
 @jit(borrow=True)
@@ -733,6 +726,15 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     return STATUS_OK
 
 
+@jit
+def _skinned(b):
+    """The bodies ``b`` with extents ``SKIN`` larger (the Moreau-Jean
+    stepper's geometry: :data:`simcore.kernel.config.SKIN`); the state is
+    shared."""
+    return Bodies(b.count, b.pos, b.quat, b.vel, b.omega, b.inv_mass, b.inertia, b.shape,
+                  b.ext + SKIN, b.com, b.mat, b.fixed, b.force, b.torque, b.centre)
+
+
 @jit(borrow=True)
 def _uncontrolled(batch, s, t, lag, h, m, mw):
     """How many of the next ``m`` steps from ``t`` (at most) no control of
@@ -753,6 +755,7 @@ def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
     once (:func:`simcore.rigid.moreau.quiet`; not with tangents, which take
     every step); it allocates (this loop is not a borrowing kernel, the
     penalty stepper's keeps its own)."""
+    b = _skinned(b)
     mw = moreau.work(b, w.pts.key.shape[0], tg.nt)
     g = batch.gravity
     lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
@@ -769,7 +772,7 @@ def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
                 _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
                 status = moreau_step(b, pl, coef, w, tg, mw, g, h)
                 if status != STATUS_OK:
-                    out.steps[s] = steps
+                    out.time[s], out.steps[s] = t + q * h, steps
                     return status
                 m = 1
             q += m
