@@ -104,7 +104,8 @@ class Work(NamedTuple):
     (nb,)``: each moving body's island (the smallest index among the bodies
     its contacts link it to; -1: a body that does not move); ``impulses (nb,
     C, 2 + EDGES)``: the last impulses of an island of several bodies, per
-    contact, at its root (the start of the next step's sweeps)."""
+    contact, at its root (the start of the next step's sweeps); ``members``,
+    ``slot (nb,)``, ``cs (C,)``: an island's (:func:`_members`)."""
 
     vref: np.ndarray
     wref: np.ndarray
@@ -117,6 +118,9 @@ class Work(NamedTuple):
     tref: np.ndarray
     root: np.ndarray
     impulses: np.ndarray
+    members: np.ndarray
+    slot: np.ndarray
+    cs: np.ndarray
 
 
 @jit
@@ -134,7 +138,8 @@ def work(b, cap, nt):
                 np.zeros((nb, cap), np.int64), np.zeros(nb, np.int64),
                 np.zeros((nb, LCP_MAX), np.bool_), np.full((nb, 1), -1, np.int64),
                 np.zeros((nb, 6, nt)), np.full(nb, -1, np.int64),
-                np.zeros((nb, cap, 2 + EDGES)))
+                np.zeros((nb, cap, 2 + EDGES)), np.zeros(nb, np.int64),
+                np.zeros(nb, np.int64), np.zeros(cap, np.int64))
 
 
 @jit
@@ -330,12 +335,7 @@ def impulses(b, pl, coef, pts, mw, tg, edges, h):
     for r in range(b.count):
         if mw.root[r] != r:
             continue
-        members = np.array([i for i in range(b.count) if mw.root[i] == r])
-        slot = np.full(b.count, -1, np.int64)
-        for s in range(members.shape[0]):
-            slot[members[s]] = s
-        cs = np.array([c for c in range(n)
-                       if slot[pts.i[c]] >= 0 or (pts.j[c] >= 0 and slot[pts.j[c]] >= 0)])
+        members, slot, cs = _members(b, pts, mw, r, n)
         if not _same_contacts(mw, r, pts, cs):
             mw.ridge[r, 0] = -1
             mw.impulses[r, :, :] = 0.0
@@ -347,6 +347,26 @@ def impulses(b, pl, coef, pts, mw, tg, edges, h):
             return status
         _settle(b, mw, members, True, h, tg.nt)
     return STATUS_OK
+
+
+@jit
+def _members(b, pts, mw, r, n):
+    """The island rooted at ``r``: its members, each body's place among them
+    (``slot``, -1: not one) and its contacts among the ``n`` points (views
+    of ``mw``'s arrays)."""
+    k = 0
+    for i in range(b.count):
+        mw.slot[i] = -1
+        if mw.root[i] == r:
+            mw.members[k] = i
+            mw.slot[i] = k
+            k += 1
+    nc = 0
+    for c in range(n):
+        if mw.slot[pts.i[c]] >= 0 or (pts.j[c] >= 0 and mw.slot[pts.j[c]] >= 0):
+            mw.cs[nc] = c
+            nc += 1
+    return mw.members[:k], mw.slot, mw.cs[:nc]
 
 
 @jit
