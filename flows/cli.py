@@ -524,7 +524,7 @@ def _server_lost():
 
 
 def _run_flow(args, which):
-    from flows import pipeline, report, settings, tracking
+    from flows import pipeline, report, server, settings, tracking
 
     cfg = _fit_config(args)
     config = cfg.as_dict()
@@ -550,9 +550,9 @@ def _run_flow(args, which):
         ds = pipeline.preload(args.dataset)
         settings.check_against(cfg, ds, str(args.config) if args.config else "options")
     cold = _compile_notice(which)
-    before = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
+        with server.kept_signals({signal.SIGINT: _interrupted, signal.SIGTERM: _interrupted}):
+            doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
@@ -561,9 +561,6 @@ def _run_flow(args, which):
     except tracking.StoreLost as exc:
         print(f"contactfit {which}: error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
     if cold:
         _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))

@@ -33,7 +33,7 @@ from simcore.data.dataset import held_out
 from simcore.identify import fit as F
 from simcore.identify.impact_problem import ImpactProblem, fazeli_error
 
-from . import registry, report, settings, tracking
+from . import registry, report, server, settings, tracking
 from .pipeline import CalibrationFailed, _code_version, _parquet, _progress, run_name
 
 #: What a calibration of impacts fits with (the continuation over horizons,
@@ -95,6 +95,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
               tags: dict | None = None, hold_out: bool = False):
     """Calibrate the impact laws' coefficients on ``dataset``; returns the
     ``fit.json`` document (see the module docstring)."""
+    server.own_signals()
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
     track = settings.tracking()

@@ -395,6 +395,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     scored on the test split beside the fit (``baseline_test_loss``).  The
     first registered version of the model name becomes champion.
     """
+    server.own_signals()
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
     track = settings.tracking()
@@ -545,6 +546,7 @@ def recalibrate(dataset: str, config: dict | None = None):
     challenger if it beats the champion on the data's test split by
     ``promote_margin`` (relative).  Returns the challenger's fit document with
     the ``decision``."""
+    server.own_signals()
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
     track = settings.tracking()

@@ -16,14 +16,50 @@ version; a Prefect upgrade must re-check each):
 * ``prefect.logging.handlers.APILogWorker.drain_all`` and
   ``prefect.events.worker.EventsWorker.drain_all``: the logs and events
   Prefect still holds, sent before the server is killed.
+
+Besides the private API: a flow run by the CLI keeps the CLI's SIGINT and
+SIGTERM handlers (:func:`kept_signals`, :func:`own_signals`).  Prefect's flow
+engine installs a SIGTERM handler of its own for the run, whose exception
+first leaves the task runner's context, which waits for the tasks running
+in its threads: a shard compiling its kernels on an empty cache held the
+exit for a minute.
 """
 
 import contextlib
 import logging
 import os
+import signal
 import subprocess
 import threading
 import time
+
+#: The signal handlers a flow run by the CLI keeps: ``{signum: handler}``.
+_KEPT = {}
+
+
+@contextlib.contextmanager
+def kept_signals(handlers):
+    """Install ``handlers`` (``{signum: handler}``) for the block, and have
+    every flow that starts in it install them again over Prefect's own
+    (:func:`own_signals`); the previous handlers are restored after."""
+    before = {s: signal.signal(s, h) for s, h in handlers.items()}
+    _KEPT.update(handlers)
+    try:
+        yield
+    finally:
+        _KEPT.clear()
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def own_signals():
+    """At a flow's start: the handlers of :func:`kept_signals`, if any, over
+    the SIGTERM handler Prefect's engine has just installed (only the main
+    thread can install one; elsewhere nothing changes)."""
+    for s, h in _KEPT.items():
+        with contextlib.suppress(ValueError):
+            signal.signal(s, h)
+
 
 #: A configured Prefect server that does not answer its health check for this
 #: long [s] is taken as lost (a busy server may be slow; a lost one says nothing).

@@ -554,7 +554,8 @@ def _children(pid):
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, how):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM
-    (to the process alone) while the fit runs: the process exits within 10 s,
+    (to the process alone) while the fit runs, its kernels still compiling: the
+    process exits within 10 s,
     its MLflow run is FAILED, nothing is registered, and the temporary Prefect
     server it started is gone."""
     import os
@@ -564,7 +565,10 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     import time
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    # an empty kernel cache: the signal comes while the shards' threads compile
+    # their kernels (Prefect's own SIGTERM handler waited for them: a minute)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               NUMBA_CACHE_DIR=str(tmp_path / "kernels"))
     env.pop("MLFLOW_REGISTRY_URI", None)
     env.pop("PREFECT_API_URL", None)
     cfg = tmp_path / "slow.yaml"
