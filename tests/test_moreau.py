@@ -321,3 +321,25 @@ def test_a_control_wakes_a_sleeping_box_and_coulomb_holds_after():
         v = sim.samp_vel[1:, 0, 0]
         assert (v[1] - v[0]) / 0.2 == pytest.approx(accel, abs=1e-9)
         assert v[0] == pytest.approx(accel * 0.2, abs=1e-3 * max(accel, 1.0))
+
+
+def test_a_bouncing_ball_converges_to_the_event_exact_answer_with_the_step():
+    """A ball dropped on the ground (e 0.7) against the event-exact impulse
+    law over its first bounces: the Moreau-Jean stepper's impact is exact at
+    the velocity level and smeared over a step in time, so its error is
+    first order: within twice the approach speed times the step (the
+    penetration a landing step keeps, and the impact's time, each off by at
+    most that), from 1 ms down to 31 microseconds (where it is under 0.1 mm).
+    (The penalty stepper's, beside it, shrinks with its compliance:
+    tests/test_rigid.py.)"""
+    from .test_rigid import _sphere
+
+    times = np.linspace(0.05, 0.5, 46)
+    exact = E.simulate(*M.build([_sphere((0, 0, 0.25))], params={"e_bg": 0.7}), [times])
+    approach = np.sqrt(2 * G * (0.25 - 0.05))
+    for dt in (1e-3, 2.5e-4, 6.25e-5, 3.125e-5):
+        _, sim = run([_sphere((0, 0, 0.25), dt=dt)], {"e_bg": 0.7}, [times],
+                     laws={"body_ground": "hunt_crossley"})
+        err = np.max(np.abs(sim.samp_pos[:, 0, 2] - exact.samp_pos[:, 0, 2]))
+        assert err <= 2 * approach * dt
+    assert err < 1e-4

@@ -118,18 +118,25 @@ TURN_TOL = 1e-9
 
 @jit
 def frame(n):
-    """The contact's fixed tangents ``(t1, t2)`` of unit normal ``n``."""
-    a = np.zeros(3)
-    if abs(n[0]) < 0.9:
-        a[0] = 1.0
-    else:
-        a[1] = 1.0
-    an = a[0] * n[0] + a[1] * n[1] + a[2] * n[2]
-    t1 = a - an * n
-    t1 /= np.sqrt(t1[0] ** 2 + t1[1] ** 2 + t1[2] ** 2)
-    t2 = np.array([n[1] * t1[2] - n[2] * t1[1], n[2] * t1[0] - n[0] * t1[2],
-                   n[0] * t1[1] - n[1] * t1[0]])
-    return t1, t2
+    """The contact's fixed tangents ``(t1, t2)`` of unit normal ``n`` (two
+    3-tuples): ``t1`` the world x axis (y where ``n`` is near x) made normal
+    to ``n``, ``t2 = n x t1``."""
+    a0, a1 = (1.0, 0.0) if abs(n[0]) < 0.9 else (0.0, 1.0)
+    an = a0 * n[0] + a1 * n[1]
+    t0, t1_, t2_ = a0 - an * n[0], a1 - an * n[1], -an * n[2]
+    norm = np.sqrt(t0 * t0 + t1_ * t1_ + t2_ * t2_)
+    t0, t1_, t2_ = t0 / norm, t1_ / norm, t2_ / norm
+    return (t0, t1_, t2_), (n[1] * t2_ - n[2] * t1_, n[2] * t0 - n[0] * t2_,
+                            n[0] * t1_ - n[1] * t0)
+
+
+@jit
+def edge(t1, t2, k, nd):
+    """Edge ``k`` of ``nd`` of the friction pyramid over the tangents ``t1``,
+    ``t2``: ``cos(phi) t1 + sin(phi) t2``, ``phi = 2 pi k / nd`` (a 3-tuple)."""
+    phi = 2.0 * np.pi * k / nd
+    c, s = np.cos(phi), np.sin(phi)
+    return c * t1[0] + s * t2[0], c * t1[1] + s * t2[1], c * t1[2] + s * t2[2]
 
 
 @jit
@@ -151,9 +158,7 @@ def rows(arms, normals, nd):
         jac_row(arms[c], normals[c], W[c])
         t1, t2 = frame(normals[c])
         for k in range(nd):
-            phi = 2.0 * np.pi * k / nd
-            d = np.cos(phi) * t1 + np.sin(phi) * t2
-            jac_row(arms[c], d, W[nc + c * nd + k])
+            jac_row(arms[c], edge(t1, t2, k, nd), W[nc + c * nd + k])
     return W
 
 

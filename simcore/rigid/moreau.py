@@ -85,7 +85,14 @@ from ..geometry.rigid import angular_kick, integrate_orientation, inv_inertia_ti
 from ..kernel.config import T_SLEEP, V_SLEEP, jit
 from ..kernel.lcp import LCP_MAX
 from ..kernel.status import STATUS_OK
-from ..laws.impact_maps import EDGES, drows, frame, step_newton, step_newton_sweeps
+from ..laws.impact_maps import (
+    EDGES,
+    drows,
+    edge,
+    frame,
+    step_newton,
+    step_newton_sweeps,
+)
 from ..laws.penalty import C_E, C_MU_K
 from . import rigid_tangent
 
@@ -438,7 +445,6 @@ def _rows(b, pl, coef, pts, slot, cs, nd, D):
     W = np.zeros((nc * (1 + nd), D))
     mu = np.empty(nc)
     e = np.empty(nc)
-    d = np.empty(3)
     for q in range(nc):
         c = cs[q]
         n = pts.normal[c]
@@ -447,9 +453,7 @@ def _rows(b, pl, coef, pts, slot, cs, nd, D):
         mu[q], e[q] = row[C_MU_K], row[C_E]
         for k in range(nd + 1):
             w = q if k == 0 else nc + q * nd + k - 1
-            phi = 2.0 * np.pi * (k - 1) / nd
-            for a in range(3):
-                d[a] = n[a] if k == 0 else np.cos(phi) * t1[a] + np.sin(phi) * t2[a]
+            d = (n[0], n[1], n[2]) if k == 0 else edge(t1, t2, k - 1, nd)
             for side in range(2):
                 i = pts.i[c] if side == 0 else pts.j[c]
                 if i < 0 or slot[i] < 0:
