@@ -24,7 +24,9 @@ baseline computed the same way:
 * ``right_face``: the share of tosses whose predicted final face down is
   the measured one (the body axis nearest the vertical and its sign);
 * ``fit_s``: the calibration's wall time [s]; ``fit_loss`` its training
-  loss (what compares model variants on the training tosses alone).
+  loss (what compares model variants on the training tosses alone);
+* ``moreau_*``: the same figures of the same tosses and coefficients on the
+  Moreau-Jean stepper (integrator ``moreau``, :func:`on_moreau`).
 
 ``--spread N``: how far a single open-loop prediction can be trusted at
 all.  A tumbling toss is chaotic, and sample 0's velocity is itself
@@ -272,11 +274,28 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = fit_or_read(whole, len(train_ids), cfg, params)
     ours, _ = _predict(test, theta)
+    moreau = {}
+    if com_z is None:  # the same tosses and coefficients on the Moreau-Jean stepper
+        moreau = summary(_predict(on_moreau(ds, test, test_ids), theta)[0], "moreau_")
     base = _score(test, *baseline(replace(test, model=test.model.with_params(theta))))
     return {"train_tosses": len(train_ids), "test_tosses": len(test_ids),
-            **summary(ours), **summary(base, "baseline_"), **fitted,
+            **summary(ours), **moreau, **summary(base, "baseline_"), **fitted,
             **(spread(test, theta, copies) if copies else {}),
             **(ceiling(test, theta) if grid else {})}
+
+
+def on_moreau(ds, problem, ids):
+    """``problem`` (scenarios ``ids`` of the dataset ``ds``, in that order) on
+    the Moreau-Jean stepper: the same scenarios, coefficients' layout, states
+    and targets, integrator ``moreau``."""
+    from dataclasses import replace
+
+    from simcore.data import dataset as D
+
+    model, state, _, all_ids = D.scenarios(ds, integrator="moreau")
+    where = {sid: k for k, (sid, _) in enumerate(all_ids)}
+    pick = np.array([where[sid] for sid in ids])
+    return replace(problem, model=model.subset(pick), state=state.subset(pick))
 
 
 def fit_or_read(whole, ntrain, cfg, params=None):

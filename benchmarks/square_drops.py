@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ._emit import emit
-from .cube_toss import baseline, fit_or_read
+from .cube_toss import baseline, fit_or_read, on_moreau
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "fazeli-square"
 #: ``../shared/data/fazeli-planar/README.md``: MuJoCo 4.0 identified on the
@@ -104,20 +104,16 @@ def run(dataset=DATASET, params=None, moreau_fit=False):
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
     ours = _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
     # the same drops and coefficients on the Moreau-Jean stepper
-    model, state, times, ids = D.scenarios(ds, integrator="moreau")
-    pick = np.array([[sid for sid, _ in ids].index(t) for t in test_ids])
+    mtest = on_moreau(ds, test, test_ids)
     t0 = time.perf_counter()
-    msim = simulate(model.subset(pick).with_params(theta), state.subset(pick),
-                    [times[k] for k in pick])
+    msim = simulate(mtest.model.with_params(theta), mtest.state, test.targets.sample_times)
     moreau_s = time.perf_counter() - t0
     theirs = _score(test, msim.samp_pos[:, 0], msim.samp_quat[:, 0])
     refit = {}
     if moreau_fit:
-        order = np.array([[sid for sid, _ in ids].index(t) for t in train_ids + test_ids])
-        mwhole = replace(whole, model=model.subset(order))
+        mwhole = on_moreau(ds, whole, train_ids + test_ids)
         mtheta, mfitted = fit_or_read(mwhole, len(train_ids), cfg)
-        msim = simulate(model.subset(pick).with_params(mtheta), state.subset(pick),
-                        [times[k] for k in pick])
+        msim = simulate(mtest.model.with_params(mtheta), mtest.state, test.targets.sample_times)
         refit = {**summary(_score(test, msim.samp_pos[:, 0], msim.samp_quat[:, 0]),
                            "moreau_fitted_"),
                  **{f"moreau_{k}": v for k, v in mfitted.items()}}
