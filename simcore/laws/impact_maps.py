@@ -75,7 +75,8 @@ differentiating the solution on its basis
 derivative; where a basis is degenerate, the derivative of the basis the
 pivots ended in, which a perturbation may not follow: a planar impact that
 sticks has its edges across the plane at zero velocity and zero impulse,
-so its derivatives along out-of-plane directions are not the map's), for Stronge's by a complex step through the closed form (its
+so its derivatives along out-of-plane directions are not the map's), for
+Stronge's by a complex step through the closed form (its
 branches decided on the real parts, as in :mod:`simcore.spin.spin_tangent`).
 """
 

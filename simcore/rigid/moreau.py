@@ -38,9 +38,9 @@ over ``h``).
 
 The coefficients are the penalty laws' (the same names mean the same
 physics): the kind's restitution (``e_bg``, ``e_bw``, ``e_bb``) and its
-kinetic friction (``mu_k``, ``mu_w``, ``mu_bb``) as the cone; the static coefficients, the
-stiction curve, the springs and rolling resistance are not read.
-Reconstructions: contacts are active from the step in which they
+kinetic friction (``mu_k``, ``mu_w``, ``mu_bb``) as the cone; the static
+coefficients, the stiction curve, the springs and rolling resistance are
+not read.  Reconstructions: contacts are active from the step in which they
 penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
 approach speed) with no position correction; the friction cone is the

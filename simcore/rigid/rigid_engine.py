@@ -860,27 +860,34 @@ def _setup(batch, s, out, tan):
 def _run_one(s, batch, out, tan):
     """Set up scenario ``s`` and run it; its samples into ``out`` when it
     keeps them (has rows for them), its sensitivities into ``tan``."""
-    _run(s, batch, out, tan, False)
+    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan)
+    out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    _end(s, b, tg, tan)
 
 
 @jit(address=True)
 def _run_one_moreau(s, batch, out, tan):
-    """:func:`_run_one` on the Moreau-Jean integrator."""
-    _run(s, batch, out, tan, True)
+    """:func:`_run_one` on the Moreau-Jean integrator (an entry of its own:
+    the penalty stepper's does not compile the Moreau-Jean stepper)."""
+    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan)
+    out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    _end(s, b, tg, tan)
 
 
 @jit
-def _run(s, batch, out, tan, moreau_jean):
-    """Scenario ``s`` on the penalty stepper or (``moreau_jean``) the
-    Moreau-Jean one (:func:`_run_one`)."""
+def _begin(s, batch, out, tan):
+    """Scenario ``s``'s records (:func:`_setup`), its state moved to the
+    centres of mass and their tangents seeded, and whether it keeps samples."""
     b, pl, coef, w, tg = _setup(batch, s, out, tan)
-    keep = out.out_pos.shape[0] > 0
     _shift(b, 1.0)
     rigid_tangent.seed_com(b, tg)
-    if moreau_jean:
-        out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
-    else:
-        out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
+    return b, pl, coef, w, tg, out.out_pos.shape[0] > 0
+
+
+@jit
+def _end(s, b, tg, tan):
+    """Scenario ``s``'s final tangents and flags into ``tan``, its state back
+    to the box centres."""
     if tg.nt:
         nb = b.count
         rigid_tangent.to_centres(b, tg, tan.fin_tpos[s, :nb], tan.fin_tvel[s, :nb])
