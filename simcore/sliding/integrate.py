@@ -75,9 +75,9 @@ REGISTRY = (
                "contacts' stable step) under penalty contact laws (simcore/rigid_engine.py)",
                family="penalty"),
     Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), True,
-               "Moreau-Jean time-stepping of rigid bodies against the ground and walls: "
-               "velocity-level impulses from an LCP per step, Newton restitution, Coulomb "
-               "friction over a pyramid (simcore/rigid/moreau.py); by name only",
+               "Moreau-Jean time-stepping of rigid bodies against the ground, walls and each "
+               "other: velocity-level impulses from an LCP per step, Newton restitution, "
+               "Coulomb friction over a pyramid (simcore/rigid/moreau.py); by name only",
                family="penalty"),
 )
 INTEGRATORS = {i.name: i.code for i in REGISTRY}
