@@ -661,7 +661,7 @@ def step_newton_sweeps(G, W, v, vref, mu, e, nd, post, z):
             for k in range(m + 1):
                 z[c, k] = zl[k]
             _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, False)
-        if _violation(Wc, GWt, Ml, bias, vc, z, q, m) <= SWEEP_TOL * max(1.0, np.abs(vc).max()):
+        if _violation(Wc, bias, vc, z, m) <= SWEEP_TOL * max(1.0, np.abs(vc).max()):
             post[:] = vc
             return STATUS_OK
     return STATUS_SWEEPS
@@ -686,17 +686,16 @@ def _local(Wc, GWt, bias, vc, zc, q, m, take):
 
 
 @jit
-def _violation(Wc, GWt, Ml, bias, vc, z, q, m):
+def _violation(Wc, bias, vc, z, m):
     """How far the impulses ``z`` are from solving every contact's problem
     at the velocity ``vc``: the largest velocity-row violation, ``|w|``
-    where the impulse is not zero, ``-w`` where it is [m/s]."""
+    where the impulse is not zero, ``-w`` where it is [m/s].  A contact's
+    ``w`` at ``vc`` (its own impulses in it): the normal row's velocity plus
+    the restitution's bias, each edge row's plus the slip speed ``z[m]``."""
     worst = 0.0
     for c in range(z.shape[0]):
-        _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, True)
-        _local(Wc[c], GWt[c], bias[c], vc, z[c], q, m, False)
+        u = _times(Wc[c], vc)
         for k in range(m):
-            w = q[k]
-            for j in range(m + 1):
-                w += Ml[c, k, j] * z[c, j]
+            w = u[k] + (bias[c] if k == 0 else z[c, m])
             worst = max(worst, abs(w) if z[c, k] > 0.0 else -w)
     return worst

@@ -149,7 +149,7 @@ def work(b, cap, nt):
                 np.zeros(nb, np.int64), np.zeros(cap, np.int64))
 
 
-@jit
+@jit(borrow=True)
 def _same_contacts(mw, r, pts, cs):
     """Whether the contacts ``cs`` (point indices) of the island rooted at
     ``r`` are those of its last problem, in the same order (its keys
@@ -241,7 +241,7 @@ def fly(b, mw, gravity, h, m):
 
 @jit(borrow=True)
 def wake(mw, i):
-    """Wake body ``i`` (a control acts on it)."""
+    """Wake body ``i`` (a control acts on it, or a moving body touches it)."""
     mw.rest[i] = 0.0
 
 
@@ -274,7 +274,7 @@ def _speed(b, mw, i):
             + mw.reach[i] * np.sqrt(w[0] ** 2 + w[1] ** 2 + w[2] ** 2))
 
 
-@jit
+@jit(borrow=True)
 def _settle(b, mw, members, touching, h, nt):
     """An island's time at rest after a step (``touching``: it had
     contacts): every member's grows while all of them are slower than
