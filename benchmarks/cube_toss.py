@@ -272,7 +272,7 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
         com[..., 2] = com_z
         whole = replace(whole, model=replace(whole.model, body_com=com))
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params)
+    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
     ours, _ = _predict(test, theta)
     moreau = {}
     if com_z is None:  # the same tosses and coefficients on the Moreau-Jean stepper
@@ -298,11 +298,14 @@ def on_moreau(ds, problem, ids):
     return replace(problem, model=model.subset(pick), state=state.subset(pick))
 
 
-def fit_or_read(whole, ntrain, cfg, params=None):
+def fit_or_read(whole, ntrain, cfg, params=None, ds=None):
     """``(theta, figures)``: the coefficients fitted on the first ``ntrain``
-    scenarios of ``whole`` as ``cfg`` says (its wall time, status, loss and
-    values in ``figures``), or those of ``params`` (a calibration's
-    ``fit.json``; no figures)."""
+    scenarios of ``whole`` as ``cfg`` says, with the calibration's gate as
+    the fit's yardstick (the noise of dataset ``ds``), as the CLI fits
+    (its wall time, status, loss and values in ``figures``), or those of
+    ``params`` (a calibration's ``fit.json``; no figures)."""
+    from flows import report
+    from simcore.data import dataset as D
     from simcore.identify import fit as F
 
     layout = whole.model.layout
@@ -312,7 +315,10 @@ def fit_or_read(whole, ntrain, cfg, params=None):
                               if k in layout.names}), {}
     part = whole.subset(np.arange(ntrain))
     t0 = time.perf_counter()
-    r = F.fit(part, params0=cfg.start or None, free=cfg.fit, **cfg.chosen(part).fit_options())
+    limit = report.rms_limit(D.position_noise(ds) if ds is not None else None, cfg.gate_k,
+                             cfg.gate_floor_m)
+    r = F.fit(part, params0=cfg.start or None, free=cfg.fit,
+              enough=report.at_noise(limit, part.weights), **cfg.chosen(part).fit_options())
     return layout.vector(r.params), {
         "fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
         **{f"fitted_{k}": r.params[k] for k in r.free}}

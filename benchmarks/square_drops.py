@@ -100,7 +100,7 @@ def run(dataset=DATASET, params=None, moreau_fit=False):
     test_ids = sorted(s for s, v in split.items() if v == "test")
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params)
+    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
     ours = _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
     # the same drops and coefficients on the Moreau-Jean stepper
@@ -112,7 +112,7 @@ def run(dataset=DATASET, params=None, moreau_fit=False):
     refit = {}
     if moreau_fit:
         mwhole = on_moreau(ds, whole, train_ids + test_ids)
-        mtheta, mfitted = fit_or_read(mwhole, len(train_ids), cfg)
+        mtheta, mfitted = fit_or_read(mwhole, len(train_ids), cfg, ds=ds)
         msim = simulate(mtest.model.with_params(mtheta), mtest.state, test.targets.sample_times)
         refit = {**summary(_score(test, msim.samp_pos[:, 0], msim.samp_quat[:, 0]),
                            "moreau_fitted_"),

@@ -430,6 +430,8 @@ def _print_fit(doc, out):
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     console.print(f"{doc['status']}: {doc['message']}", markup=False)
     console.print(f"strategy: {doc['strategy']}", markup=False)
+    if doc.get("interval"):
+        console.print(f"intervals: {doc['interval']}", markup=False)
     clustered = bool(doc.get("stderr_cluster"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     table.add_column("coefficient")

@@ -306,8 +306,9 @@ def _progress(logger, history):
     return callback
 
 
-def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
-    """The fit over the shards through the flow's task runner."""
+def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
+    """The fit over the shards through the flow's task runner (``enough``:
+    the gate's yardstick, see :func:`simcore.identify.fit.fit`)."""
     shards = make_shards(quote(loaded), n_shards)
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
@@ -328,7 +329,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger):
     history = tracking.History(c, run_id)
     try:
         result = F.fit(problem, params0=start, free=free, callback=_progress(logger, history),
-                       **cfg.fit_options())
+                       enough=enough, **cfg.fit_options())
     finally:
         history.flush()
         for key in [k for k in _PARTS if k[0] in {r.key for r in refs}]:
@@ -420,7 +421,10 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         n_shards = _shard_count(cfg, loaded.train.nscen)
         tracking.log_params(c, run_id, _run_params(loaded, cfg, start, free, n_shards))
         t0 = time.perf_counter()
-        result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger)
+        noise = D.position_noise(loaded.ds)
+        limit = report.rms_limit(noise, cfg.gate_k, cfg.gate_floor_m)
+        result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger,
+                         report.at_noise(limit, loaded.train.weights))
         fit_s = time.perf_counter() - t0
         logger.info(f"fit: {report.status_word(result)} after {result.nit} iterations in "
                     f"{fit_s:.1f} s; scoring, plotting and logging to MLflow")
@@ -437,7 +441,6 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
-            noise = D.position_noise(loaded.ds)
             ok, refusal, limit = report.gate(result, scores.get("train_rms_m"), noise,
                                              cfg.gate_k, cfg.gate_floor_m)
             doc = report.fit_json(result, run_id, None, scores, _lineage(loaded),

@@ -57,13 +57,34 @@ def gate(result, rms_m, noise_m, k, floor_m):
     the default micrometre under which noiseless data agree).  A converged
     fit far above the noise did not find the truth: ``reason`` says so, by
     how many times the noise, and what to try."""
-    limit = max(k * noise_m, floor_m) if noise_m is not None else floor_m
+    limit = rms_limit(noise_m, k, floor_m)
     if not converged(result):
         return False, f"the fit did not converge: {result.message}", limit
     if above(rms_m, limit):
-        return False, _above_noise(rms_m, noise_m, k, floor_m, limit), limit
+        finite = sum(bool(np.isfinite(r.loss)) for r in result.starts)
+        return False, _above_noise(rms_m, noise_m, k, floor_m, limit,
+                                   result.spread.get("agree"), finite), limit
     ok, reason = intervals_hold(result)
     return ok, reason, limit
+
+
+def rms_limit(noise_m, k, floor_m):
+    """The gate's limit on the training rms [m]: ``max(k noise_m, floor_m)``
+    (``floor_m`` alone when the noise is unknown)."""
+    return max(k * noise_m, floor_m) if noise_m is not None else floor_m
+
+
+def at_noise(limit_m, weights):
+    """``enough`` of :func:`simcore.identify.fit.fit`: whether a fit's
+    trajectory residual (the rms over scenarios of each one's rms 3-d
+    distance, from its weighted ``trajectory`` component) is within
+    ``limit_m``."""
+    w = float(weights.get("trajectory", 0.0))
+
+    def enough(result):
+        value = result.components.get("trajectory")
+        return w > 0 and value is not None and not above(float(np.sqrt(value / w)), limit_m)
+    return enough
 
 
 def intervals_hold(result):
@@ -90,19 +111,30 @@ def above(rms_m, limit_m):
     return rms_m is None or not np.isfinite(rms_m) or rms_m > limit_m
 
 
-def _above_noise(rms_m, noise_m, k, floor_m, limit):
-    """The verdict on a converged fit whose residual is above the gate."""
+def _above_noise(rms_m, noise_m, k, floor_m, limit, agree=None, finite=0):
+    """The verdict on a converged fit whose residual is above the gate; a
+    multi-start (``agree`` of its ``finite`` starts reached the best loss)
+    says which of the two causes is likelier."""
     rms = f"{rms_m:.4g} m" if rms_m is not None else "unknown"
     if noise_m is not None and noise_m > 0 and rms_m is not None and np.isfinite(rms_m):
         times = f", {rms_m / noise_m:.3g} times the positions' noise {noise_m:.3g} m"
     else:
         times = f" (the positions' noise: {'unknown' if noise_m is None else f'{noise_m:.3g} m'})"
+    if finite > 1 and agree is not None and agree < finite:
+        cause = (f"Only {agree} of {finite} starts reached this loss: the fit likely stopped in "
+                 "a local minimum. Try more starts, fewer coefficients at once, or other start "
+                 "values")
+    elif finite > 1:
+        cause = (f"All {finite} starts reached this minimum: the model likely does not explain "
+                 "these data. Check dataset.yaml's units, the scenarios and the laws")
+    else:
+        cause = ("Either the fit stopped in a local minimum, or the model does not explain "
+                 "these data. Try several starts (starts: 8), fewer coefficients at once, or "
+                 "other start values; check dataset.yaml's units, the scenarios and the laws")
     return (f"not at the noise: the optimiser stopped, but the training residual rms {rms}"
             f"{times}, is above the gate max(gate_k {k:g} x noise, gate_floor_m {floor_m:g} m)"
-            f" = {limit:.4g} m. Either the fit stopped in a local minimum, or the model does not "
-            "explain these data. Try several starts (starts: 8), fewer coefficients at once, "
-            "or other start values; check dataset.yaml's units, the scenarios and the laws; "
-            "if the data carry a known model error, declare it with gate_floor_m")
+            f" = {limit:.4g} m. {cause}; if the data carry a known model error, declare it "
+            "with gate_floor_m")
 
 
 #: Correlations of fitted coefficients reported from this size up (lmfit's default).
@@ -161,6 +193,7 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
         "stderr": result.stderr,
         "stderr_cluster": result.stderr_cluster,
         "ci95": {k: list(v) for k, v in result.ci95.items()},
+        "interval": result.interval,
         "loss": result.loss,
         "components": result.components,
         "iterations": result.nit,
@@ -354,6 +387,7 @@ model version {e(str(doc['model_version']))}</p>
 <h2>Coefficients</h2>
 <table><tr><th>name</th><th>value</th><th>stderr</th><th>95 % interval</th>
 <th>start</th><th>truth</th><th>identifiability</th></tr>{''.join(rows)}</table>
+<p>How: {e(str(doc.get('strategy', '')))}. Intervals: {e(str(doc.get('interval', '')))}.</p>
 <h2>Correlations of the estimates (|r| &ge; {CORRELATION_MIN})</h2>
 <table><tr><th>a</th><th>b</th><th>r</th></tr>{corr}</table>
 <h2>Scores</h2><table>{scores}</table>

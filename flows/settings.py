@@ -198,9 +198,11 @@ class CalibrationConfig(BaseModel):
     # training residual rms is at most max(gate_k x the positions' noise
     # scale, gate_floor_m) and its intervals are finite and hold the estimates.
     # At the truth the rms (of a 3-d distance) is about sqrt(3) times the
-    # noise scale (per axis); the floor is what data declare beyond the noise.
+    # noise scale (per axis). The floor is what data declare beyond the
+    # noise (a known model error of real data); by default a micrometre,
+    # under which noiseless data agree: the gate follows the noise.
     gate_k: Annotated[Number, _finite(0, True)] = 10.0
-    gate_floor_m: Annotated[Number, _finite(0, False)] = 0.05
+    gate_floor_m: Annotated[Number, _finite(0, False)] = 1e-6
     # Datasets of measured impacts (simcore/identify/impact_problem.py): the
     # lever [m] of the angular residual (None: each body's radius of gyration,
     # the kinetic-energy metric; 1.0 weighs m/s and rad/s alike), whether each

@@ -549,3 +549,27 @@ def test_a_cut_a_rounding_before_a_sample_keeps_it_and_runs_to_it(table):
     assert np.isfinite(cut.loss_only(cut.model.layout.vector()))
     exact = sub.ended(np.array([t + 1e-3]))
     assert exact.model.scen_t_end[0] == t + 1e-3  # a cut past the sample stays
+
+
+def test_the_jackknife_is_the_spread_of_the_estimates_without_each_scenario():
+    """On a linear least-squares problem one Newton step is the refit, so
+    :func:`simcore.identify.fit._jackknife` is the delete-one jackknife of
+    the refits themselves: ``(S - 1) / S sum (theta_-s - mean)(...)^T``."""
+    rng = np.random.default_rng(5)
+    S, m, n = 9, 7, 2
+    A = rng.normal(size=(S, m, n))
+    y = A @ np.array([0.3, -1.2]) + rng.normal(scale=0.1, size=(S, m)) \
+        + rng.normal(scale=0.5, size=(S, 1))  # a shared error per scenario
+    theta = np.linalg.lstsq(A.reshape(-1, n), y.ravel(), rcond=None)[0]
+    r = A @ theta - y
+    g = 2 * np.einsum("smn,sm->sn", A, r)  # each scenario's gradient and Gauss-Newton matrix
+    Hs = 2 * np.einsum("smn,smk->snk", A, A)
+    refits = np.array([np.linalg.lstsq(np.delete(A, s, 0).reshape(-1, n),
+                                       np.delete(y, s, 0).ravel(), rcond=None)[0]
+                       for s in range(S)])
+    d = refits - refits.mean(axis=0)
+    assert np.allclose(F._jackknife(g, Hs), (S - 1) / S * d.T @ d, rtol=1e-10, atol=0)
+    # a scenario that alone holds a coefficient: without it the matrix is singular
+    Hs[:, 1, :] = Hs[:, :, 1] = 0.0
+    Hs[0, 1, 1] = 1.0
+    assert np.isinf(np.diag(F._jackknife(g, Hs))).all()

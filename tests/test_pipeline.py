@@ -884,10 +884,13 @@ def test_calibrate_fits_tossed_boxes_by_secants_with_the_orientation_loss(store,
     doc = pipeline.calibrate(str(boxes), config={
         "fit": ["mu_k", "e_bg"], "start": {"mu_k": 0.23, "e_bg": 0.48},
         "weights": {"trajectory": 1.0, "orientation": 1.0}, "secant": [0.01, 0.003],
-        "step_sigma": 0.0, "max_iter": 30, "test_fraction": 0.3})
+        "step_sigma": 0.0, "max_iter": 30, "test_fraction": 0.3,
+        # noiseless tumbling boxes: 0.5 % off the truth is a millimetre
+        # off, far above a noise of zero; the tolerance is declared
+        "gate_floor_m": 0.005})
     (run,) = _runs(c, exp)
     assert run.info.status == "FINISHED" and doc["gate"]["registered"]
-    assert doc["strategy"].startswith("segments of 0.15 s")  # chosen: tumbling boxes
+    assert "segments of 0.15 s" in doc["strategy"]  # chosen: tumbling boxes
     assert run.data.params["strategy"] == "segments"
     assert doc["params"]["mu_k"] == pytest.approx(0.25, rel=5e-3)
     assert doc["params"]["e_bg"] == pytest.approx(0.45, rel=5e-3)

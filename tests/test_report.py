@@ -9,11 +9,15 @@ from flows import report
 from simcore.identify import fit as F
 
 
-def _result(status=F.STATUS_FTOL, params=None, ci95=None, held=()):
+def _result(status=F.STATUS_FTOL, params=None, ci95=None, held=(), losses=(), agree=None):
+    """A fit result; ``losses``: those of a multi-start's starts, ``agree`` of
+    them at the best."""
     params = params or {"mu_k": 0.19, "e_bb": 0.92}
     ci95 = ci95 or {"mu_k": (0.18, 0.20), "e_bb": (0.91, 0.93)}
     return SimpleNamespace(status=status, message=F.STATUS_MESSAGES[status], params=params,
-                           free=tuple(params), ci95=ci95, held=held)
+                           free=tuple(params), ci95=ci95, held=held,
+                           starts=[SimpleNamespace(loss=v) for v in losses],
+                           spread={} if agree is None else {"agree": agree})
 
 
 def test_a_converged_fit_within_the_gate_registers():
@@ -46,6 +50,29 @@ def test_a_converged_fit_far_above_the_noise_says_how_far():
     assert not ok and limit == pytest.approx(5e-3)
     assert reason.startswith("not at the noise") and "29 times the positions' noise" in reason
     assert "gate_floor_m" in reason  # how to declare a known model error
+
+
+def test_a_multi_start_says_which_cause_is_likelier():
+    """Starts that end apart point at a local minimum; starts that all reach
+    the same minimum above the noise point at the model."""
+    _, apart, _ = report.gate(_result(losses=(1.0, 2.0, np.nan, 3.0), agree=1), 0.029, 1e-3,
+                              10.0, 1e-6)
+    assert "Only 1 of 3 starts reached this loss" in apart and "local minimum" in apart
+    _, same, _ = report.gate(_result(losses=(1.0, 1.0), agree=2), 0.029, 1e-3, 10.0, 1e-6)
+    assert "All 2 starts reached this minimum" in same and "does not explain" in same
+    assert "gate_floor_m" in apart and "gate_floor_m" in same
+
+
+def test_the_fit_is_at_the_noise_when_its_trajectory_residual_is_within_the_limit():
+    """``at_noise``: the weighted trajectory component is the mean over
+    scenarios of each one's mean squared distance, so its root, unweighted,
+    is the gate's rms."""
+    enough = report.at_noise(2e-3, {"trajectory": 4.0, "orientation": 1.0})
+    assert enough(SimpleNamespace(components={"trajectory": 4.0 * 1.9e-3 ** 2}))
+    assert not enough(SimpleNamespace(components={"trajectory": 4.0 * 2.1e-3 ** 2}))
+    assert not enough(SimpleNamespace(components={}))
+    assert not report.at_noise(1.0, {"orientation": 1.0})(
+        SimpleNamespace(components={"trajectory": 0.0}))
 
 
 def test_a_residual_with_an_unknown_noise_scale_meets_the_floor():

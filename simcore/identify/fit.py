@@ -70,7 +70,11 @@ variance: ``cov = (L / (N - P)) (J^T W J)^-1`` for the free coefficients
 (the nuisance marginalised through the Schur complement), ``N`` scalar
 residuals and ``P`` unknowns; the 95 % interval is ``theta +- 1.96 stderr``.
 The weights ``W`` are the loss normalisation, so this is exact for uniform
-weights and the usual weighted-least-squares estimate otherwise.
+weights and the usual weighted-least-squares estimate otherwise.  A secant
+fit (a chaotic loss) takes its intervals at the scales its loss was
+explored at instead (:func:`_explored`: the delete-one jackknife over
+scenarios at relative steps ``EXPLORED``, Student's t); ``FitResult.interval``
+says which.
 
 Identifiability: a free coefficient that entered no event or segment of any
 scenario (``signal == 0``: e.g. no wall impact slipped) gets no gradient from
@@ -86,6 +90,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import params as P
+from ..data import dataset as D
 from .losses import over_scenarios as _over
 from .problem import NUISANCE, project
 
@@ -138,6 +143,17 @@ RESCUED = ("velocity", "push", "spin")
 SEGMENT_S = 0.15
 SEGMENT_SECANT = (0.01, 0.003)
 SEGMENT_STEP_SIGMA = 0.0
+SEGMENT_STAGE_SECANT = (0.05, 0.02)
+#: At most this many starts for a segmented fit that falls short of the
+#: caller's yardstick (``enough`` of :func:`fit`).
+SEGMENT_STARTS = 4
+#: The relative steps at which a secant fit's intervals look at its loss
+#: (:func:`_explored`).
+EXPLORED = (0.003, 0.01, 0.03)
+#: The global phase of a segmented fit (:func:`_global_phase`): points of its
+#: Latin hypercube per free coefficient, and the most segments it looks at.
+GLOBAL_POINTS = 16
+GLOBAL_SEGMENTS = 96
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
 #: Largest relative change of a coefficient in one step.
@@ -171,7 +187,10 @@ class FitResult:
     and correlations that allow the residuals of a scenario to be
     correlated (:func:`_cluster_cov`; None with a nuisance or fewer than
     two scenarios per free coefficient); ``strategy``: how the fit went
-    (whole rollouts, or segments first: ``segments`` of :func:`fit`).
+    (whole rollouts, or segments first: ``segments`` of :func:`fit`);
+    ``interval``: how ``stderr`` and ``ci95`` were computed (the Gauss-Newton
+    curvature, or for a secant fit the scale its loss was explored at:
+    :func:`_explored`).
     """
 
     params: dict
@@ -202,6 +221,7 @@ class FitResult:
     stderr_cluster: dict = None
     corr_cluster: np.ndarray = None
     strategy: str = "whole rollouts"
+    interval: str = "Gauss-Newton: theta +- 1.96 stderr"
 
 
 def _free_indices(free, layout):
@@ -368,7 +388,7 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
 def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=None,
         starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
-        step_sigma=STEP_SIGMA, secant=(), segments=0.0):
+        step_sigma=STEP_SIGMA, secant=(), segments=0.0, enough=None):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -406,12 +426,25 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     ``segments`` [s] (0: off): multiple shooting before the rollouts.  Each
     start is first fitted on the problem cut into segments of about this
     length, each from the measured state at its start
-    (:meth:`~simcore.identify.problem.Problem.segmented`, the ``state``
-    nuisance refining the segments' velocities): a segment holds one or two
+    (:meth:`~simcore.identify.problem.Problem.segmented`; the ``state``
+    nuisance held there, as secants hold it): a segment holds one or two
     impacts, so its loss has the funnel without the chaos of a whole
     tumble, and its minimum lies in the truth's basin, a little off it
-    (the segment starts carry the positions' noise).  The rollout fit then
-    starts there and gives the estimate.
+    (the segment starts carry the positions' noise).  Its fit starts from
+    the best point of a global phase (:func:`_global_phase`) and takes
+    coarse secants (``SEGMENT_STAGE_SECANT``, relative steps of 5 % then 2 %:
+    the segments' loss still carries bumps at the scale of a few per cent,
+    where 1 % secants stall) over whole segments (no horizon stages: a
+    quarter of a segment holds no impact).  The rollout fit then starts
+    there and gives the estimate.
+    ``enough(result) -> bool``: the caller's yardstick of a fit that reached
+    the noise (e.g. the registration gate's).  A segmented fit from one start
+    that falls short of it is not trusted: up to ``SEGMENT_STARTS`` starts in
+    all are tried (drawn as for ``starts``, each with a global phase of its
+    own), stopping at the first that meets it, the best returned with the
+    others in ``starts``; a chaotic loss holds wells far from the truth that
+    one start cannot tell from it (flat boxes tossed high and slow: one
+    fit in six ended 10 % off, 10 times the noise).
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
@@ -460,31 +493,105 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     if not (np.isfinite(segments) and segments >= 0):
         raise ValueError(f"segments = {segments}: expected a length >= 0 s (0: off)")
     if segments:
-        kw["segments"] = float(segments)
-    run = _fit_segments_first if segments else _fit_continued
-    if starts == 1:
-        return run(problem, theta0, free_idx, **kw)
-    return _multi_start(run, problem, theta0, free_idx, starts, seed, kw)
+        kw.update(segments=float(segments), global_seed=seed)
+    if starts == 1 and not (segments and enough is not None):
+        r = (_fit_segments_first if segments else _fit_continued)(problem, theta0, free_idx, **kw)
+    elif starts == 1:
+        r = _until_enough(problem, theta0, free_idx, seed, kw, enough)
+    else:
+        r = _multi_start(_fit_segments_first if segments else _fit_continued, problem, theta0,
+                         free_idx, starts, seed, kw)
+    return _explored(problem, r, free_idx) if secant and np.isfinite(r.loss) else r
 
 
-def _multi_start(run, problem, theta0, free_idx, starts, seed, kw):
+def _until_enough(problem, theta0, free_idx, seed, kw, enough):
+    """A segmented fit from up to ``SEGMENT_STARTS`` starts, until one meets
+    ``enough`` (see :func:`fit`); the first alone when it does."""
+    r = _multi_start(_fit_segments_first, problem, theta0, free_idx, SEGMENT_STARTS, seed, kw,
+                     enough)
+    if len(r.starts) == 1:  # the first was enough: a plain fit
+        r.starts, r.spread = [], {}
+    else:
+        r.strategy += (f"; {len(r.starts)} starts (at most {SEGMENT_STARTS}: the first fell "
+                       f"short of the noise; {'the last' if enough(r) else 'none'} reached it)")
+    return r
+
+
+def _explored(problem, r, free_idx, steps=EXPLORED):
+    """``r`` with the intervals of a secant fit: at the scale at which its
+    loss is explored, not at its last step's curvature.
+
+    A chaotic loss (tumbling boxes) is a funnel strewn with narrow wells: the
+    truth sits in one, and the fit ends in the lowest well it reached, a
+    few per cent off when the data are few (flat boxes tossed high and slow,
+    12 tosses: 2.4 % off, its last secant's intervals 0.3 % wide).  How far
+    the estimate can lie is what the scenarios disagree on at the scales
+    the fit looked at: for each relative step of ``steps`` (``EXPLORED``),
+    each scenario's secant gradient and Gauss-Newton matrix give the
+    estimate without it, ``theta - (H - H_s)^-1 (g - g_s)`` (one Newton
+    step: the delete-one jackknife, which also counts a scenario that
+    alone holds a coefficient in place), and their spread
+    ``(S - 1) / S sum (theta_-s - mean)(theta_-s - mean)^T`` its covariance.
+    The standard error is the largest of these and the Gauss-Newton one,
+    and the 95 % interval takes Student's t with ``S - 1`` degrees of
+    freedom (``S`` scenarios, the clusters).  Coverage over replicate
+    datasets: ``python -m benchmarks.identification``."""
+    from scipy import stats
+
+    lay = problem.model.layout
+    theta = lay.vector(r.params)
+    keep = [c for c, n in enumerate(r.free) if n not in r.held]
+    S = problem.nscen
+    if not keep or S < 2 * len(keep):
+        return r
+    se = np.array([r.stderr[n] for n in r.free], dtype=np.float64)
+    for h in steps:
+        ev = problem.evaluate(theta, free_idx, secant=h)
+        r.nfev += ev.nfev
+        g = ev.loss.grad[:, keep]
+        Hs = ev.loss.gn[:, keep][:, :, keep]
+        se[keep] = np.maximum(se[keep], np.sqrt(np.diag(_jackknife(g, Hs))))
+    q = float(stats.t.ppf(0.975, S - 1))
+    r.stderr = {n: float(se[c]) for c, n in enumerate(r.free)}
+    r.ci95 = {n: (r.params[n] - q * se[c], r.params[n] + q * se[c]) for c, n in enumerate(r.free)}
+    r.interval = (f"explored: the larger of the Gauss-Newton error and the jackknife over "
+                  f"{S} scenarios at relative steps "
+                  + ", ".join(f"{100 * h:g} %" for h in steps)
+                  + f"; Student's t with {S - 1} degrees of freedom")
+    return r
+
+
+def _jackknife(g, Hs):
+    """The delete-one jackknife covariance of a least-squares estimate from
+    each scenario's gradient ``g (S, n)`` and Gauss-Newton matrix ``Hs (S, n,
+    n)`` at it (see :func:`_explored`); ``inf`` on the diagonal where leaving
+    a scenario out leaves the matrix singular."""
+    S = g.shape[0]
+    H, G = _over(Hs), _over(g)
+    moved = np.empty_like(g)
+    for s in range(S):
+        try:
+            moved[s] = -np.linalg.solve(H - Hs[s], G - g[s])
+        except np.linalg.LinAlgError:
+            return np.diag(np.full(g.shape[1], np.inf))
+    d = moved - _over(moved) / S
+    return (S - 1) / S * _over(d[:, :, None] * d[:, None, :])
+
+
+def _multi_start(run, problem, theta0, free_idx, starts, seed, kw, enough=None):
     """``starts`` runs of ``run``: from ``theta0``, then from starts drawn
-    from ``seed`` (see :func:`fit`); the best, with the others in ``starts``
-    and their ``spread``."""
+    from ``seed`` (see :func:`fit`), until one meets ``enough`` when given;
+    the best, with the others in ``starts`` and their ``spread``."""
     lay = problem.model.layout
     rng = np.random.default_rng(seed)
     results = [run(problem, theta0, free_idx, **kw)]
-    for _ in range(starts - 1):
-        th = theta0.copy()
-        for q in free_idx:
-            root = P.base(lay.names[q])
-            if root.startswith("e_"):
-                th[q] = rng.uniform(0.05, 1.0)
-            elif root in P.OFFSET_SCALE:
-                th[q] = theta0[q] + P.OFFSET_SCALE[root] * rng.uniform(-2.0, 2.0)
-            else:
-                th[q] = theta0[q] * rng.uniform(0.5, 2.0)
-        results.append(run(problem, project(th, free_idx, lay), free_idx, **kw))
+    for k in range(1, starts):
+        if enough is not None and np.isfinite(results[-1].loss) and enough(results[-1]):
+            break
+        th = _drawn(theta0, free_idx, lay, rng.random(len(free_idx)))
+        if "global_seed" in kw:  # each start's global phase draws its own points
+            kw = dict(kw, global_seed=seed + k)
+        results.append(run(problem, th, free_idx, **kw))
     finite = [r for r in results if np.isfinite(r.loss)]
     best = min(finite, key=lambda r: r.loss) if finite else results[0]
     names = [lay.names[q] for q in free_idx]
@@ -496,6 +603,56 @@ def _multi_start(run, problem, theta0, free_idx, starts, seed, kw):
                                    for r in finite))
     best.starts = results
     return best
+
+
+def _drawn(theta0, free_idx, lay, u):
+    """``theta0`` with its free coefficients at ``u`` (in [0, 1) each) of
+    their start ranges: a restitution in [0.05, 1], an offset within
+    ``+-2 OFFSET_SCALE`` of its start, any other coefficient within
+    ``[0.5, 2] x`` its start; projected onto the bounds."""
+    th = theta0.copy()
+    for q, x in zip(free_idx, u):
+        root = P.base(lay.names[q])
+        if root.startswith("e_"):
+            th[q] = 0.05 + 0.95 * x
+        elif root in P.OFFSET_SCALE:
+            th[q] = theta0[q] + P.OFFSET_SCALE[root] * (4.0 * x - 2.0)
+        else:
+            th[q] = theta0[q] * (0.5 + 1.5 * x)
+    return project(th, free_idx, lay)
+
+
+def _global_phase(seg, theta0, free_idx, seed):
+    """The start of a segmented fit: the best of ``theta0`` and a Latin
+    hypercube of ``GLOBAL_POINTS`` points per free coefficient over the
+    multi-start's ranges (:func:`_drawn`, from ``seed``), each scored by the
+    loss of the segments from their measured states (the ``state``
+    nuisance at its start, no fit) on at most ``GLOBAL_SEGMENTS`` segments
+    (the first by :func:`~simcore.data.dataset.stable_hash` of their names,
+    so that the scenarios' order does not matter).  At this scale the
+    segments' loss is one smooth bowl around the truth, while a local fit
+    from a far start can end in a valley of its own (flat boxes tossed high
+    and slow, from e_bg 0.5 against 0.3: mu_k 25 % off).  Returns the start
+    and a line saying what the phase did."""
+    lay = seg.model.layout
+    rng = np.random.default_rng(seed)
+    nf = len(free_idx)
+    n = GLOBAL_POINTS * nf
+    # One point per stratum of every coefficient, the strata paired at random.
+    u = (np.stack([rng.permutation(n) for _ in range(nf)], axis=1) + rng.random((n, nf))) / n
+    sub = seg
+    if seg.nscen > GLOBAL_SEGMENTS:
+        names = seg.ids or [str(k) for k in range(seg.nscen)]
+        order = sorted(range(seg.nscen), key=lambda k: (D.stable_hash(names[k]), names[k]))
+        sub = seg.subset(np.sort(order[:GLOBAL_SEGMENTS]))
+    points = [theta0] + [_drawn(theta0, free_idx, lay, x) for x in u]
+    losses = np.array([sub.loss_only(th, "state", sub.nuisance_start("state", th))
+                       for th in points])
+    losses[~np.isfinite(losses)] = np.inf
+    best = int(np.argmin(losses))
+    said = (f"a global phase over {n} points on {sub.nscen} segments "
+            f"({'kept the start' if best == 0 else 'moved the start'})")
+    return points[best], said
 
 
 def check_horizons(horizons):
@@ -519,22 +676,26 @@ def check_secant(secant):
     return tuple(float(x) for x in s)
 
 
-def _fit_segments_first(problem, theta0, free_idx, segments, **kw):
+def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     """Multiple shooting, then the rollouts (``segments`` of :func:`fit`):
-    the segmented problem with the ``state`` nuisance from ``theta0``, then
+    the segmented problem with the ``state`` nuisance from the best start of
+    a global phase (:func:`_global_phase`, from ``global_seed``), then
     :func:`_fit_continued` on ``problem`` from its coefficients (from
     ``theta0`` if the segments' fit failed); history, iterations and
     evaluations cover both."""
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
-    first = _fit_continued(seg, theta0, free_idx, **dict(kw, nuisance="state"))
+    begin, said = _global_phase(seg, theta0, free_idx, global_seed)
+    first = _fit_continued(seg, begin, free_idx, **dict(
+        kw, nuisance="state", horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
+        ftol=max(kw["ftol"], STAGE_FTOL)))
     lay = problem.model.layout
     start = lay.vector(first.params) if np.isfinite(first.loss) else theta0
     r = _fit_continued(problem, start, free_idx, **kw)
     r.history = first.history + r.history
     r.nit += first.nit
     r.nfev += first.nfev
-    r.strategy = (f"segments of {segments:g} s from measured states ({seg.nscen}, "
+    r.strategy = (f"{said}, segments of {segments:g} s from measured states ({seg.nscen}, "
                   f"{STATUSES[first.status].word}), then whole rollouts")
     return r
 
