@@ -16,7 +16,9 @@ defaults.  Printed per family:
 * ``err_<name>_pct``: the mean absolute error of each coefficient in per
   cent of the truth, and ``worst_<name>_pct`` the largest;
 * ``cover_<name>``: the share of replicates whose 95 % interval holds the
-  truth, and ``cover_cluster_<name>`` the same for the interval of the
+  truth (``cover_registered_<name>``: of the registered ones;
+  ``halfwidth_<name>_pct``: the median half-width in per cent of the truth),
+  and ``cover_cluster_<name>`` the same for the interval of the
   errors clustered by toss (``estimate +- 1.96 stderr_cluster``);
 * ``rms_over_noise``: the mean training rms position error over the
   positions' noise (at the truth about sqrt(3): a 3-d distance);
@@ -87,7 +89,12 @@ def family(name, replicates, tosses, root):
         out[f"err_{n}_pct"] = float(err.mean())
         out[f"worst_{n}_pct"] = float(err.max())
         lo_hi = [d["ci95"][n] for d, _ in rows]
-        out[f"cover_{n}"] = float(np.mean([lo <= truth[n] <= hi for lo, hi in lo_hi]))
+        held = [lo <= truth[n] <= hi for lo, hi in lo_hi]
+        out[f"cover_{n}"] = float(np.mean(held))
+        kept = [h for h, (d, _) in zip(held, rows) if d["gate"]["registered"]]
+        out[f"cover_registered_{n}"] = float(np.mean(kept)) if kept else float("nan")
+        out[f"halfwidth_{n}_pct"] = float(np.median([(hi - lo) / 2 / truth[n] * 100
+                                                     for lo, hi in lo_hi]))
         out[f"cover_cluster_{n}"] = float(np.mean([
             abs(d["params"][n] - truth[n]) <= 1.96 * ((d.get("stderr_cluster") or {}).get(n)
                                                        or np.inf) for d, _ in rows]))

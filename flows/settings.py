@@ -200,8 +200,9 @@ class CalibrationConfig(BaseModel):
     # At the truth the rms (of a 3-d distance) is about sqrt(3) times the
     # noise scale (per axis). The floor is what data declare beyond the
     # noise (a known model error of real data); by default a micrometre,
-    # under which noiseless data agree: the gate follows the noise.
-    gate_k: Annotated[Number, _finite(0, True)] = 10.0
+    # under which noiseless data agree: the gate follows the noise. gate_k 5
+    # lets through fits whose rms is up to about three times the truth's.
+    gate_k: Annotated[Number, _finite(0, True)] = 5.0
     gate_floor_m: Annotated[Number, _finite(0, False)] = 1e-6
     # Datasets of measured impacts (simcore/identify/impact_problem.py): the
     # lever [m] of the angular residual (None: each body's radius of gyration,
