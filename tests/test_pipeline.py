@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from prefect.testing.utilities import prefect_test_harness
 
 from flows import pipeline, registry, server, settings, tracking
@@ -68,8 +69,9 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     assert "e_bg" not in doc["corr"] and set(doc["corr"]) == set(doc["free"]) - {"e_bg"}
     assert all(doc["corr"][n][n] == pytest.approx(1.0) for n in doc["corr"])
     assert "Correlations of the estimates" in html and "<th>truth</th>" in html
+    # the gate follows the noise: 5 x its 1 mm (the floor, a micrometre, is below)
     assert doc["gate"] == {"registered": True, "reason": "",
-                           "rms_limit_m": pytest.approx(0.05)}  # the floor: 10 x 1 mm < 5 cm
+                           "rms_limit_m": pytest.approx(5 * doc["noise_m"])}
     assert run.data.tags["status"] == doc["status"]
     assert run.info.run_name == f"synthetic-table [{','.join(doc['free'])}]"
     assert f"<b>{doc['status']}</b>: {html_escape(doc['message'])}" in html
@@ -180,8 +182,17 @@ def test_champion_decisions_are_serialised(store):
     assert order == ["a in", "a out", "b in"]
 
 
+#: Two coefficients of the table fitted, the others left at their (wrong)
+#: defaults: a model error of about 14 mm, declared so that the gate, which
+#: follows the 1 mm noise, registers the fit.
+PARTIAL = {"fit": ["mu_k", "e_bw"], "gate_floor_m": 0.02}
+
+
 def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
-    assert main(["calibrate", TABLE, "--fit", "mu_k,e_bw", "--out", str(tmp_path / "o")]) == 0
+    cfg = tmp_path / "partial.yaml"
+    cfg.write_text(yaml.safe_dump({"gate_floor_m": PARTIAL["gate_floor_m"]}))
+    assert main(["calibrate", TABLE, "--fit", "mu_k,e_bw", "--config", str(cfg),
+                 "--out", str(tmp_path / "o")]) == 0
     doc = json.loads((tmp_path / "o" / "fit.json").read_text())
     assert set(doc) >= {"params", "stderr", "ci95", "loss", "iterations", "converged", "status",
                         "message", "mlflow_run_id", "model_version"}
@@ -218,7 +229,7 @@ def test_bad_config_names_the_file_and_key(tmp_path, text, words, capsys):
 def test_dask_runner_and_shard_count_give_the_same_coefficients(store):
     """A 2-worker LocalCluster (processes) and five thread shards against the
     default thread runner: the same fit, bit for bit."""
-    cfg = {"fit": ["mu_k", "e_bw", "mu_w"]}
+    cfg = dict(PARTIAL, fit=["mu_k", "e_bw", "mu_w"])
     threads = pipeline.run(pipeline.calibrate, TABLE, cfg)
     dask = pipeline.run(pipeline.calibrate, TABLE, dict(cfg, task_runner="dask", workers=2))
     five = pipeline.run(pipeline.calibrate, TABLE, dict(cfg, shards=5))
@@ -330,7 +341,7 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
     import urllib.parse
     import urllib.request
 
-    doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k", "e_bw"]})
+    doc = pipeline.calibrate(TABLE, config=PARTIAL)
 
     def get(path, **query):
         url = f"{mlflow_server}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}"
@@ -351,7 +362,7 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
 
 def test_multi_start_logs_nested_runs(store, capsys):
     track, c, exp = store
-    doc = pipeline.calibrate(TABLE, config={"fit": ["mu_k", "e_bw"], "starts": 2})
+    doc = pipeline.calibrate(TABLE, config=dict(PARTIAL, starts=2))
     runs = _runs(c, exp)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == doc["mlflow_run_id"]]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
