@@ -473,9 +473,8 @@ def _print_fit(doc, out):
         noise = doc.get("noise_m")
         test = (f", {scores['test_rms_m'] * 1e3:.3g} mm (test)" if "test_rms_m" in scores
                 else "")
-        lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train){test} "
-                     "against the positions' noise " + (f"{noise * 1e3:.3g} mm" if noise
-                                                        is not None else "(unknown)"))
+        lines.append(f"rms position error {scores['train_rms_m'] * 1e3:.3g} mm (train){test}; "
+                     f"{report.against_noise(scores['train_rms_m'], noise)}")
     if "train_fazeli_median" in scores:
         test = (f"; test {scores['test_fazeli_median']:.3f}, {scores['test_fazeli_mean']:.3f}"
                 if "test_fazeli_median" in scores else "")

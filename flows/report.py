@@ -87,6 +87,18 @@ def at_noise(limit_m, weights):
     return enough
 
 
+def against_noise(rms_m, noise_m):
+    """The training residual ``rms_m`` beside the noise, in words a reader
+    cannot misread: the rms is of a 3-d distance, so at the noise it is
+    sqrt(3) times the per-axis noise scale ``noise_m``."""
+    if noise_m is None or not noise_m > 0:
+        return "the positions' noise is unknown"
+    at = np.sqrt(3.0) * noise_m
+    return (f"at the noise it would be {at * 1e3:.3g} mm (sqrt(3) x the positions' noise "
+            f"{noise_m * 1e3:.3g} mm per axis: a 3-d distance), the training rms is "
+            f"{rms_m / at:.3g} times that")
+
+
 def intervals_hold(result):
     """``(ok, reason)``: every informed coefficient's 95 % interval is finite
     and holds its estimate."""
@@ -361,7 +373,9 @@ def report_html(doc, convergence, overlays):
         note = e(ident.get("reason", "fixed")) if free else "fixed"
         s0 = f"{start[n]:.6g}" if n in start else "-"
         t0 = f"{truth[n]:.6g}" if n in truth else "-"
-        rows.append(f"<tr><td>{e(n)}</td><td>{val}</td><td>{se}</td><td>{ci}</td>"
+        cl = (doc.get("stderr_cluster") or {}).get(n) if free else None
+        cl = f"{cl:.2g}" if cl is not None and np.isfinite(cl) else "-"
+        rows.append(f"<tr><td>{e(n)}</td><td>{val}</td><td>{se}</td><td>{ci}</td><td>{cl}</td>"
                     f"<td>{s0}</td><td>{t0}</td><td>{note}</td></tr>")
     corr = "".join(f"<tr><td>{e(c['a'])}</td><td>{e(c['b'])}</td><td>{c['r']:+.3f}</td></tr>"
                    for c in doc.get("correlations", [])) or \
@@ -370,8 +384,8 @@ def report_html(doc, convergence, overlays):
                      for k, v in doc["scores"].items() if isinstance(v, (int, float)))
     img = "<img alt='{}' src='data:image/png;base64,{}'/>"
     rms, sigma = doc["scores"].get("train_rms_m"), doc.get("noise_m")
-    noise = (f"; residual rms {rms * 1e3:.3g} mm against the positions' noise "
-             f"{sigma * 1e3:.3g} mm" if rms is not None and sigma is not None else "")
+    noise = (f"; residual rms {rms * 1e3:.3g} mm: {against_noise(rms, sigma)}"
+             if rms is not None else "")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>contactfit calibration</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:72em}}
@@ -386,7 +400,7 @@ MLflow run {e(str(doc['mlflow_run_id']))},
 model version {e(str(doc['model_version']))}</p>
 <h2>Coefficients</h2>
 <table><tr><th>name</th><th>value</th><th>stderr</th><th>95 % interval</th>
-<th>start</th><th>truth</th><th>identifiability</th></tr>{''.join(rows)}</table>
+<th>stderr, clustered by scenario</th><th>start</th><th>truth</th><th>identifiability</th></tr>{''.join(rows)}</table>
 <p>How: {e(str(doc.get('strategy', '')))}. Intervals: {e(str(doc.get('interval', '')))}.</p>
 <h2>Correlations of the estimates (|r| &ge; {CORRELATION_MIN})</h2>
 <table><tr><th>a</th><th>b</th><th>r</th></tr>{corr}</table>

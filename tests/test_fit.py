@@ -573,3 +573,14 @@ def test_the_jackknife_is_the_spread_of_the_estimates_without_each_scenario():
     Hs[:, 1, :] = Hs[:, :, 1] = 0.0
     Hs[0, 1, 1] = 1.0
     assert np.isinf(np.diag(F._jackknife(g, Hs))).all()
+
+
+def test_a_coefficient_the_fit_leaves_on_its_bound_is_flagged(table):
+    """mu_k wants 0.19, but a fixed mu_s of 0.15 caps it (mu_s >= mu_k): the
+    report says it sits on that bound, its interval one-sided."""
+    r = F.fit(table, params0={"mu_s": 0.15, "mu_k": 0.14}, free=["mu_k", "e_bb"])
+    assert r.params["mu_k"] == 0.15
+    assert r.identifiability["mu_k"]["bound"] == "mu_s >= mu_k"
+    assert "on its bound mu_s >= mu_k" in r.identifiability["mu_k"]["reason"]
+    assert r.identifiability["e_bb"]["bound"] == ""
+    assert "on a bound (one-sided interval): mu_k (mu_s >= mu_k)" in r.message

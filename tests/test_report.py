@@ -108,3 +108,12 @@ def test_correlations_above_the_threshold_strongest_first_without_held():
     res.corr[0, 2] = np.nan
     assert report.correlation_table(res, res.corr)["mu_s"]["e_bb"] is None
     assert report.correlation_table(res, None) is None
+
+
+def test_the_residual_is_read_against_the_noise_of_a_3d_distance():
+    """At the noise, the rms of a 3-d distance is sqrt(3) times the per-axis
+    noise: 1.73 mm against 1 mm is once the noise, not 1.7 times."""
+    words = report.against_noise(np.sqrt(3.0) * 1e-3, 1e-3)
+    assert "1.73 mm" in words and "1 mm per axis" in words and "is 1 times that" in words
+    assert "is 10 times that" in report.against_noise(np.sqrt(3.0) * 1e-2, 1e-3)
+    assert report.against_noise(1e-3, None) == "the positions' noise is unknown"

@@ -143,6 +143,8 @@ RESCUED = ("velocity", "push", "spin")
 SEGMENT_S = 0.15
 SEGMENT_SECANT = (0.01, 0.003)
 SEGMENT_STEP_SIGMA = 0.0
+#: The secant steps of the segments' own fit (coarser: see ``segments`` of
+#: :func:`fit`).
 SEGMENT_STAGE_SECANT = (0.05, 0.02)
 #: At most this many starts for a segmented fit that falls short of the
 #: caller's yardstick (``enough`` of :func:`fit`).
@@ -443,8 +445,8 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     all are tried (drawn as for ``starts``, each with a global phase of its
     own), stopping at the first that meets it, the best returned with the
     others in ``starts``; a chaotic loss holds wells far from the truth that
-    one start cannot tell from it (flat boxes tossed high and slow: one
-    fit in six ended 10 % off, 10 times the noise).
+    one start cannot tell from it (flat boxes tossed high and slow can end
+    10 % off from one start, ten times the noise).
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
@@ -515,6 +517,21 @@ def _until_enough(problem, theta0, free_idx, seed, kw, enough):
         r.strategy += (f"; {len(r.starts)} starts (at most {SEGMENT_STARTS}: the first fell "
                        f"short of the noise; {'the last' if enough(r) else 'none'} reached it)")
     return r
+
+
+def _on_bound(lay, theta, q):
+    """The bound row ``q`` of ``theta`` sits on, as text (``"mu_s >= mu_k"``,
+    ``"e_bg <= 1"``), or ``""``: a free coefficient the fit left there."""
+    name = lay.names[q]
+    lo, hi = lay.bounds(q)
+    if theta[q] <= lo:
+        return f"{name} >= {lo:g}"
+    if theta[q] >= hi:
+        return f"{name} <= {hi:g}"
+    for qs, qk in lay.static_kinetic:
+        if q in (qs, qk) and theta[qs] <= theta[qk]:
+            return f"{lay.names[qs]} >= {lay.names[qk]}"
+    return ""
 
 
 def _explored(problem, r, free_idx, steps=EXPLORED):
@@ -1272,7 +1289,12 @@ def _result(w, method, nit, status, history, fd_gap):
         if weak:
             reason += f"; weakly identified (relative stderr {rel:.2g})"
             weak_names.append(n)
-        ident[n] = {"signal": sig, "identifiable": sig > 0, "weak": bool(weak), "reason": reason}
+        bound = _on_bound(lay, theta, q) if sig > 0 else ""
+        if bound:
+            reason += f"; on its bound {bound}: the data would take it past (its interval is "\
+                      "one-sided)"
+        ident[n] = {"signal": sig, "identifiable": sig > 0, "weak": bool(weak), "reason": reason,
+                    "bound": bound}
     message = STATUS_MESSAGES[status]
     unident = [n for n in names if not ident[n]["identifiable"]]
     if unident:
@@ -1280,6 +1302,9 @@ def _result(w, method, nit, status, history, fd_gap):
                     + "; ".join(ident[n]["reason"] for n in unident))
     if weak_names:
         message += "; weakly identified: " + ", ".join(weak_names)
+    bounded = [f"{n} ({ident[n]['bound']})" for n in names if ident[n].get("bound")]
+    if bounded:
+        message += "; on a bound (one-sided interval): " + ", ".join(bounded)
     if k and real_held.any():
         message += (f"; {int(real_held.sum())} nuisance value(s) held at their start: "
                     "the data do not depend on them there")
