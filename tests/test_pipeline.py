@@ -72,6 +72,7 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     # the gate follows the noise: 5 x its 1 mm (the floor, a micrometre, is below)
     assert doc["gate"] == {"registered": True, "reason": "",
                            "rms_limit_m": pytest.approx(5 * doc["noise_m"])}
+    assert doc["interval"].startswith("Gauss-Newton")  # at the noise: the plain intervals
     assert run.data.tags["status"] == doc["status"]
     assert run.info.run_name == f"synthetic-table [{','.join(doc['free'])}]"
     assert f"<b>{doc['status']}</b>: {html_escape(doc['message'])}" in html
@@ -198,6 +199,13 @@ def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
                         "message", "mlflow_run_id", "model_version"}
     assert doc["free"] == ["mu_k", "e_bw"] and doc["converged"] and doc["model_version"] == "1"
     assert doc["strategy"] == "whole rollouts" and doc["spread"] is None  # spheres, one start
+    # the residual (the declared model error) is above the noise: the
+    # intervals are the clustered ones, with Student's t
+    assert doc["interval"].startswith("clustered by scenario")
+    for n in doc["free"]:
+        assert doc["stderr"][n] >= doc["stderr_cluster"][n]
+        lo, hi = doc["ci95"][n]
+        assert (hi - lo) / 2 > 1.96 * doc["stderr"][n]
     out = capsys.readouterr().out
     assert "mu_k" in out and "contactfit ui" in out and "strategy: whole rollouts" in out
 

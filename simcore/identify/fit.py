@@ -578,6 +578,28 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
     return r
 
 
+def widened(r, nscen):
+    """``r`` with its intervals widened to the errors clustered by scenario
+    (the larger of the plain and clustered standard errors, Student's t
+    with ``nscen - 1`` degrees of freedom), for a fit whose residual is
+    above the data's noise: a model error moves each scenario's residuals
+    together, and the plain errors, which take them as independent,
+    understate the real ones.  A fit without clustered errors, or whose
+    intervals are already the explored ones (:func:`_explored`), is
+    returned as it is."""
+    from scipy import stats
+
+    if not r.stderr_cluster or r.interval.startswith("explored") or nscen < 2:
+        return r
+    q = float(stats.t.ppf(0.975, nscen - 1))
+    se = {n: max(r.stderr[n], r.stderr_cluster.get(n) or 0.0) for n in r.free}
+    r.stderr = se
+    r.ci95 = {n: (r.params[n] - q * se[n], r.params[n] + q * se[n]) for n in r.free}
+    r.interval = (f"clustered by scenario (the residual is above the noise): the larger of the "
+                  f"plain and clustered errors; Student's t with {nscen - 1} degrees of freedom")
+    return r
+
+
 def _jackknife(g, Hs):
     """The delete-one jackknife covariance of a least-squares estimate from
     each scenario's gradient ``g (S, n)`` and Gauss-Newton matrix ``Hs (S, n,
