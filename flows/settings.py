@@ -77,7 +77,8 @@ def tracking(path=None):
         given = _read_yaml(path)
         unknown = sorted(set(given) - set(TRACKING_DEFAULTS))
         if unknown:
-            raise ValueError(f"{path}: unknown key(s) {unknown}; expected some of "
+            hint = "".join(P.did_you_mean(k, TRACKING_DEFAULTS) for k in unknown)
+            raise ValueError(f"{path}: unknown key(s) {unknown}{hint}; expected some of "
                              f"{sorted(TRACKING_DEFAULTS)}")
         values.update({k: v for k, v in given.items()})
     for key, env in _ENV.items():
@@ -292,7 +293,9 @@ def calibration(path=None, **overrides):
     names = set(CalibrationConfig.model_fields)
     unknown = sorted(set(given) - names)
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(names)}")
+        hint = "".join(P.did_you_mean(k, names) for k in unknown)
+        raise ValueError(f"{where}: unknown key(s) {unknown}{hint}; expected some of "
+                         f"{sorted(names)}")
     try:
         cfg = CalibrationConfig.model_validate(given)
     except ValidationError as exc:

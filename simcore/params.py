@@ -38,6 +38,7 @@ does not hold them, as its body-body law does not read them),
 named materials from 1 on; :class:`Layout` builds those tables.
 """
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -135,6 +136,13 @@ def base(name):
     return name.split("@", 1)[0]
 
 
+def did_you_mean(word, choices):
+    """`` (did you mean 'x'?)`` for the choices closest to a misspelt
+    ``word`` (:func:`difflib.get_close_matches`), or ``""``."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def parse(name):
     """Split a parameter name into ``(base, materials)`` and check its address.
 
@@ -145,8 +153,9 @@ def parse(name):
         raise ValueError(f"parameter name {name!r}: expected a string")
     root, at, address = name.partition("@")
     if root not in BY_NAME:
-        raise ValueError(f"unknown coefficient {name!r}; expected one of {list(NAMES)}, "
-                         "optionally addressed per material as NAME@MAT or NAME@A+B")
+        raise ValueError(f"unknown coefficient {name!r}{did_you_mean(root, NAMES)}; expected one "
+                         f"of {list(NAMES)}, optionally addressed per material as NAME@MAT or "
+                         "NAME@A+B")
     if not at:
         return root, ()
     mats = tuple(address.split("+"))

@@ -54,6 +54,8 @@ BAD = [
     ("dask_address: 5\n", "dask_address = 5: expected str"),
     ("seed: 1.5\n", "seed = 1.5: expected int"),
     ("fit: mu_k\n", "fit = 'mu_k': expected list"),
+    ("gate_flor_m: 0.02\n", "unknown key(s) ['gate_flor_m'] (did you mean 'gate_floor_m'?)"),
+    ("fit: [mu_kk]\n", "unknown coefficient 'mu_kk' (did you mean 'mu_k'"),
 ]
 
 
@@ -87,3 +89,15 @@ def test_a_bad_config_is_named_before_any_run(one_store, tmp_path, capsys, text,
 
 def test_the_corpus_is_the_size_the_issue_asks():
     assert len(BAD) >= 30
+
+
+def test_a_dataset_path_that_does_not_exist_is_named_with_the_nearest(tmp_path, capsys):
+    """A misspelt dataset directory is not a directory without a dataset.yaml."""
+    (tmp_path / "cube-toss").mkdir()
+    assert main(["validate", str(tmp_path / "cube-tos")]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "no such directory (did you mean 'cube-toss'?)" in text, text
+    assert main(["validate", str(tmp_path / "cube-toss")]) == 1
+    out = capsys.readouterr()
+    assert "no dataset.yaml" in out.out + out.err

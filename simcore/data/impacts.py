@@ -48,6 +48,7 @@ from ..kernel.parameter import G_E_BG, G_MU_K, W_E_BW, W_MU_W
 from ..kernel.status import STATUS_MESSAGES
 from ..laws import registry as contact_laws
 from .dataset.contract import DatasetError, Report
+from .dataset.load import missing
 from .dataset.split import held_out
 from .dataset.tables import _check_meta, _units, safe_yaml, write_table
 
@@ -262,7 +263,7 @@ def validate(path):
     report = Report()
     meta_path = root / "dataset.yaml"
     if not meta_path.is_file():
-        report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
+        report.add("missing file", root, missing(root))
         return None, report
     try:
         meta = safe_yaml(meta_path)

@@ -4,6 +4,8 @@ encoded once, the contact laws resolved, the fixed and true coefficients
 checked against them."""
 
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +34,16 @@ from .tables import (
 )
 
 
+def missing(root):
+    """Why ``root`` is no dataset: it does not exist (and which sibling it
+    may have meant), or it holds no ``dataset.yaml``."""
+    root = Path(root)
+    if not root.exists():
+        parent = root.parent if str(root.parent) else Path(".")
+        near = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+        return f"no such directory{P.did_you_mean(root.name, near)}"
+    return "no dataset.yaml (is this a dataset directory?)"
+
 def _read(root, report, keep=True, batch_rows=None):
     """The dataset at ``root``, or None (problems in ``report``).  The
     trajectories are read in batches of ``batch_rows`` rows, checked into
@@ -39,7 +51,7 @@ def _read(root, report, keep=True, batch_rows=None):
     ``keep``; the other tables are read whole."""
     meta_path = root / "dataset.yaml"
     if not meta_path.exists():
-        report.add("missing file", root, "no dataset.yaml (is this a dataset directory?)")
+        report.add("missing file", root, missing(root))
         return None
     try:
         meta = safe_yaml(meta_path)
