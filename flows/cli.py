@@ -417,7 +417,7 @@ def _fit_config(args):
     return settings.calibration(args.config, **overrides)
 
 
-def _print_fit(doc, out):
+def _print_fit(doc, out, artifacts=()):
     """The fit's verdict, its coefficients as a table (rich, which ships with
     Prefect) and its scores."""
     from rich import box
@@ -486,7 +486,8 @@ def _print_fit(doc, out):
                  f"model version {doc['model_version']}")
     if "decision" in doc:
         lines.append(f"champion: {doc['decision']}")
-    lines.append(f"wrote {out}/fit.json; see the runs with: contactfit ui")
+    wrote = ", ".join(str(p) for p in [Path(out) / "fit.json", *artifacts])
+    lines.append(f"wrote {wrote}; see the runs with: contactfit ui")
     console.print("\n".join(lines), markup=False)
 
 
@@ -556,8 +557,9 @@ def _run_flow(args, which):
             doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
+        wrote = ", ".join(str(p) for p in [out / "fit.json", *_artifacts(exc.doc, out)])
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
-              f"nothing registered: {exc}\nwrote {out}/fit.json", file=sys.stderr)
+              f"nothing registered: {exc}\nwrote {wrote}", file=sys.stderr)
         return 1
     except tracking.StoreLost as exc:
         print(f"contactfit {which}: error: {exc}", file=sys.stderr)
@@ -565,8 +567,30 @@ def _run_flow(args, which):
     if cold:
         _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))
-    _print_fit(doc, out)
+    _print_fit(doc, out, _artifacts(doc, out))
     return 0
+
+
+#: The run's artifacts a calibration copies beside its fit.json.
+OUT_ARTIFACTS = ("report.html", "convergence.png", "overlays.png", "residuals.parquet")
+
+
+def _artifacts(doc, out):
+    """Copy the report, plots and residual table of the run ``doc`` names
+    from the MLflow store into ``out``; the paths written (none when the
+    run has none, e.g. impacts have no plots)."""
+    from flows import settings, tracking
+
+    run_id = doc.get("mlflow_run_id")
+    if not run_id:
+        return []
+    c, _ = tracking.client(settings.tracking())
+    have = {a.path for a in c.list_artifacts(run_id)}
+    written = []
+    for name in OUT_ARTIFACTS:
+        if name in have:
+            written.append(Path(c.download_artifacts(run_id, name, str(out))))
+    return written
 
 
 def cmd_calibrate(args):
@@ -705,7 +729,7 @@ def build_parser():
         cal.add_argument("--fit", help="comma-separated coefficients to fit "
                          "(default: all not fixed by the dataset)")
         cal.add_argument("--method", choices=["lm", "gd", "adam"])
-        cal.add_argument("--out", default="calibration", help="directory of fit.json")
+        cal.add_argument("--out", default="calibration", help="directory of fit.json, report.html, the plots and residuals.parquet")
         cal.add_argument("--task-runner", choices=["threads", "dask"])
         cal.add_argument("--dask-address", help="scheduler address (default: a local cluster)")
         cal.set_defaults(func=func)

@@ -208,6 +208,10 @@ def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
         assert (hi - lo) / 2 > 1.96 * doc["stderr"][n]
     out = capsys.readouterr().out
     assert "mu_k" in out and "contactfit ui" in out and "strategy: whole rollouts" in out
+    # the report, plots and residuals beside fit.json, their paths printed
+    for name in ("report.html", "convergence.png", "overlays.png", "residuals.parquet"):
+        assert (tmp_path / "o" / name).stat().st_size > 0 and str(tmp_path / "o" / name) in out
+    assert "contactfit calibration" in (tmp_path / "o" / "report.html").read_text()
 
 
 def test_cli_calibrate_failure_exits_1_and_still_writes_fit_json(store, tmp_path, capsys):
@@ -216,7 +220,9 @@ def test_cli_calibrate_failure_exits_1_and_still_writes_fit_json(store, tmp_path
     assert main(["calibrate", TABLE, "--config", str(cfg), "--out", str(tmp_path / "o")]) == 1
     doc = json.loads((tmp_path / "o" / "fit.json").read_text())
     assert doc["converged"] is False and doc["model_version"] is None
-    assert "marked FAILED" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "marked FAILED" in err and str(tmp_path / "o" / "report.html") in err
+    assert (tmp_path / "o" / "report.html").is_file()  # the refused fit's report too
 
 
 @pytest.mark.parametrize("text, words", [
