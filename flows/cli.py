@@ -491,8 +491,13 @@ def _print_fit(doc, out, artifacts=()):
     console.print("\n".join(lines), markup=False)
 
 
+#: The signals that end a flow as Ctrl-C does: Ctrl-C, SIGTERM, and the
+#: hang-up of a terminal closed mid-fit.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupted(signum, frame):
-    """Ctrl-C or SIGTERM during a flow: mark the open MLflow runs FAILED (and
+    """Ctrl-C, SIGTERM or a hang-up during a flow: mark the open MLflow runs FAILED (and
     undo a registration not yet finished), stop the temporary Prefect server
     this process started, and exit at once: waiting for Prefect to report the
     flow's end to a server the same Ctrl-C has killed would take minutes."""
@@ -506,8 +511,9 @@ def _interrupted(signum, frame):
     tracking.abandon(f"interrupted by {name}")
     with contextlib.suppress(Exception):
         server.stop_temporary_server()
-    print(f"contactfit: {name}: the run is marked FAILED, nothing registered", file=sys.stderr,
-          flush=True)
+    with contextlib.suppress(OSError):  # a hung-up terminal takes no more lines
+        print(f"contactfit: {name}: the run is marked FAILED, nothing registered",
+              file=sys.stderr, flush=True)
     os._exit(128 + signum)
 
 
@@ -553,7 +559,7 @@ def _run_flow(args, which):
         settings.check_against(cfg, ds, str(args.config) if args.config else "options")
     cold = _compile_notice(which)
     try:
-        with server.kept_signals({signal.SIGINT: _interrupted, signal.SIGTERM: _interrupted}):
+        with server.kept_signals({s: _interrupted for s in INTERRUPTS}):
             doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
@@ -613,13 +619,37 @@ def cmd_ui(args):
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", track.tracking_uri,
            "--registry-store-uri", track.registry_uri, "--host", "127.0.0.1",
            "--port", str(args.port), "--workers", "1"]
-    print(f"MLflow UI for {track.tracking_uri}: the runs of experiment {track.experiment!r} at "
-          f"http://127.0.0.1:{args.port}/#/experiments/{exp_id}/runs (Ctrl-C stops)")
-    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    # (quiet: no deprecation warnings of the server's own dependencies)
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false", PYTHONWARNINGS="ignore")
+    print(f"starting the MLflow UI for {track.tracking_uri} ...", flush=True)
+    proc = subprocess.Popen(cmd, env=env)
     try:
-        return subprocess.call(cmd, env=env)
+        # The URL once the server answers: printed at once it would open on
+        # an error page for the half minute MLflow takes to start.
+        if _answers(f"http://127.0.0.1:{args.port}/health", proc):
+            print(f"MLflow UI: the runs of experiment {track.experiment!r} at "
+                  f"http://127.0.0.1:{args.port}/#/experiments/{exp_id}/runs (Ctrl-C stops)",
+                  flush=True)
+        return proc.wait()
     except KeyboardInterrupt:
+        proc.terminate()
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=10)
         return 0
+
+
+def _answers(url, proc, timeout_s=180.0):
+    """Whether the server at ``url`` answers before ``proc`` exits or
+    ``timeout_s`` passes (polled every quarter second)."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            urllib.request.urlopen(url, timeout=2)
+            return True
+        time.sleep(0.25)
+    return False
 
 
 def cmd_serve(args):

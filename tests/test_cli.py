@@ -154,6 +154,16 @@ def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys
     assert "Traceback" not in err
 
 
+class _Up:
+    """A server process that has started and then ends with 0."""
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        return 0
+
+
 def test_ui_prints_the_runs_view_of_the_experiment(tmp_path, monkeypatch, capsys):
     """The URL printed opens the experiment's runs, on 127.0.0.1."""
     import subprocess
@@ -163,7 +173,8 @@ def test_ui_prints_the_runs_view_of_the_experiment(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/ui.db")
     monkeypatch.setenv("CONTACTFIT_EXPERIMENT", "ui-test")
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: calls.append(cmd) or 0)
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, env=None: calls.append(cmd) or _Up())
+    monkeypatch.setattr(cli, "_answers", lambda url, proc: url.endswith(":5077/health"))
     assert cli.main(["ui", "--port", "5077"]) == 0
     out = capsys.readouterr().out
     from mlflow import MlflowClient
@@ -215,3 +226,22 @@ def test_estimates_print_enough_digits_to_tell_the_interval_ends_apart():
     lo, hi = ci.strip("[]").split(", ")
     assert lo != hi and float(lo) < 0.19 < float(hi)
     assert report.digits(12.5, 0.3) == 4 and report.digits(1.0, float("inf")) == 4  # 12.50 +- 0.30
+
+
+def test_ui_prints_its_url_only_once_the_server_answers(tmp_path, monkeypatch, capsys):
+    """A server that never answers (it exits first): no URL is printed."""
+    import subprocess
+
+    from flows import cli
+
+    class Gone:
+        def poll(self):
+            return 1
+
+        def wait(self, timeout=None):
+            return 1
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/ui.db")
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, env=None: Gone())
+    assert cli.main(["ui", "--port", "5078"]) == 1
+    assert "http://" not in capsys.readouterr().out

@@ -402,7 +402,17 @@ def test_ui_starts_mlflow_on_localhost_for_the_configured_store(tmp_path, monkey
 
     seen = {}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/ui.db")
-    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
+    from flows import cli
+
+    class Up:
+        def poll(self):
+            return None
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, env: seen.update(cmd=cmd, env=env) or Up())
+    monkeypatch.setattr(cli, "_answers", lambda url, proc: True)
     assert main(["ui", "--port", "5055"]) == 0
     cmd = seen["cmd"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5055"
@@ -576,10 +586,11 @@ def _children(pid):
     return out
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sighup"])
 def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, how):
-    """Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM
-    (to the process alone) while the fit runs, its kernels still compiling: the
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it), SIGTERM
+    (to the process alone) or a hang-up (a terminal closed mid-fit: SIGHUP)
+    while the fit runs, its kernels still compiling: the
     process exits within 10 s,
     its MLflow run is FAILED, nothing is registered, and the temporary Prefect
     server it started is gone."""
@@ -615,14 +626,14 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     time.sleep(2.0)  # into the fit
     children = _children(proc.pid)
     t0 = time.monotonic()
+    sent = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}[how]
     if how == "ctrl-c":
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sent)
     else:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sent)
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10.0
-    assert proc.returncode == 128 + (signal.SIGINT if how == "ctrl-c" else signal.SIGTERM), \
-        err.decode(errors="replace")[-4000:]
+    assert proc.returncode == 128 + sent, err.decode(errors="replace")[-4000:]
     assert b"marked FAILED" in err and b"Traceback" not in err
     (run,) = c.search_runs([running[0].info.experiment_id])
     assert run.info.status == "FAILED" and "interrupted by SIG" in run.data.tags["error"]
