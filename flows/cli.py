@@ -52,6 +52,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -494,6 +495,9 @@ def _print_fit(doc, out, artifacts=()):
 #: The signals that end a flow as Ctrl-C does: Ctrl-C, SIGTERM, and the
 #: hang-up of a terminal closed mid-fit.
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Set once an interrupt ends the run: the server watch then stays silent
+#: (the handler stops the server itself and exits with the signal's code).
+_ENDING = threading.Event()
 
 
 def _interrupted(signum, frame):
@@ -508,6 +512,7 @@ def _interrupted(signum, frame):
     if tracking.deferred(lambda: _interrupted(signum, frame)):
         return
     name = signal.Signals(signum).name
+    _ENDING.set()  # the server this handler stops is not "lost" (_server_lost)
     tracking.abandon(f"interrupted by {name}")
     with contextlib.suppress(Exception):
         server.stop_temporary_server()
@@ -523,6 +528,8 @@ def _server_lost():
     rather than wait minutes for Prefect's client to give up on it."""
     from flows import server, tracking
 
+    if _ENDING.is_set():  # an interrupt is ending the run and stopped the server itself
+        return
     tracking.abandon("the Prefect server stopped during the run")
     with contextlib.suppress(Exception):
         server.stop_temporary_server()
