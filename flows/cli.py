@@ -545,7 +545,7 @@ def _run_flow(args, which):
     config = cfg.as_dict()
     # A bad mlflow.yml or environment, or a store locked elsewhere, is named
     # before any flow starts (and stale runs on the store are reaped here).
-    tracking.client(settings.tracking())
+    c, _ = tracking.client(settings.tracking())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
@@ -570,7 +570,7 @@ def _run_flow(args, which):
             doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
-        wrote = ", ".join(str(p) for p in [out / "fit.json", *_artifacts(exc.doc, out)])
+        wrote = ", ".join(str(p) for p in [out / "fit.json", *_artifacts(c, exc.doc, out)])
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
               f"nothing registered: {exc}\nwrote {wrote}", file=sys.stderr)
         return 1
@@ -580,7 +580,7 @@ def _run_flow(args, which):
     if cold:
         _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))
-    _print_fit(doc, out, _artifacts(doc, out))
+    _print_fit(doc, out, _artifacts(c, doc, out))
     return 0
 
 
@@ -588,16 +588,13 @@ def _run_flow(args, which):
 OUT_ARTIFACTS = ("report.html", "convergence.png", "overlays.png", "residuals.parquet")
 
 
-def _artifacts(doc, out):
+def _artifacts(c, doc, out):
     """Copy the report, plots and residual table of the run ``doc`` names
-    from the MLflow store into ``out``; the paths written (none when the
-    run has none, e.g. impacts have no plots)."""
-    from flows import settings, tracking
-
+    from the MLflow store (client ``c``) into ``out``; the paths written
+    (none when the run has none, e.g. impacts have no plots)."""
     run_id = doc.get("mlflow_run_id")
     if not run_id:
         return []
-    c, _ = tracking.client(settings.tracking())
     have = {a.path for a in c.list_artifacts(run_id)}
     written = []
     for name in OUT_ARTIFACTS:

@@ -306,6 +306,26 @@ def test_generated_boxes_take_their_size_height_and_spin(tmp_path):
     assert np.all(prob.state.body_omega == 0.0)
 
 
+def test_the_global_phase_does_not_depend_on_the_scenarios_order(tosses, monkeypatch):
+    """The segments it scores (here 5 of them, as if the data held more than
+    ``GLOBAL_SEGMENTS``) are chosen by their names: the tosses in another
+    order give the same start; another seed draws other points."""
+    monkeypatch.setattr(F, "GLOBAL_SEGMENTS", 5)
+    ds = D.read(tosses[1.0])
+    ids = sorted(D.split(ds))
+    lay = Problem.from_dataset(ds).model.layout
+    free = F._free_indices(["mu_k", "e_bg"], lay)
+    starts = []
+    for order in (ids, ids[::-1]):
+        seg = Problem.from_dataset(ds, order=order).segmented(F.SEGMENT_S)
+        assert seg.nscen > 5
+        starts.append(F._global_phase(seg, lay.vector(), free, 0))
+    assert np.array_equal(starts[0][0], starts[1][0]) and starts[0][1] == starts[1][1]
+    assert "on 5 segments" in starts[0][1]
+    other = F._global_phase(seg, lay.vector(), free, 1)[0]
+    assert not np.array_equal(other, starts[0][0]) or "kept the start" in starts[0][1]
+
+
 def test_a_segmented_fit_short_of_the_noise_tries_more_starts(tosses):
     """``enough``: a segmented fit whose first start falls short of the
     caller's yardstick tries up to ``SEGMENT_STARTS`` starts and keeps the
@@ -353,4 +373,6 @@ def test_intervals_of_tumbling_tosses_cover_the_truth_over_replicates(tmp_path):
                   **c.fit_options())
         assert r.interval.startswith("explored"), r.interval
         held.append([r.ci95[n][0] <= truth[n] <= r.ci95[n][1] for n in c.fit])
+        # and say something: no interval wider than 10 % of the truth either way
+        assert all(r.ci95[n][1] - r.ci95[n][0] < 0.2 * truth[n] for n in c.fit), r.ci95
     assert np.sum(held, axis=0).min() >= 3, held

@@ -553,8 +553,6 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
     and the 95 % interval takes Student's t with ``S - 1`` degrees of
     freedom (``S`` scenarios, the clusters).  Coverage over replicate
     datasets: ``python -m benchmarks.identification``."""
-    from scipy import stats
-
     lay = problem.model.layout
     theta = lay.vector(r.params)
     keep = [c for c, n in enumerate(r.free) if n not in r.held]
@@ -568,13 +566,21 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
         g = ev.loss.grad[:, keep]
         Hs = ev.loss.gn[:, keep][:, :, keep]
         se[keep] = np.maximum(se[keep], np.sqrt(np.diag(_jackknife(g, Hs))))
-    q = float(stats.t.ppf(0.975, S - 1))
-    r.stderr = {n: float(se[c]) for c, n in enumerate(r.free)}
-    r.ci95 = {n: (r.params[n] - q * se[c], r.params[n] + q * se[c]) for c, n in enumerate(r.free)}
-    r.interval = (f"explored: the larger of the Gauss-Newton error and the jackknife over "
-                  f"{S} scenarios at relative steps "
-                  + ", ".join(f"{100 * h:g} %" for h in steps)
-                  + f"; Student's t with {S - 1} degrees of freedom")
+    return _t_intervals(r, dict(zip(r.free, map(float, se))), S, (
+        f"explored: the larger of the Gauss-Newton error and the jackknife over {S} scenarios "
+        "at relative steps " + ", ".join(f"{100 * h:g} %" for h in steps)))
+
+
+def _t_intervals(r, se, nscen, how):
+    """``r`` with standard errors ``se`` (name -> value) and 95 % intervals
+    ``estimate +- t se``, Student's t with ``nscen - 1`` degrees of freedom
+    (the scenarios are the clusters); ``interval`` says ``how``."""
+    from scipy import stats
+
+    q = float(stats.t.ppf(0.975, nscen - 1))
+    r.stderr = se
+    r.ci95 = {n: (r.params[n] - q * se[n], r.params[n] + q * se[n]) for n in r.free}
+    r.interval = f"{how}; Student's t with {nscen - 1} degrees of freedom"
     return r
 
 
@@ -587,17 +593,11 @@ def widened(r, nscen):
     understate the real ones.  A fit without clustered errors, or whose
     intervals are already the explored ones (:func:`_explored`), is
     returned as it is."""
-    from scipy import stats
-
     if not r.stderr_cluster or r.interval.startswith("explored") or nscen < 2:
         return r
-    q = float(stats.t.ppf(0.975, nscen - 1))
     se = {n: max(r.stderr[n], r.stderr_cluster.get(n) or 0.0) for n in r.free}
-    r.stderr = se
-    r.ci95 = {n: (r.params[n] - q * se[n], r.params[n] + q * se[n]) for n in r.free}
-    r.interval = (f"clustered by scenario (the residual is above the noise): the larger of the "
-                  f"plain and clustered errors; Student's t with {nscen - 1} degrees of freedom")
-    return r
+    return _t_intervals(r, se, nscen, "clustered by scenario (the residual is above the noise): "
+                        "the larger of the plain and clustered errors")
 
 
 def _jackknife(g, Hs):
@@ -685,8 +685,8 @@ def _global_phase(seg, theta0, free_idx, seed):
         order = sorted(range(seg.nscen), key=lambda k: (D.stable_hash(names[k]), names[k]))
         sub = seg.subset(np.sort(order[:GLOBAL_SEGMENTS]))
     points = [theta0] + [_drawn(theta0, free_idx, lay, x) for x in u]
-    losses = np.array([sub.loss_only(th, "state", sub.nuisance_start("state", th))
-                       for th in points])
+    measured = sub.nuisance_start("state")  # the measured states: the same for every point
+    losses = np.array([sub.loss_only(th, "state", measured) for th in points])
     losses[~np.isfinite(losses)] = np.inf
     best = int(np.argmin(losses))
     said = (f"a global phase over {n} points on {sub.nscen} segments "
