@@ -232,11 +232,12 @@ def cmd_params(args):
                 "signal from"):
         table.add_column(col, overflow="fold")
     address = {"ground": "NAME@MAT", "wall": "NAME@MAT, NAME@A+B", "body": "NAME@A+B",
-               "any": "NAME@MAT, NAME@A+B", "global": "-"}
+               "any": "NAME@MAT, NAME@A+B", "mass": "NAME@MAT", "global": "-"}
     for p in P.REGISTRY:
         default = f"= {P.DEFAULT_FROM[p.name]}" if p.name in P.DEFAULT_FROM else f"{p.default:g}"
         table.add_row(p.name, default, f"[{p.bounds[0]:g}, {p.bounds[1]:g}]", p.unit,
-                      address[p.contact], p.law or ("spin model" if p.model else "all"),
+                      address[p.contact], p.law or ("spin model" if p.model else
+                                                   "rigid bodies" if p.named else "all"),
                       p.meaning, p.signal)
     console = Console(width=max(120, Console().width))
     console.print(table)

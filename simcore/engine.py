@@ -19,7 +19,7 @@ from .kernel import sensitivity, status
 from .kernel.events import EVENT_FIELDS, FIELD_COLUMNS
 from .kernel.records import Batch, TangentIO
 from .laws import registry
-from .params import NAMES
+from .params import NAMES, base
 from .rigid import rigid_engine
 from .sliding import sliding_engine
 from .sliding.integrate import INTEGRATOR_MOREAU, RIGID
@@ -282,6 +282,11 @@ def _refuse_unknown(model, engine):
             raise ValueError(f"contact law {names.get(code, f'code {code}')!r} "
                              f"({kind}) has no kernel in the {which}; it runs "
                              f"{[names.get(c, c) for c in runs]} there")
+    for name in model.layout.named:
+        if base(name) not in getattr(engine, "READS", ()):
+            raise ValueError(f"coefficient {name!r} has no kernel in the {which}: only the "
+                             "rigid-body time-steppers (boxes, or a penalty law) read the "
+                             "body's own coefficients and the recording's")
     # A one-scenario run costs 0.2 ms: the common case is two reductions (the
     # padding of short scenarios is a sphere, which every engine runs).
     shape = model.body_shape
@@ -310,7 +315,8 @@ def _rigid_batch(model, samp_ptr, samp_t):
         ctrl_force=m.ctrl_force, ctrl_torque=m.ctrl_torque, scen_t_end=m.scen_t_end,
         scen_h=m.scen_dt, samp_ptr=samp_ptr, samp_t=samp_t,
         params=m.params if m.params.ndim == 2 else m.params[None, :], rows_g=rows_g,
-        rows_b=rows_b, rows_w=rows_w, laws=m.layout.law_codes, cone=int(m.cone),
+        rows_b=rows_b, rows_w=rows_w, rows_m=m.layout.mass, rows_s=m.layout.scene,
+        laws=m.layout.law_codes, cone=int(m.cone),
         gravity=float(m.gravity), ground_z=float(m.ground_z))
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from . import params as P
 from .geometry import shapes as shape_table
 from .geometry.collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
+from .geometry.rigid import ground_normal
 from .laws import penalty
 from .laws import registry as contact_laws
 from .sliding.integrate import choose
@@ -195,7 +196,7 @@ class Model:
                        **{f: getattr(self, f)[rows] for f in per_ctrl})
 
 
-def _layout(scenarios, materials, coefficients, params, laws, spin):
+def _layout(scenarios, materials, coefficients, params, laws, spin, gravity):
     """The coefficient layout of a batch (see :func:`build`)."""
     if materials is None:
         used = [m for sc in scenarios for col in (sc.material, sc.wall_material)
@@ -207,7 +208,8 @@ def _layout(scenarios, materials, coefficients, params, laws, spin):
                              "names as build(materials=...)")
         materials = names or [f"m{k}" for k in range(1, max(ids, default=0) + 1)]
     named = list(params) if isinstance(params, dict) else []
-    return P.Layout.build(materials, list(coefficients) + named, laws, spin)
+    return P.Layout.build(materials, list(coefficients) + named, laws, spin,
+                          {"gravity": gravity})
 
 
 def _material_ids(values, layout, n, label):
@@ -441,11 +443,12 @@ def _rows(label, what, values, nb, width, default):
     return arr.reshape(nb, width).copy()
 
 
-def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
+def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground):
     """The rigid bodies of one scenario (the time-stepper's): ``(ext, inertia,
     fixed, quat, omega, com)``, each validated with an error naming the body and
-    the field; a moving body within :data:`TOUCH_TOL` below the ground or
-    behind a wall is moved out (``pos`` updated), deeper is an error."""
+    the field; a moving body within :data:`TOUCH_TOL` below the ground
+    (``(normal, offset)``: :func:`_ground`) or behind a wall is moved out
+    (``pos`` updated), deeper is an error."""
     nb = radius.shape[0]
     if sc.wall_height is not None and np.any(~np.isnan(np.asarray(sc.wall_height, float))):
         raise ValueError(f"{label}: walls are given a nose height, which only the spinning "
@@ -500,7 +503,7 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
         if fixed[i] and (np.any(vel[i] != 0) or np.any(omega[i] != 0)):
             raise ValueError(f"{label} body {i}: fixed, but given a velocity: a fixed body "
                              "never moves")
-    planes = [(np.array([0.0, 0.0, 1.0]), ground_z, "the ground")] + [
+    planes = [(*ground, "the ground")] + [
         (walls[k, :3], walls[k, 3], f"wall {k}") for k in range(walls.shape[0])]
     for i in np.flatnonzero(~fixed):
         for n, d, what in planes:
@@ -513,7 +516,16 @@ def _check_rigid(label, sc, shapes, radius, mass, pos, vel, walls, ground_z):
     return ext, inertia, fixed, quat, omega, com
 
 
-def _stable_step(law, model, state, s, bodies):
+def _ground(layout, vec, ground_z):
+    """The ground plane ``(normal, offset)`` of the time-steppers under the
+    vector ``vec``'s tilt (:func:`simcore.geometry.rigid.ground_normal`; level
+    where the layout holds none), through ``(0, 0, ground_z)``."""
+    tilt = [vec[q] if q >= 0 else 0.0 for q in layout.scene[1:]]
+    n = np.array(ground_normal(*tilt))
+    return n, n[2] * ground_z
+
+
+def _stable_step(law, model, state, s, bodies, gravity):
     """The largest step [s] the stiffest contact of a scenario allows
     (:func:`simcore.laws.penalty.stable_step`): each moving body against the
     ground and the walls, and against the other bodies, with the effective
@@ -526,14 +538,16 @@ def _stable_step(law, model, state, s, bodies):
 
     ``law``: ``(rows, codes, vec)``, the layout's penalty rows per kind, its
     law codes and the coefficient vector; ``bodies``: scenario ``s``'s
-    ``(mass, arm, inertia, fixed, shapes, controls)`` as checked."""
+    ``(mass, arm, inertia, fixed, shapes, controls)`` as checked, with the
+    body's own coefficients applied; ``gravity``: the vector's, or the
+    model's."""
     rows, codes, vec = law
     mass, arm, inertia, fixed, shapes, controls = bodies
     nb = mass.shape[0]
     material = model.body_material[s, :nb]
     wall_mat = model.wall_material[s, :model.wall_count[s]]
     pos, vel, omega = state.body_pos[s, :nb], state.body_vel[s, :nb], state.body_omega[s, :nb]
-    gravity, ground_z = model.gravity, model.ground_z
+    ground_z = model.ground_z
     ground, body, wall = rows  # the layout's penalty_rows, per kind
     moving = ~fixed
     weight = float(np.sum(mass[moving])) * gravity
@@ -594,7 +608,7 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     boxes = any("box" in tuple(sc.shape or ()) for sc in scenarios)
     laws = contact_laws.resolve(laws, None, boxes, impacts=False)
     rigid_model = contact_laws.family(laws) == penalty.FAMILY
-    layout = _layout(scenarios, materials, coefficients, params, laws, spin)
+    layout = _layout(scenarios, materials, coefficients, params, laws, spin, gravity)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)
            else np.asarray(params, np.float64))
     layout.validate(vec)
@@ -603,7 +617,8 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         arrays = _check_scenario(sc, s)
         if rigid_model:
             rigids.append(_check_rigid(_label(sc, s), sc, arrays[6], arrays[0], arrays[1],
-                                       arrays[2], arrays[3], arrays[4], ground_z))
+                                       arrays[2], arrays[3], arrays[4],
+                                       _ground(layout, vec, ground_z)))
             spun = (rigids[-1][4], np.full(arrays[4].shape[0], np.nan))
         else:
             if sc.dt is None:
@@ -725,6 +740,9 @@ def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
     vec = model.params if model.params.ndim == 1 else model.params[0]
     over = []
     rows, codes = model.layout.penalty_rows(), model.layout.law_codes
+    # the body's own coefficients and the recording's gravity, where the vector holds them
+    rows_m, q_g = model.layout.mass, model.layout.scene[0]
+    gravity = vec[q_g] if q_g >= 0 else model.gravity
     for s, (arrays, (e, inert, fx, quat, _, c)) in enumerate(zip(checked, rigids)):
         nb = e.shape[0]
         ext[s, :nb], inertia[s, :nb], fixed[s, :nb], com[s, :nb] = e, inert, fx, c
@@ -732,8 +750,11 @@ def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
         model.body_radius[s, :nb] = shape_table.by_shape(arrays[6], "bounding_radius", e)
         if not guard:
             continue
+        held = np.where(rows_m[model.body_material[s, :nb]] >= 0,
+                        vec[rows_m[model.body_material[s, :nb]]], [0.0, 0.0, 0.0, 1.0])
         h = _stable_step((rows, codes, vec), model, state, s,
-                         (arrays[1], e + np.abs(c), inert, fx, arrays[6], arrays[5]))
+                         (arrays[1], e + np.abs(c + held[:, :3]), inert * held[:, 3:], fx,
+                          arrays[6], arrays[5]), gravity)
         if dt[s] > h:
             over.append((s, dt[s], h))
             dt[s] = h

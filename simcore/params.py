@@ -46,16 +46,20 @@ import numpy as np
 
 from .kernel.parameter import (  # noqa: F401  (the slots, re-exported)
     BODY_COLUMNS,
+    BODY_PARAMETERS,
     E_BB,
     E_BG,
     E_BW,
     GROUND_COLUMNS,
     GROUND_OFFSET,
+    MASS_COLUMNS,
     MU_BB,
     MU_K,
     MU_S,
     MU_W,
     NPARAM,
+    SCENE_COLUMNS,
+    SCENE_PARAMETERS,
     SETUP_PARAMETERS,
     TIME_OFFSET,
     V_TH,
@@ -79,8 +83,13 @@ assert all(p.slot == -1 and (p.law in contact_laws.BY_NAME or p.law in contact_l
 #: its model spins, ``dataset.yaml`` ``model: {spin: true}``).
 SPIN_PARAMETERS = spin_model.PARAMETERS
 assert all(p.slot == -1 and p.model == spin_model.NAME for p in SPIN_PARAMETERS)
-#: Every parameter: the fixed slots, then the laws' own, then the spinning model's.
-REGISTRY = FIXED + LAW_PARAMETERS + SPIN_PARAMETERS
+#: The coefficients a vector holds only when named (the body's own, the
+#: recording's): :data:`simcore.kernel.parameter.BODY_PARAMETERS`, ``SCENE_PARAMETERS``.
+NAMED_PARAMETERS = BODY_PARAMETERS + SCENE_PARAMETERS
+assert all(p.slot == -1 and p.named for p in NAMED_PARAMETERS)
+#: Every parameter: the fixed slots, then the laws' own, then the spinning
+#: model's, then those held only when named.
+REGISTRY = FIXED + LAW_PARAMETERS + SPIN_PARAMETERS + NAMED_PARAMETERS
 BY_NAME = {p.name: p for p in REGISTRY}
 
 #: The fixed slots' names: the entries every vector starts with.
@@ -102,10 +111,12 @@ BOUNDS = {p.name: p.bounds for p in REGISTRY}
 UNITS = {p.name: p.unit for p in REGISTRY}
 #: What carries each coefficient's signal (for the identifiability report).
 SIGNAL_OF = {p.name: p.signal for p in REGISTRY}
-#: The offsets' natural size: relative measures (a weak-identifiability
-#: threshold, multi-start spreads) are taken against ``max(|value|, scale)``,
-#: since an offset's true value may be zero.
-OFFSET_SCALE = {p.name: p.scale for p in REGISTRY if p.contact == "global"}
+#: The natural size of the offsets and of the body's and the recording's
+#: coefficients: relative measures (a weak-identifiability threshold,
+#: multi-start spreads) are taken against ``max(|value|, scale)``, since an
+#: offset's true value may be zero, and a multi-start draws them within ``+-2
+#: scale`` of their start.
+OFFSET_SCALE = {p.name: p.scale for p in REGISTRY if p.scale > 0.0}
 
 #: What a material name may be made of (it becomes part of parameter names
 #: and of MLflow keys).
@@ -164,6 +175,9 @@ def parse(name):
         raise ValueError(f"parameter {name!r}: expected NAME@MAT or NAME@A+B with material "
                          "names of letters, digits, '_' and '-'")
     contact_kind = BY_NAME[root].contact
+    if contact_kind == "mass" and len(mats) == 2:
+        raise ValueError(f"parameter {name!r}: {root} is a body's own coefficient; write "
+                         f"{root}@MAT (the bodies' material)")
     if contact_kind == "global":
         raise ValueError(f"parameter {name!r}: {root} is a global offset of the measurement "
                          "set-up, not a material property: it takes no @ address")
@@ -270,14 +284,20 @@ class Layout:
     static_kinetic: tuple = ()
     vth_rows: tuple = ()
     spin: bool = False
+    mass: np.ndarray = None
+    scene: np.ndarray = None
+    declared: tuple = ()
 
     @classmethod
-    def build(cls, materials=(), names=(), laws=None, spin=False):
+    def build(cls, materials=(), names=(), laws=None, spin=False, declared=None):
         """The layout of the named ``materials`` under the contact ``laws``
         (a ``{kind: name}`` mapping; absent kinds take the default law) and,
         with ``spin``, the spinning model (:mod:`simcore.spin.spin`), with the
-        per-material entries ``names`` (plain names among them are ignored:
-        they are always there)."""
+        per-material entries ``names`` and the coefficients held only when
+        named (:data:`NAMED_PARAMETERS`; other plain names among ``names`` are
+        ignored: they are always there).  ``declared``: ``{name: value}``, the
+        defaults a dataset declares for coefficients held only when named
+        (``gravity``: its recording's)."""
         materials = tuple(materials)
         for m in materials:
             if not isinstance(m, str) or not MATERIAL_NAME.match(m):
@@ -298,6 +318,8 @@ class Layout:
                 raise ValueError(f"parameter {name!r}: no material {missing[0]!r} in this "
                                  f"dataset (materials: {', '.join(materials) or 'none'})")
             full = canonical(name)
+            if BY_NAME[root].named and root not in extra:
+                extra.append(root)  # the value of every material no address covers
             if mats and full not in extra:
                 extra.append(full)
         if penalty.FAMILY in used:  # an addressed kinetic friction brings its static twin
@@ -332,8 +354,16 @@ class Layout:
         static_kinetic = (() if contact_laws.family(laws) == "rigid_impact" else
                           tuple(sorted({(int(r[0]), int(r[1])) for r in bg})))
         vth_rows = tuple(q for q, n in enumerate(all_names) if base(n) == "v_th")
+        mass = np.array([[pick(r, labels[a]) for r in MASS_COLUMNS] for a in range(nmat)],
+                        np.int64).reshape(nmat, len(MASS_COLUMNS))
+        scene = np.array([pick(r) for r in SCENE_COLUMNS], np.int64)
+        declared = tuple(sorted((str(k), float(v)) for k, v in dict(declared or {}).items()))
+        for k, _ in declared:
+            if k not in BY_NAME or not BY_NAME[k].named:
+                raise ValueError(f"declared default {k!r}: only a coefficient held when named "
+                                 f"takes a dataset's default ({[p.name for p in NAMED_PARAMETERS]})")
         return cls(materials, all_names, bb, bw, bg, laws, contact_laws.codes(laws),
-                   static_kinetic, vth_rows, spin)
+                   static_kinetic, vth_rows, spin, mass, scene, declared)
 
     def penalty_rows(self):
         """The vector rows of the penalty laws' coefficient columns
@@ -359,12 +389,18 @@ class Layout:
         """The plain contact coefficients of this layout (the fixed slots' and
         those of the laws in use): what a fit frees unless told otherwise."""
         return tuple(n for n in self.names
-                     if "@" not in n and BY_NAME[n].contact != "global")
+                     if "@" not in n and BY_NAME[n].contact != "global" and not BY_NAME[n].named)
+
+    @property
+    def named(self):
+        """The entries held only when named (:data:`NAMED_PARAMETERS`, plain
+        or addressed) of this layout."""
+        return tuple(n for n in self.names if BY_NAME[base(n)].named)
 
     def __eq__(self, other):
         return (isinstance(other, Layout) and self.materials == other.materials
                 and self.names == other.names and self.laws == other.laws
-                and self.spin == other.spin)
+                and self.spin == other.spin and self.declared == other.declared)
 
     __hash__ = None
 
@@ -389,16 +425,21 @@ class Layout:
         """This layout with the per-material entries ``names`` added (the
         existing entries keep their rows)."""
         new = [canonical(n) for n in names]
-        if all(n in self.names for n in new):
+        if all(n in self.names or ("@" not in n and not BY_NAME[n].named) for n in new):
             return self
-        return Layout.build(self.materials, self.per_material + tuple(new), self.laws,
-                            self.spin)
+        held = tuple(n for n in self.names if "@" in n or BY_NAME[base(n)].named)
+        return Layout.build(self.materials, held + tuple(new), self.laws, self.spin,
+                            dict(self.declared))
 
     def index(self, name):
         """The row of parameter ``name`` in this layout's vector."""
         full = canonical(name)
         if full not in self.names:
             if base(full) not in self.names:
+                if BY_NAME[base(full)].named:
+                    raise ValueError(f"parameter {name!r} is not in this model's coefficients: "
+                                     "a body's own coefficient or the recording's is held only "
+                                     "when named (give it a value, or free it in fit:)")
                 if BY_NAME[base(full)].model:
                     _unused_spin(name)
                 _unused_law(name, self.laws)
@@ -426,7 +467,7 @@ class Layout:
                 return given.get(n, given.get(root))
             if root in DEFAULT_FROM:  # the same address of the coefficient it defaults to
                 return value(DEFAULT_FROM[root] + n[len(root):])
-            return BY_NAME[root].default
+            return dict(self.declared).get(root, BY_NAME[root].default)
 
         vec = np.array([value(n) for n in self.names], dtype=np.float64)
         self.validate(vec)

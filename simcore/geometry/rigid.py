@@ -84,6 +84,15 @@ def cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
+@jit(borrow=True, python=True)
+def ground_normal(tilt_x, tilt_y):
+    """The ground plane's normal turned by ``tilt_x`` about the world x axis,
+    then by ``tilt_y`` about the world y axis, from ``+z``: ``R_y(ty) R_x(tx)
+    e_z = (cos tx sin ty, -sin tx, cos tx cos ty)`` (a tuple).  The plane
+    passes through ``(0, 0, ground)``: ``n . x = n_z ground``."""
+    return np.cos(tilt_x) * np.sin(tilt_y), -np.sin(tilt_x), np.cos(tilt_x) * np.cos(tilt_y)
+
+
 @jit(borrow=True)
 def com_arm(q, com):
     """``R(q) c``: the centre of mass, at ``com`` in the body frame from the

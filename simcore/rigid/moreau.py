@@ -262,6 +262,8 @@ def free_velocity(b, mw, tg, gravity, h):
         if not moves(b, mw, i):
             continue
         b.vel[i, 2] -= h * gravity
+        if tg.nt:
+            rigid_tangent.fall(tg, i, h)
         angular_kick(b.quat[i], b.omega[i], b.inertia[i], (0.0, 0.0, 0.0), h)
 
 
@@ -486,7 +488,8 @@ def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
     direction that moves one counts in ``tg.used``), the rows' from the
     arms' (the points' tangents of :func:`simcore.rigid.rigid_tangent.detect`
     less the centre of mass's) and the inverse inertia's, ``d(I_w^-1) =
-    [rot]x I_w^-1 - I_w^-1 [rot]x`` (``tg.iinv`` this step's ``I_w^-1``)."""
+    [rot]x I_w^-1 - I_w^-1 [rot]x - d(ln I) I_w^-1`` (``tg.iinv`` this step's
+    ``I_w^-1``; the last term an inertia scale's)."""
     nc = cs.shape[0]
     dv = np.zeros((6, nt))
     dvref = np.zeros((6, nt))
@@ -521,5 +524,5 @@ def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
                 # ([t]x m)[r, c] - (m [t]x)[r, c]
                 left = (t[(r + 1) % 3] * m[(r + 2) % 3, c] - t[(r + 2) % 3] * m[(r + 1) % 3, c])
                 right = (m[r, (c + 1) % 3] * t[(c + 2) % 3] - m[r, (c + 2) % 3] * t[(c + 1) % 3])
-                dG[3 + r, 3 + c, p] = left - right
+                dG[3 + r, 3 + c, p] = left - right - tg.dlni[i, p] * m[r, c]
     return dv, dvref, dmu, de, drows(darms, normals, nd), dG

@@ -60,12 +60,23 @@ from ..geometry.rigid import (
     angular_kick,
     com_arm,
     cross,
+    ground_normal,
     integrate_orientation,
     inv_inertia_times,
 )
 from ..kernel import drivers
 from ..kernel.config import SKIN, jit
-from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
+from ..kernel.parameter import (
+    BODY_PARAMETERS,
+    GROUND_OFFSET,
+    M_COM_X,
+    M_INERTIA,
+    S_GRAVITY,
+    S_TILT_X,
+    S_TILT_Y,
+    SCENE_PARAMETERS,
+    TIME_OFFSET,
+)
 from ..kernel.records import TangentIO, outputs
 from ..kernel.sensitivity import accumulate
 from ..kernel.status import (
@@ -94,6 +105,8 @@ from .moreau import coefficient_row as _row
 #: anything else.
 LAWS = (CODES, CODES, CODES)
 SHAPES = (SHAPE_SPHERE, SHAPE_BOX)
+#: The coefficients held only when named that this engine reads.
+READS = tuple(p.name for p in BODY_PARAMETERS + SCENE_PARAMETERS)
 
 #: Gauss-Seidel sweeps of the friction impulses per step.
 FRICTION_SWEEPS = 8
@@ -109,7 +122,11 @@ class Batch(NamedTuple):
     largest step; ``rows_g (nmat, 15)``, ``rows_b``, ``rows_w (nmat, nmat,
     15)``: the vector rows of each contact
     kind's coefficient columns (:data:`simcore.laws.penalty.OWN` then ``SHARED``,
-    -1: not held); ``laws (3,)`` the law codes of the kinds; ``cone``."""
+    -1: not held); ``rows_m (nmat, 4)``, ``rows_s (3,)``: those of the
+    body's own coefficients by material and of the recording's
+    (:data:`simcore.kernel.parameter.MASS_COLUMNS`, ``SCENE_COLUMNS``; -1: the
+    tables' values, ``gravity`` and a level ground); ``laws (3,)`` the law
+    codes of the kinds; ``cone``."""
 
     body_count: np.ndarray
     body_shape: np.ndarray
@@ -137,6 +154,8 @@ class Batch(NamedTuple):
     rows_g: np.ndarray
     rows_b: np.ndarray
     rows_w: np.ndarray
+    rows_m: np.ndarray
+    rows_s: np.ndarray
     laws: np.ndarray
     cone: int
     gravity: float
@@ -147,8 +166,10 @@ class Bodies(NamedTuple):
     """One scenario's bodies: ``count``; the state ``pos``, ``quat``,
     ``vel``, ``omega`` (while a scenario runs: of the centre of mass;
     outside, and in the samples: of the box's centre, :func:`_shift`);
-    ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed), ``shape``, ``ext``,
-    ``com`` (the centre of mass from the box's centre, body frame), ``mat``,
+    ``inv_mass`` (0: fixed), ``inertia`` (inf: fixed; the table's times the
+    material's ``inertia_scale``), ``shape``, ``ext``, ``com`` (the centre
+    of mass from the box's centre, body frame: the table's plus the
+    material's ``com_x, com_y, com_z``), ``mat``,
     ``fixed``; the step's ``force`` and ``torque (nb, 3)``; ``centre (nb,
     3)``: the box centres at the last :func:`_centres`."""
 
@@ -170,8 +191,11 @@ class Bodies(NamedTuple):
 
 
 class Planes(NamedTuple):
-    """The ground (plane 0: ``z = ground``, material 0) and the walls
-    (plane ``1 + k``): ``count``, ``normal (np, 3)``, ``offset``, ``mat (np,)``."""
+    """The ground (plane 0: through ``(0, 0, ground)``, its normal turned by
+    the ``tilt_x``, ``tilt_y`` of :data:`simcore.kernel.parameter.SCENE_PARAMETERS`
+    from ``+z``; material 0) and the walls (plane ``1 + k``): ``count``,
+    ``normal (np, 3)``, ``offset`` (``n . x = offset`` on the plane), ``mat
+    (np,)``."""
 
     count: int
     normal: np.ndarray
@@ -473,6 +497,8 @@ def kick(b, tg, gravity, h):
     for i in range(b.count):
         if b.fixed[i]:
             continue
+        if tg.nt:
+            rigid_tangent.fall(tg, i, h)
         im = b.inv_mass[i]
         b.vel[i, 0] += h * im * b.force[i, 0]
         b.vel[i, 1] += h * im * b.force[i, 1]
@@ -707,12 +733,13 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
     """Run scenario ``s`` from ``out.time[s]`` to its end, sampling at its
     sample times (:func:`_at_sample`).  Returns the status."""
     lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
+    g = _gravity(batch, s)
     t, k, steps = out.time[s], batch.samp_ptr[s], 0
     while True:
         last, target, nstep, h = _target(batch, s, k, t)
         for q in range(nstep):
             _controls(b, tg, batch, tan.t_ctrl, s, t + q * h, lag, h)
-            status = step(b, pl, coef, w, tg, batch.gravity, h)
+            status = step(b, pl, coef, w, tg, g, h)
             if status != STATUS_OK:
                 out.steps[s] = steps
                 return status
@@ -757,7 +784,7 @@ def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
     penalty stepper's keeps its own)."""
     b = _skinned(b)
     mw = moreau.work(b, w.pts.key.shape[0], tg.nt)
-    g = batch.gravity
+    g = _gravity(batch, s)
     lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
     t, k, steps = out.time[s], batch.samp_ptr[s], 0
     while True:
@@ -807,6 +834,19 @@ def _coefficients(params, rows_g, rows_b, rows_w):
     return table
 
 
+@jit(borrow=True)
+def _gravity(batch, s):
+    """Scenario ``s``'s free fall: its ``gravity`` coefficient, or the batch's."""
+    q = batch.rows_s[S_GRAVITY]
+    return batch.params[min(s, batch.params.shape[0] - 1)][q] if q >= 0 else batch.gravity
+
+
+@jit(borrow=True)
+def _held(params, q, default):
+    """``params[q]``, or ``default`` where the layout does not hold it (-1)."""
+    return params[q] if q >= 0 else default
+
+
 @jit
 def capacity(nb, nplane):
     """Contact points a scenario can hold: 8 per body and plane, 8 per pair."""
@@ -822,19 +862,25 @@ def _setup(batch, s, out, tan):
     params = batch.params[min(s, batch.params.shape[0] - 1)]
     inv_mass = np.zeros(nb)
     inertia = np.empty((nb, 3))
+    com = np.empty((nb, 3))
     for i in range(nb):
         fixed = batch.body_fixed[s, i]
+        row = batch.rows_m[batch.body_material[s, i]]
         inv_mass[i] = 0.0 if fixed else 1.0 / batch.body_mass[s, i]
+        scale = _held(params, row[M_INERTIA], 1.0)
         for a in range(3):
-            inertia[i, a] = np.inf if fixed else batch.body_inertia[s, i, a]
+            inertia[i, a] = np.inf if fixed else batch.body_inertia[s, i, a] * scale
+            com[i, a] = batch.body_com[s, i, a] + _held(params, row[M_COM_X + a], 0.0)
     b = Bodies(nb, out.pos[s], out.quat[s], out.vel[s], out.omega[s], inv_mass, inertia,
-               batch.body_shape[s], batch.body_ext[s], batch.body_com[s], batch.body_material[s],
+               batch.body_shape[s], batch.body_ext[s], com, batch.body_material[s],
                batch.body_fixed[s], np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros((nb, 3)))
     normal = np.zeros((nw + 1, 3))
     offset = np.zeros(nw + 1)
     mat = np.zeros(nw + 1, np.int64)
-    normal[0, 2] = 1.0
-    offset[0] = batch.ground_z + params[GROUND_OFFSET]
+    tx = _held(params, batch.rows_s[S_TILT_X], 0.0)
+    ty = _held(params, batch.rows_s[S_TILT_Y], 0.0)
+    normal[0, 0], normal[0, 1], normal[0, 2] = ground_normal(tx, ty)
+    offset[0] = normal[0, 2] * (batch.ground_z + params[GROUND_OFFSET])
     for k in range(nw):
         normal[k + 1] = batch.wall_normal[s, k]
         offset[k + 1] = batch.wall_offset[s, k]
@@ -852,6 +898,7 @@ def _setup(batch, s, out, tan):
              np.zeros(cap, np.int64))
     tg = rigid_tangent.record(nb, nw + 1, cap, table.shape[1], tan.t_param, tan.t_vel,
                               tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
+    rigid_tangent.seed_body(b, tg, params, batch.rows_m, batch.rows_s)
     rigid_tangent.lag_check(tg, batch.ctrl_ptr[s + 1] - batch.ctrl_ptr[s])
     return b, pl, coef, w, tg
 
@@ -907,7 +954,7 @@ def _report(batch, s, out, tan, h):
     ok = detect(b, pl, w.pts) == STATUS_OK
     if ok:
         springs(b, pl, coef, w, tg)
-        kick(b, tg, batch.gravity, h)
+        kick(b, tg, _gravity(batch, s), h)
         impulses(b, pl, coef, w, tg, h)
     b.pos[:], b.quat[:], b.vel[:], b.omega[:] = pos, quat, vel, omega
     return ok, w

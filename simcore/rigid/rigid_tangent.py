@@ -7,7 +7,16 @@ trajectory (the step's branches: contact or not, stick or slide, the
 damping clamp, held fixed, as everywhere in the engine).  Direction ``p``
 moves a coefficient of the parameter vector (``pdir[p]``; the ground
 offset among them), an initial velocity or spin component (world frame),
-or a control force component.
+or a control force component.  The body's own coefficients and the
+recording's (:data:`simcore.kernel.parameter.BODY_PARAMETERS`,
+``SCENE_PARAMETERS``) enter as ``dgrav`` (the gravity's tangent: ``dv_z -=
+h dg`` each kick), ``dcom`` (the centre of mass's, body frame: the state
+starts at ``x_c + R c``, the geometry and the samples sit at ``x - R c``)
+and ``dlni`` (``d ln I``: an inertia scale moves the world inverse inertia
+by ``-dlni I_w^-1``; the gyroscopic solve's fixed point does not depend on
+a common factor of the moments).  A tilt of the ground moves its normal,
+which no stage here carries: such a direction marks the scenario
+``ND_TILT`` (finite differences).
 
 State tangents per body: ``pos``, ``vel``, ``omega (nb, 3, NT)`` and the
 orientation's ``rot (nb, 3, NT)``, a small world-frame rotation: the
@@ -39,8 +48,16 @@ from ..geometry.rigid import (
     quat_unrotate,
 )
 from ..kernel.config import jit
-from ..kernel.parameter import GROUND_OFFSET, TIME_OFFSET
-from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
+from ..kernel.parameter import (
+    GROUND_OFFSET,
+    M_COM_X,
+    M_INERTIA,
+    S_GRAVITY,
+    S_TILT_X,
+    S_TILT_Y,
+    TIME_OFFSET,
+)
+from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, ND_TILT, seed
 from ..laws.penalty import (
     C_ALPHA,
     C_E,
@@ -70,7 +87,9 @@ class Tangents(NamedTuple):
     3, NT)`` (side i: a plane has none); ``used (NT,)``: contact point steps
     in which each direction's coefficient entered directly; ``nondiff (1,)``;
     ``iinv (nb, 3, 3)`` each body's world inverse inertia this step;
-    ``centre (nb, 3, NT)`` the box centres' tangents (:func:`centres`).
+    ``centre (nb, 3, NT)`` the box centres' tangents (:func:`centres`);
+    ``dgrav (NT,)``, ``dcom (nb, 3, NT)``, ``dlni (nb, NT)``: the seeds of
+    the body's and the recording's coefficients (:func:`seed_body`).
     """
 
     nt: int
@@ -103,6 +122,9 @@ class Tangents(NamedTuple):
     nondiff: np.ndarray
     iinv: np.ndarray
     centre: np.ndarray
+    dgrav: np.ndarray
+    dcom: np.ndarray
+    dlni: np.ndarray
 
 
 @jit
@@ -121,7 +143,8 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
                   np.zeros((cap, 3, nt)), np.zeros((cap, 3, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros((cap, 2, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros(nt, np.int64), np.zeros(1, np.int64),
-                  np.zeros((nb, 3, 3)), np.zeros((nb, 3, nt)))
+                  np.zeros((nb, 3, 3)), np.zeros((nb, 3, nt)), np.zeros(nt),
+                  np.zeros((nb, 3, nt)), np.zeros((nb, nt)))
     seed(nb, t_vel, tg.vel)
     seed(nb, t_omega, tg.omega)
     for p in range(nt):
@@ -146,35 +169,80 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
 
 
 @jit(borrow=True)
+def seed_body(b, tg, params, rows_m, rows_s):
+    """The seeds of the body's own coefficients and the recording's (rows
+    ``rows_m (nmat, 4)``, ``rows_s (3,)`` of the vector ``params``, -1: not
+    held): the gravity's, each body's centre of mass shift (a unit along its
+    axis) and inertia scale (``d ln I = 1 / scale``); a ground tilt marks
+    the scenario ``ND_TILT``.  Each seeded body (or the scene) counts once
+    in ``used``: the coefficient enters the scenario's model directly."""
+    for p in range(tg.nt):
+        q = tg.pdir[p]
+        if q < 0:
+            continue
+        if q == rows_s[S_GRAVITY]:
+            tg.dgrav[p] = 1.0
+            tg.used[p] += 1
+        if q == rows_s[S_TILT_X] or q == rows_s[S_TILT_Y]:
+            tg.nondiff[0] |= ND_TILT
+            tg.used[p] += 1
+        for i in range(b.count):
+            if b.fixed[i]:
+                continue
+            row = rows_m[b.mat[i]]
+            for a in range(3):
+                if q == row[M_COM_X + a]:
+                    tg.dcom[i, a, p] = 1.0
+                    tg.used[p] += 1
+            if q == row[M_INERTIA]:
+                tg.dlni[i, p] = 1.0 / params[q]
+                tg.used[p] += 1
+
+
+@jit(borrow=True)
 def seed_com(b, tg):
     """The seeds moved to the centres of mass (the state's
     :func:`simcore.rigid.rigid_engine._shift`): a spin direction ``dw`` moves the
-    centre of mass's velocity ``v_c + w x R c`` by ``dw x R c``."""
+    centre of mass's velocity ``v_c + w x R c`` by ``dw x R c``; a centre of
+    mass direction ``dc`` moves its position by ``R dc`` and its velocity by
+    ``w x R dc``."""
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
+        w = b.omega[i]
         for p in range(tg.nt):
             m = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
+            dc = com_arm(b.quat[i], tg.dcom[i, :, p])
+            u = cross(w[0], w[1], w[2], dc[0], dc[1], dc[2])
             for a in range(3):
-                tg.vel[i, a, p] += m[a]
+                tg.vel[i, a, p] += m[a] + u[a]
+                tg.pos[i, a, p] += dc[a]
+
+
+@jit(borrow=True)
+def fall(tg, i, h):
+    """The gravity's tangent of a kick of body ``i``: ``dv_z -= h dg``."""
+    for p in range(tg.nt):
+        tg.vel[i, 2, p] -= h * tg.dgrav[p]
 
 
 @jit(borrow=True)
 def centres(b, tg, tc):
     """``tc (nb, 3, NT)``: the tangents of the box centres ``x - R c``:
-    ``dx - rot x R c``."""
+    ``dx - rot x R c - R dc``."""
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
         for p in range(tg.nt):
             m = cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            dc = com_arm(b.quat[i], tg.dcom[i, :, p])
             for a in range(3):
-                tc[i, a, p] = tg.pos[i, a, p] - m[a]
+                tc[i, a, p] = tg.pos[i, a, p] - m[a] - dc[a]
 
 
 @jit(borrow=True)
 def to_centres(b, tg, tpos, tvel):
     """The tangents of the box centres' positions and velocities into
     ``tpos``, ``tvel (nb, 3, NT)``: of ``x - R c`` (:func:`centres`) and of
-    ``v - w x R c``, ``dv - dw x R c - w x (rot x R c)``."""
+    ``v - w x R c``, ``dv - dw x R c - w x (rot x R c + R dc)``."""
     centres(b, tg, tpos)
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
@@ -182,7 +250,8 @@ def to_centres(b, tg, tpos, tvel):
         for p in range(tg.nt):
             m = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
             dr = cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
-            n = cross(w[0], w[1], w[2], dr[0], dr[1], dr[2])
+            dc = com_arm(b.quat[i], tg.dcom[i, :, p])
+            n = cross(w[0], w[1], w[2], dr[0] + dc[0], dr[1] + dc[1], dr[2] + dc[2])
             for a in range(3):
                 tvel[i, a, p] = tg.vel[i, a, p] - m[a] - n[a]
 
@@ -234,9 +303,11 @@ def inverse_inertia(b, tg):
 @jit(borrow=True)
 def detect(b, pl, pts, tg):
     """Tangents of the points' penetrations and positions (stage 1): a box
-    corner ``c = x + R c_b`` moves by ``dx + rot x (R c_b)``, its depth
-    ``d - n . c`` by ``dd - n . dc``, the point ``c + depth n / 2``; a
-    sphere's depth ``r - (n . x - d)``."""
+    corner ``c = x + R (c_b - c_m)`` (``x`` the centre of mass, ``c_m`` its
+    place in the body frame) moves by ``dx + rot x R (c_b - c_m) - R dc_m``,
+    its depth ``d - n . c`` by ``dd - n . dc``, the point ``c + depth n /
+    2``; a sphere's depth ``r - (n . x_c - d)`` with its centre ``x_c = x -
+    R c_m``."""
     inverse_inertia(b, tg)
     for c in range(pts.count[0]):
         if pts.j[c] >= 0:
@@ -247,15 +318,20 @@ def detect(b, pl, pts, tg):
         x = b.pos[i]
         turns = turns_contacts(b.shape[i])
         half = 0.5 * pts.depth[c]
-        r0 = pts.point[c, 0] - half * n[0] - x[0]
-        r1 = pts.point[c, 1] - half * n[1] - x[1]
-        r2 = pts.point[c, 2] - half * n[2] - x[2]
+        if turns:
+            r0 = pts.point[c, 0] - half * n[0] - x[0]
+            r1 = pts.point[c, 1] - half * n[1] - x[1]
+            r2 = pts.point[c, 2] - half * n[2] - x[2]
+        else:  # a sphere's contact turns with its centre only
+            r = com_arm(b.quat[i], b.com[i])
+            r0, r1, r2 = -r[0], -r[1], -r[2]
         for p in range(tg.nt):
-            d0, d1, d2 = tg.pos[i, 0, p], tg.pos[i, 1, p], tg.pos[i, 2, p]
-            if turns:
-                th = tg.rot[i, :, p]
-                m = cross(th[0], th[1], th[2], r0, r1, r2)
-                d0, d1, d2 = d0 + m[0], d1 + m[1], d2 + m[2]
+            dc = com_arm(b.quat[i], tg.dcom[i, :, p])
+            th = tg.rot[i, :, p]
+            m = cross(th[0], th[1], th[2], r0, r1, r2)
+            d0 = tg.pos[i, 0, p] + m[0] - dc[0]
+            d1 = tg.pos[i, 1, p] + m[1] - dc[1]
+            d2 = tg.pos[i, 2, p] + m[2] - dc[2]
             dd = tg.offset[k, p] - (n[0] * d0 + n[1] * d1 + n[2] * d2)
             tg.depth[c, p] = dd
             tg.point[c, 0, p] = d0 + 0.5 * dd * n[0]
@@ -361,7 +437,9 @@ def kick(b, tg, h):
     kick's Newton step ``w' = w1 - J^-1 f(w1)`` differentiates to ``dw' =
     J^-1 (I dw1 + h (dw1 x I y - I dw1 x y))`` with ``y = J^-1 f(w1)`` (its
     correction), in the body frame, where ``d(R^T u) = R^T (du - rot x u)``
-    and ``d(R w') = R dw' + rot x (R w')``."""
+    and ``d(R w') = R dw' + rot x (R w')``; an inertia scale ``d ln I``
+    moves ``h tau / I`` by ``-d ln I h tau / I`` (the solve's fixed point
+    does not move with a common factor of the moments)."""
     for i in range(b.count):
         if b.fixed[i]:
             continue
@@ -387,7 +465,10 @@ def kick(b, tg, h):
             dtb = quat_unrotate(q, dt[0] - m[0], dt[1] - m[1], dt[2] - m[2])
             m = cross(th[0], th[1], th[2], om[0], om[1], om[2])
             dwb = quat_unrotate(q, dw[0] - m[0], dw[1] - m[1], dw[2] - m[2])
-            d0, d1, d2 = dwb[0] + h * dtb[0] / i0, dwb[1] + h * dtb[1] / i1, dwb[2] + h * dtb[2] / i2
+            dl = tg.dlni[i, p]
+            d0 = dwb[0] + h * (dtb[0] - dl * tb[0]) / i0
+            d1 = dwb[1] + h * (dtb[1] - dl * tb[1]) / i1
+            d2 = dwb[2] + h * (dtb[2] - dl * tb[2]) / i2
             if newton:
                 a1 = cross(d0, d1, d2, i0 * y0, i1 * y1, i2 * y2)
                 a2 = cross(i0 * d0, i1 * d1, i2 * d2, y0, y1, y2)
@@ -410,10 +491,10 @@ def controls(b, tg, i, q_row, t_ctrl, h, tq):
     for p in range(tg.nt):
         if t_ctrl[p] >= 0 and t_ctrl[p] // 3 == q_row:
             tg.vel[i, t_ctrl[p] % 3, p] += h * b.inv_mass[i]
-        d = _rotate_back(m, tg.rot[i, :, p], _times(m, h * tq[0], h * tq[1], h * tq[2]),
-                         h * tq[0], h * tq[1], h * tq[2], 0.0, 0.0, 0.0)
+        a0 = _times(m, h * tq[0], h * tq[1], h * tq[2])
+        d = _rotate_back(m, tg.rot[i, :, p], a0, h * tq[0], h * tq[1], h * tq[2], 0.0, 0.0, 0.0)
         for a in range(3):
-            tg.omega[i, a, p] += d[a]
+            tg.omega[i, a, p] += d[a] - tg.dlni[i, p] * a0[a]
 
 
 @jit(borrow=True)
@@ -445,7 +526,7 @@ def prepare(b, w, tg, c):
                                 dj[2])
             for a in range(3):
                 tg.jac[c, k, a, p] = dj[a]
-                tg.resp[c, k, a, p] = dres[a]
+                tg.resp[c, k, a, p] = dres[a] - tg.dlni[i, p] * w.resp[c, 0, k, a]
         tg.kn[c, p] = _dot2(w, tg, c, 0, 0, p)
         k11 = _dot2(w, tg, c, 1, 1, p)
         k12 = _dot2(w, tg, c, 1, 2, p)
@@ -604,8 +685,9 @@ def rolling(b, w, tg, c, row, trow, h, e, mag, k, free, d):
         r0, r1, r2 = dw[0] - dn * nrm[0], dw[1] - dn * nrm[1], dw[2] - dn * nrm[2]
         dmag = e0 * r0 + e1 * r1 + e2 * r2
         de0, de1, de2 = (r0 - e0 * dmag) / mag, (r1 - e1 * dmag) / mag, (r2 - e2 * dmag) / mag
+        dl = tg.dlni[i, p]
         dk = 2.0 * (de0 * a[0] + de1 * a[1] + de2 * a[2]) + 2.0 * (
-            th[0] * axe[0] + th[1] * axe[1] + th[2] * axe[2])
+            th[0] * axe[0] + th[1] * axe[1] + th[2] * axe[2]) - dl * k
         if free:
             tot = tg.pr[c, p] + dmag / k - mag * dk / (k * k)
         else:
@@ -617,7 +699,7 @@ def rolling(b, w, tg, c, row, trow, h, e, mag, k, free, d):
         tg.pr[c, p] = tot
         da = _rotate_back(m, th, a, e0, e1, e2, de0, de1, de2)
         for x in range(3):
-            dw[x] -= dd * a[x] + d * da[x]
+            dw[x] -= dd * a[x] + d * (da[x] - dl * a[x])
 
 
 @jit(borrow=True)

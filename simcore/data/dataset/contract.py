@@ -278,7 +278,7 @@ class Dataset:
         per-material entries its ``params`` and ``truth`` name, and
         ``coefficients``."""
         return P.Layout.build(self.materials, [*self.fixed_params, *self.truth, *coefficients],
-                              self.laws, self.spin)
+                              self.laws, self.spin, {"gravity": self.gravity})
 
     def ids_of(self, table):
         """Row -> scenario id lookup for ``table`` (for messages and outputs)."""

@@ -1,0 +1,177 @@
+"""The body's own coefficients (centre of mass shift, inertia scale) and the
+recording's (gravity, ground tilt) on the rigid-body time-steppers: what
+they mean in closed form, that they equal the tables they correct, their
+exact sensitivities against central differences, and the engines and
+addresses that refuse them."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simcore import engine as E
+from simcore import model as M
+from simcore import params as P
+
+from .test_rigid import H, _tosses, cube, quat_about
+from .test_rigid_tangent import _check
+
+FRICTION = {"mu_s": 0.4, "mu_k": 0.3, "e_bg": 0.5}
+
+
+def _run(scenes, params, times, **kw):
+    model, state = M.build(scenes, params=params, **kw)
+    return model, E.simulate(model, state, times, parallel=False)
+
+
+@pytest.mark.parametrize("integrator", ["penalty", "moreau"])
+def test_a_flight_falls_at_the_gravity_coefficient(integrator):
+    """A box thrown up far above the ground: ``z(t) = z0 + vz t - g t^2 / 2``
+    with the coefficient's g, not the dataset's, up to the semi-implicit
+    Euler steps' own ``h g t / 2``."""
+    sc = cube((0.0, 0.0, 5.0), vel=(0.3, 0.0, 2.0), omega=(1.0, 2.0, 0.5), t_end=0.5, dt=1e-4)
+    t = np.linspace(0.05, 0.5, 10)
+    model, res = _run([sc], {"gravity": 9.61}, [t], gravity=9.81, integrator=integrator)
+    assert model.gravity == 9.81 and model.layout.as_dict(model.params)["gravity"] == 9.61
+    z = res.samp_pos[:, 0, 2]
+    err = np.abs(z - (5.0 + 2.0 * t - 0.5 * 9.61 * t * t))
+    assert np.all(err <= 0.5 * 1e-4 * 9.61 * t * (1 + 1e-6) + 1e-12), err
+
+
+def test_the_gravity_coefficient_defaults_to_the_datasets():
+    """A layout that holds ``gravity`` without a value takes the dataset's
+    (its declared default), not the registry's 9.81."""
+    model, _ = M.build([cube((0, 0, 1.0))], params={}, gravity=9.61)
+    assert "gravity" not in model.layout.names
+    freed = model.with_coefficients(["gravity"])
+    assert freed.layout.as_dict(freed.params)["gravity"] == 9.61
+    assert freed.layout.vector()[freed.layout.index("gravity")] == 9.61
+
+
+def test_the_centre_of_mass_and_inertia_coefficients_equal_the_tables_they_correct():
+    """A toss with the mass 4 mm off and the inertia 1.3 times the table's,
+    given as coefficients, runs bit for bit as the same toss with them in
+    the bodies table."""
+    sc = _tosses(1, 3, t_end=0.6)[0]
+    t = [np.linspace(0.02, 0.6, 30)]
+    com = (0.004, -0.001, 0.002)
+    plain, _ = M.build([sc], params=FRICTION)
+    inertia = plain.body_inertia[0, :1] * 1.3  # the table's moments, scaled as the engine does
+    _, table = _run([replace(sc, com=[com], inertia=inertia)], FRICTION, t)
+    coef = dict(FRICTION, com_x=com[0], com_y=com[1], com_z=com[2], inertia_scale=1.3)
+    _, fitted = _run([sc], coef, t)
+    assert np.array_equal(table.samp_pos, fitted.samp_pos)
+    assert np.array_equal(table.samp_quat, fitted.samp_quat)
+
+
+def test_a_box_on_a_tilted_ground_slides_down_at_the_incline_acceleration():
+    """The ground tilted by ``tilt_y`` (its +x side down) past the friction
+    angle: a box set on it slides down at ``g (sin t - mu cos t)``; tilted
+    under it, it stays; ``tilt_x`` (its +y side up) sends it toward -y."""
+    mu = 0.3
+    for tilt, axis in ((0.35, "tilt_y"), (0.35, "tilt_x"), (0.25, "tilt_y")):
+        n = (np.array([np.sin(tilt), 0.0, np.cos(tilt)]) if axis == "tilt_y"
+             else np.array([0.0, -np.sin(tilt), np.cos(tilt)]))
+        down = np.array([n[2] * n[0], n[2] * n[1], -(1.0 - n[2] * n[2])])
+        down /= np.linalg.norm(down)
+        turn = quat_about((0, 1, 0), tilt) if axis == "tilt_y" else quat_about((1, 0, 0), tilt)
+        sc = cube(tuple((H - 2e-5) * n), quat=tuple(turn), t_end=0.5, dt=2e-4)
+        params = {"mu_s": mu, "mu_k": mu, "e_bg": 0.0, axis: tilt, "mu_roll": 0.0}
+        _, res = _run([sc], params, [np.array([0.2, 0.5])], integrator="moreau")
+        v = res.samp_vel[:, 0] @ down
+        if np.tan(tilt) > mu:
+            acc = 9.81 * (np.sin(tilt) - mu * np.cos(tilt))
+            assert (v[1] - v[0]) / 0.3 == pytest.approx(acc, rel=2e-3), axis
+        else:
+            assert np.all(np.abs(v) < 1e-9)
+
+
+def _directions(model, state, times, names, rel):
+    """Each coefficient's tangent of the final positions against a central
+    difference of relative step ``rel`` (penalty contact is stiff: a step
+    small enough to stay inside one contact's smooth stretch)."""
+    idx = [model.layout.index(n) for n in names]
+    sens = E.simulate(model, state, times, directions=E.Directions.build(params=idx),
+                      parallel=False).sens
+    for k, q in enumerate(idx):
+        h = rel * max(abs(model.params[q]), 0.05)
+        hi, lo = model.params.copy(), model.params.copy()
+        hi[q] += h
+        lo[q] -= h
+        fp = E.simulate(model.with_params(hi), state.copy(), times, parallel=False).final
+        fm = E.simulate(model.with_params(lo), state.copy(), times, parallel=False).final
+        for got, a, b in ((sens.final_pos[..., k], fp.body_pos, fm.body_pos),
+                          (sens.final_vel[..., k], fp.body_vel, fm.body_vel)):
+            fd = (a - b) / (2 * h)
+            assert np.max(np.abs(got - fd)) <= 1e-4 * np.max(np.abs(fd)) + 1e-14 / h, \
+                (names[k], got, fd)
+    return sens
+
+
+NAMES = ["gravity", "com_x", "com_y", "com_z", "inertia_scale"]
+VALUES = dict(FRICTION, gravity=9.6, com_x=0.001, com_y=0.0, com_z=0.002, inertia_scale=1.1)
+
+
+def test_penalty_sensitivities_along_the_body_and_the_recording_match_central_differences():
+    """Two tumbling tosses (mass off centre in the table, corrected by the
+    coefficients) that land on corners, bounce, slide and settle."""
+    scenes = [replace(s, com=[(0.004, -0.002, 0.006)]) for s in _tosses(3, 7, t_end=0.4)[:2]]
+    model, state = M.build(scenes, params=VALUES)
+    sens = _directions(model, state, [np.linspace(0.05, 0.4, 20)] * 2, NAMES, 1e-8)
+    assert np.all(sens.nondiff == 0)
+    assert np.all(sens.signal[:, :len(NAMES)] > 0)
+
+
+@pytest.mark.parametrize("kind", ["cube", "flat box with a wall"])
+def test_moreau_sensitivities_along_the_body_and_the_recording_match_central_differences(kind):
+    scenes = _tosses(3, 7, t_end=0.4)[:2]
+    if kind != "cube":
+        scenes = [replace(s, extent=[[1.4 * H, H, 0.5 * H]], com=[(0.004, -0.002, 0.003)],
+                          inertia=None, walls=np.array([[1.0, 0.0, 0.0, -0.3]]))
+                  for s in scenes]
+    model, state = M.build(scenes, params=dict(VALUES, com_z=-0.002, inertia_scale=0.9),
+                           integrator="moreau")
+    sens = _check(model, state, [np.linspace(0.05, 0.4, 20)] * 2, NAMES, [("body_vel", 0, 0)],
+                  tol=1e-6)
+    assert np.all(sens.nondiff == 0)
+
+
+def test_a_tilt_direction_is_flagged_for_finite_differences():
+    """The ground's normal has no tangent in the steppers: a tilt direction
+    marks its scenarios (the fitter takes central differences there)."""
+    model, state = M.build(_tosses(2, 7, t_end=0.3), params=dict(FRICTION, tilt_x=0.01))
+    sens = E.simulate(model, state, [np.linspace(0.05, 0.3, 5)] * 2, parallel=False,
+                      directions=E.Directions.build(params=[model.layout.index("tilt_x")])).sens
+    assert np.all(sens.nondiff != 0)
+
+
+def test_per_material_centres_of_mass_move_only_their_bodies():
+    """``com_z@heavy`` shifts the heavy box's centre of mass only; the plain
+    ``com_z`` (held beside it, 0) every other material's."""
+    a = replace(cube((0, 0, 1.0), omega=(3.0, 1.0, 0.0), t_end=0.3), material=["heavy"])
+    b = replace(cube((0, 0, 1.0), omega=(3.0, 1.0, 0.0), t_end=0.3), material=["light"])
+    t = [np.linspace(0.05, 0.3, 6)] * 2
+    model, res = _run([a, b], {"com_z@heavy": 0.01}, t)
+    assert model.layout.named == ("com_z", "com_z@heavy")
+    _, plain = _run([a, b], {}, t)
+    n = t[0].size
+    assert not np.allclose(res.samp_pos[:n], plain.samp_pos[:n], atol=1e-6)
+    assert np.array_equal(res.samp_pos[n:], plain.samp_pos[n:])
+
+
+def test_addresses_and_engines_that_do_not_read_them_refuse():
+    with pytest.raises(ValueError, match="body's own coefficient; write com_z@MAT"):
+        P.parse("com_z@a+b")
+    with pytest.raises(ValueError, match="gravity is a global offset"):
+        P.parse("gravity@felt")
+    model, _ = M.build([cube((0, 0, 1.0))], params={})
+    with pytest.raises(ValueError, match="held only when named"):
+        model.layout.index("com_x")
+    ball = M.Scenario(radius=[0.03], mass=[0.2], pos=[(0.0, 0.0, 0.03)], vel=[(1.0, 0.0, 0.0)],
+                      t_end=0.5, dt=1e-3)
+    sliding, state = M.build([ball], params={"gravity": 9.7})
+    with pytest.raises(ValueError, match="'gravity' has no kernel in the sliding engine"):
+        E.simulate(sliding, state)
+    assert "gravity" not in P.Layout.build().coefficients
+    assert all(n not in P.Layout.build(names=["com_x", "tilt_y"]).coefficients
+               for n in ("com_x", "tilt_y"))
