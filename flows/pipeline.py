@@ -89,7 +89,7 @@ class ShardRef:
     #: The shard's scenario ids: an array, which Prefect does not walk
     #: element by element (a ``quote`` would not survive Dask's pickling).
     ids: np.ndarray = field(repr=False)
-    #: The per-material coefficients of the fit's layout.
+    #: The per-material and named coefficients of the fit's layout (``Layout.extra``).
     coefficients: tuple = ()
     #: The whole train problem's scenario count: the shard's loss is a mean over it.
     norm: int = 0
@@ -313,7 +313,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
     for k, ix in enumerate(s for s in shards if s):
-        extra = loaded.train.model.layout.per_material
+        extra = loaded.train.model.layout.extra
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
                        f"{D.stable_hash(repr((weights, extra)))}", loaded.path, weights,
                        np.array([loaded.train.ids[i] for i in ix], dtype=str), extra,

@@ -98,8 +98,11 @@ class Directions:
     initial velocity component ``vel[p] = 3 i + d`` of body ``i`` (in every
     scenario that has that body); the force component ``ctrl[p] = 3 q + d`` of
     the ``q``-th control window of each scenario; the initial angular velocity
-    component ``omega[p] = 3 i + d`` of body ``i`` (the spinning model; the
-    sliding one has no spin to move).  Unused entries are -1.
+    component ``omega[p] = 3 i + d`` of body ``i`` (the spinning model and the
+    time-stepper; the sliding one has no spin to move); the initial position
+    component ``pos[p] = 3 i + d`` and the turn of the initial orientation
+    about world axis d, ``rot[p] = 3 i + d`` (the time-stepper only: the
+    turned start is ``exp(rot / 2) q``).  Unused entries are -1.
     """
 
     param: np.ndarray
@@ -107,30 +110,41 @@ class Directions:
     ctrl: np.ndarray
     labels: tuple
     omega: np.ndarray = None
+    pos: np.ndarray = None
+    rot: np.ndarray = None
 
     def __post_init__(self):
-        if self.omega is None:
-            object.__setattr__(self, "omega", np.full(self.param.shape[0], -1, np.int64))
+        for name in ("omega", "pos", "rot"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(self.param.shape[0], -1, np.int64))
 
     @property
     def count(self):
         return self.param.shape[0]
 
     @classmethod
-    def build(cls, params=(), velocities=(), controls=(), names=None, spins=()):
+    def build(cls, params=(), velocities=(), controls=(), names=None, spins=(), positions=(),
+              turns=()):
         """From parameter indices, ``(body, dim)`` pairs of initial velocities,
-        ``(control, dim)`` pairs and ``(body, dim)`` pairs of initial spins;
-        ``names``: the coefficient vector's names (default the global ones)."""
+        ``(control, dim)`` pairs, ``(body, dim)`` pairs of initial spins,
+        positions and turns, in that order; ``names``: the coefficient
+        vector's names (default the global ones)."""
         if names is None:
             names = NAMES
-        rows = ([(int(q), -1, -1, -1, names[q] if q < len(names) else f"param{q}")
+
+        def state(kind, pairs, label):
+            return [tuple(3 * int(i) + int(d) if k == kind else -1 for k in range(5))
+                    + (f"{label}[{i}].{'xyz'[d]}",) for i, d in pairs]
+
+        rows = ([(int(q), -1, -1, -1, -1, -1, names[q] if q < len(names) else f"param{q}")
                  for q in params]
-                + [(-1, 3 * int(i) + int(d), -1, -1, f"v0[{i}].{'xyz'[d]}")
-                   for i, d in velocities]
-                + [(-1, -1, 3 * int(q) + int(d), -1, f"u[{q}].{'xyz'[d]}") for q, d in controls]
-                + [(-1, -1, -1, 3 * int(i) + int(d), f"w0[{i}].{'xyz'[d]}") for i, d in spins])
-        col = [np.array([r[k] for r in rows], np.int64).reshape(-1) for k in range(4)]
-        return cls(col[0], col[1], col[2], tuple(r[4] for r in rows), col[3])
+                + [(-1,) + r for r in state(0, velocities, "v0")]
+                + [(-1,) + r for r in state(1, controls, "u")]
+                + [(-1,) + r for r in state(2, spins, "w0")]
+                + [(-1,) + r for r in state(3, positions, "x0")]
+                + [(-1,) + r for r in state(4, turns, "r0")])
+        col = [np.array([r[k] for r in rows], np.int64).reshape(-1) for k in range(6)]
+        return cls(col[0], col[1], col[2], tuple(r[6] for r in rows), col[3], col[4], col[5])
 
 
 NO_DIRECTIONS = Directions(np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -188,7 +202,8 @@ def _tangent_buffers(model, scen, directions, measured, gauss_newton, cap):
         fin_tpos=np.zeros((nscen, nbmax, 3, nt)), fin_tvel=np.zeros((nscen, nbmax, 3, nt)),
         ev_tt=np.zeros((nscen, cap, nt)), ev_tdva=np.zeros((nscen, cap, 3, nt)),
         ev_tdvb=np.zeros((nscen, cap, 3, nt)), signal=np.zeros((nscen, nt), np.int64),
-        nondiff=np.zeros(nscen, np.int64), t_omega=directions.omega)
+        nondiff=np.zeros(nscen, np.int64), t_omega=directions.omega, t_pos=directions.pos,
+        t_rot=directions.rot)
 
 
 def _sample_csr(model, state, sample_times):

@@ -392,6 +392,13 @@ class Layout:
                      if "@" not in n and BY_NAME[n].contact != "global" and not BY_NAME[n].named)
 
     @property
+    def extra(self):
+        """The entries beyond those every layout of these laws holds: the
+        per-material ones and those held only when named, in their order
+        (what :meth:`build` takes as ``names`` to make this layout again)."""
+        return tuple(n for n in self.names if "@" in n or BY_NAME[base(n)].named)
+
+    @property
     def named(self):
         """The entries held only when named (:data:`NAMED_PARAMETERS`, plain
         or addressed) of this layout."""
@@ -427,8 +434,7 @@ class Layout:
         new = [canonical(n) for n in names]
         if all(n in self.names or ("@" not in n and not BY_NAME[n].named) for n in new):
             return self
-        held = tuple(n for n in self.names if "@" in n or BY_NAME[base(n)].named)
-        return Layout.build(self.materials, held + tuple(new), self.laws, self.spin,
+        return Layout.build(self.materials, self.extra + tuple(new), self.laws, self.spin,
                             dict(self.declared))
 
     def index(self, name):

@@ -175,3 +175,43 @@ def test_addresses_and_engines_that_do_not_read_them_refuse():
     assert "gravity" not in P.Layout.build().coefficients
     assert all(n not in P.Layout.build(names=["com_x", "tilt_y"]).coefficients
                for n in ("com_x", "tilt_y"))
+
+
+def _turned(quat, axis, angle):
+    """``exp(angle e_axis / 2) q`` for each row of ``quat`` (a world-frame turn)."""
+    h = 0.5 * angle
+    e = np.zeros(3)
+    e[axis] = np.sin(h)
+    w, v = np.cos(h), e
+    q0, qv = quat[..., :1], quat[..., 1:]
+    return np.concatenate([w * q0 - (qv @ v)[..., None], w * qv + q0 * v + np.cross(v, qv)],
+                          axis=-1)
+
+
+@pytest.mark.parametrize("integrator", ["penalty", "moreau"])
+def test_initial_position_and_orientation_directions_match_central_differences(integrator):
+    """The start's position and a small world-frame turn of its orientation
+    (``exp(rot / 2) q``), with the mass off centre: the tangents of the final
+    positions and velocities against central differences of the state."""
+    scenes = [replace(s, com=[(0.004, -0.002, 0.006)]) for s in _tosses(3, 7, t_end=0.4)[:2]]
+    model, state = M.build(scenes, params=FRICTION, integrator=integrator)
+    times = [np.linspace(0.05, 0.4, 20)] * 2
+    pairs = [(0, 0), (0, 2)]
+    dirs = E.Directions.build(positions=pairs, turns=pairs)
+    sens = E.simulate(model, state, times, directions=dirs, parallel=False).sens
+    assert np.all(sens.nondiff == 0)
+    h = 1e-7
+    for k, (what, (i, d)) in enumerate([("pos", p) for p in pairs] + [("rot", p) for p in pairs]):
+        runs = []
+        for sign in (1.0, -1.0):
+            st = state.copy()
+            if what == "pos":
+                st.body_pos[:, i, d] += sign * h
+            else:
+                st.body_quat[:, i] = _turned(st.body_quat[:, i], d, sign * h)
+            runs.append(E.simulate(model, st, times, parallel=False).final)
+        for got, a, b in ((sens.final_pos[..., k], runs[0].body_pos, runs[1].body_pos),
+                          (sens.final_vel[..., k], runs[0].body_vel, runs[1].body_vel)):
+            fd = (a - b) / (2 * h)
+            assert np.max(np.abs(got - fd)) <= 1e-4 * np.max(np.abs(fd)) + 1e-14 / h, \
+                (what, i, d, got, fd)

@@ -19,8 +19,10 @@ class TangentIO(NamedTuple):
     ``fin_tpos``, ``fin_tvel (nbmax, 3, NT)``; the event tangents ``ev_tt
     (cap, NT)``, ``ev_tdva``, ``ev_tdvb (cap, 3, NT)``; ``signal (NT,)`` and
     ``nondiff``; ``t_omega (NT,)`` the initial-spin directions (read by the
-    spinning model only).  Per batch, every array but the directions and
-    ``meas`` has a leading scenario axis."""
+    spinning model and the time-stepper), ``t_pos``, ``t_rot (NT,)`` the
+    initial position and orientation directions (the time-stepper only; a
+    small world-frame turn of the start's orientation).  Per batch, every
+    array but the directions and ``meas`` has a leading scenario axis."""
 
     t_param: np.ndarray
     t_vel: np.ndarray
@@ -37,6 +39,8 @@ class TangentIO(NamedTuple):
     signal: np.ndarray
     nondiff: np.ndarray
     t_omega: np.ndarray
+    t_pos: np.ndarray
+    t_rot: np.ndarray
 
 
 class Batch(NamedTuple):

@@ -78,7 +78,7 @@ from ..kernel.parameter import (
     TIME_OFFSET,
 )
 from ..kernel.records import TangentIO, outputs
-from ..kernel.sensitivity import accumulate
+from ..kernel.sensitivity import accumulate, seed
 from ..kernel.status import (
     STATUS_MESSAGES,
     STATUS_OK,
@@ -898,6 +898,8 @@ def _setup(batch, s, out, tan):
              np.zeros(cap, np.int64))
     tg = rigid_tangent.record(nb, nw + 1, cap, table.shape[1], tan.t_param, tan.t_vel,
                               tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
+    seed(nb, tan.t_pos, tg.pos)
+    seed(nb, tan.t_rot, tg.rot)
     rigid_tangent.seed_body(b, tg, params, batch.rows_m, batch.rows_s)
     rigid_tangent.lag_check(tg, batch.ctrl_ptr[s + 1] - batch.ctrl_ptr[s])
     return b, pl, coef, w, tg
@@ -990,7 +992,7 @@ def no_tangents(nb, nscen=1):
                      np.zeros((nscen, 0, 0)), np.zeros((nscen, nb, 3, 0)),
                      np.zeros((nscen, nb, 3, 0)), np.zeros((nscen, 0, 0)),
                      np.zeros((nscen, 0, 3, 0)), np.zeros((nscen, 0, 3, 0)),
-                     np.zeros((nscen, 0), np.int64), np.zeros(nscen, np.int64), z)
+                     np.zeros((nscen, 0), np.int64), np.zeros(nscen, np.int64), z, z, z)
 
 
 def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None,

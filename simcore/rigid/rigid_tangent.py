@@ -205,17 +205,22 @@ def seed_com(b, tg):
     :func:`simcore.rigid.rigid_engine._shift`): a spin direction ``dw`` moves the
     centre of mass's velocity ``v_c + w x R c`` by ``dw x R c``; a centre of
     mass direction ``dc`` moves its position by ``R dc`` and its velocity by
-    ``w x R dc``."""
+    ``w x R dc``; a turn of the start ``rot`` moves them by ``rot x R c``
+    and ``w x (rot x R c)``."""
     for i in range(b.count):
         r = com_arm(b.quat[i], b.com[i])
         w = b.omega[i]
         for p in range(tg.nt):
             m = cross(tg.omega[i, 0, p], tg.omega[i, 1, p], tg.omega[i, 2, p], r[0], r[1], r[2])
             dc = com_arm(b.quat[i], tg.dcom[i, :, p])
-            u = cross(w[0], w[1], w[2], dc[0], dc[1], dc[2])
+            tr = cross(tg.rot[i, 0, p], tg.rot[i, 1, p], tg.rot[i, 2, p], r[0], r[1], r[2])
+            x0, x1, x2 = dc[0] + tr[0], dc[1] + tr[1], dc[2] + tr[2]
+            u = cross(w[0], w[1], w[2], x0, x1, x2)
+            tg.pos[i, 0, p] += x0
+            tg.pos[i, 1, p] += x1
+            tg.pos[i, 2, p] += x2
             for a in range(3):
                 tg.vel[i, a, p] += m[a] + u[a]
-                tg.pos[i, a, p] += dc[a]
 
 
 @jit(borrow=True)

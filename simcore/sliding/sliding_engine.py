@@ -306,7 +306,7 @@ def _run_one(s, b, out, tan):
     mine = TangentIO(tan.t_param, tan.t_vel, tan.t_ctrl, tan.meas[k0:k1], tan.tr_sse[s:s + 1],
                      tan.tr_grad[s], tan.tr_gn[s], tan.fin_tpos[s], tan.fin_tvel[s],
                      tan.ev_tt[s], tan.ev_tdva[s], tan.ev_tdvb[s], tan.signal[s],
-                     tan.nondiff[s:s + 1], tan.t_omega)
+                     tan.nondiff[s:s + 1], tan.t_omega, tan.t_pos, tan.t_rot)
     st, ne, tf = _scenario(scene, run, out.pos[s, :nb], out.vel[s, :nb], o_pos, o_vel, ev, mine)
     out.status[s] = st
     out.ev_count[s] = ne

@@ -126,7 +126,7 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
     model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
                          ground_z=ds.ground_z, materials=layout.materials,
                          integrator=integrator if integrator is not None else ds.model.integrator,
-                         coefficients=layout.per_material, laws=layout.laws, spin=ds.spin,
+                         coefficients=layout.extra, laws=layout.laws, spin=ds.spin,
                          cone=ds.model.cone,
                          strict=strict)
     return model, state, times, ids
