@@ -233,17 +233,19 @@ def fit_json(result, run_id, version, scores, dataset, start=None, truth=None):
 def nuisance_table(result, problem, kind):
     """The fitted nuisance values as columns, one row per real value (not the
     padding of smaller scenarios): ``scenario_id``; ``index``, the body id
-    (``kind="velocity"``, ``"spin"``, ``"state"``: initial velocity and
-    spin) or the scenario's control window in file order (``"push"``: its
-    force); ``component`` x or y (vx, vy, wx, wy, wz for ``spin``; vx, vy,
-    vz, wx, wy, wz for ``state``); ``value`` (m/s,
-    rad/s or N); ``stderr`` (NaN where held); ``held`` (the data do not
-    depend on it)."""
+    (``kind="velocity"``, ``"spin"``, ``"state"``, ``"pose"``: initial
+    velocity and spin, and for ``pose`` position and turn) or the scenario's
+    control window in file order (``"push"``: its force); ``component`` x or
+    y (vx, vy, wx, wy, wz for ``spin``; vx, vy, vz, wx, wy, wz for
+    ``state``, then x, y, z, rx, ry, rz for ``pose``); ``value`` (m/s,
+    rad/s, N, m or rad); ``stderr`` (NaN where held); ``held`` (the data do
+    not depend on it)."""
     s, j = np.nonzero(problem.nuisance_mask(kind))
     slots, comps = problem.nuisance_columns(kind)
     slot = slots[j]
     index = ([int(problem.body_ids[a][b]) for a, b in zip(s, slot)]
-             if kind in ("velocity", "spin", "state") and problem.body_ids else slot.tolist())
+             if kind in ("velocity", "spin", "state", "pose") and problem.body_ids
+             else slot.tolist())
     se = result.nuisance_stderr[s, j]
     return {"scenario_id": [problem.ids[a] for a in s], "index": np.asarray(index, np.int64),
             "component": list(comps[j]), "value": result.nuisance[s, j],

@@ -256,7 +256,8 @@ def flight_gravity(toss, t, z, quat, half=CUBE_HALF, table_z=0.0,
     """The free-fall acceleration [m/s^2] the recorded poses show, in the
     recording's own units: per toss, the samples before its lowest corner
     first comes within ``clearance`` [m] of the table (the corner ``z -
-    half (|R_zx| + |R_zy| + |R_zz|)`` of a cube of half width ``half``)
+    (h_x |R_zx| + h_y |R_zy| + h_z |R_zz|)`` of a box of half extents
+    ``half``, a number for a cube or three)
     fitted by least squares with ``z = a + b t - g t^2 / 2``; the median
     over the tosses with at least ``min_samples`` such samples.  Returns
     ``(g, tosses)``.  ``toss`` (ids of any kind), ``t``, ``z`` (n,) and
@@ -265,8 +266,9 @@ def flight_gravity(toss, t, z, quat, half=CUBE_HALF, table_z=0.0,
     toss = np.asarray(toss)
     t, z, quat = (np.asarray(a, dtype=np.float64) for a in (t, z, quat))
     w, x, y, k = quat.T
-    reach = half * (np.abs(2 * (x * k - w * y)) + np.abs(2 * (y * k + w * x))
-                    + np.abs(1 - 2 * (x * x + y * y)))
+    hx, hy, hz = np.broadcast_to(np.asarray(half, dtype=np.float64), (3,))
+    reach = (hx * np.abs(2 * (x * k - w * y)) + hy * np.abs(2 * (y * k + w * x))
+             + hz * np.abs(1 - 2 * (x * x + y * y)))
     near = z - reach - table_z < clearance
     starts = np.flatnonzero(np.r_[True, toss[1:] != toss[:-1]])
     fits = []

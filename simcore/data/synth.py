@@ -212,12 +212,13 @@ def generate(out_dir, cfg=None, truth=None, name="synthetic-table"):
     return out
 
 
-def _write_meta(out, name, description, source, model, truth, noise, generator):
+def _write_meta(out, name, description, source, model, truth, noise, generator, gravity=9.81):
     """The generated dataset's ``dataset.yaml``: its provenance, the laws
-    and true coefficients it was simulated with, its noise and settings."""
+    and true coefficients it was simulated with, its noise and settings,
+    and the ``gravity`` it declares."""
     laws = spelled(model.layout.laws)
     meta = {"name": name, "description": description, "source": source,
-            "license": "CC0-1.0", "units": {"length": "m", "time": "s"}, "gravity": 9.81,
+            "license": "CC0-1.0", "units": {"length": "m", "time": "s"}, "gravity": gravity,
             "ground_z": 0.0, **({"laws": laws} if laws else {}),
             "truth": {k: float(v) for k, v in truth.items()}, "noise": noise,
             "generator": generator}
@@ -322,13 +323,23 @@ def _generate_boxes(out, cfg, truth, name):
                  "dt": model.scen_dt, "split": ["test" if s % 5 == 4 else "train"
                                                 for s in range(n)]},
                 out / f"scenarios.{ext}")
+    gravity = 9.81
+    if "gravity" in truth:
+        # A recording whose free fall is not 9.81 declares what an import
+        # measures from its flights (its gravity coefficient's start).
+        from .importers import STANDARD_GRAVITY, flight_gravity  # (importers import this module)
+        try:
+            gravity = round(flight_gravity(np.repeat(np.arange(n), nsamp), np.tile(ts, n),
+                                           pos[:, 2], quat, half)[0], 2)
+        except ValueError:  # no toss flies long enough to tell
+            gravity = STANDARD_GRAVITY
     size = " x ".join(f"{2 * h:.4g}" for h in half)
     _write_meta(out, name, f"Synthetic box tosses (a {size} m box thrown onto a table, "
                 "tumbling, sliding and coming to rest) simulated by contactfit's time-stepper "
                 "with known coefficients.", "contactfit generate --shape box", model, truth,
                 f"positions: independent Gaussian, sd {cfg.noise_mm} mm per coordinate; "
                 f"orientations: independent rotations, sd {cfg.noise_deg} degrees per axis",
-                {k: v for k, v in asdict(cfg).items() if k in BOX_SETTINGS})
+                {k: v for k, v in asdict(cfg).items() if k in BOX_SETTINGS}, gravity)
     return out
 
 

@@ -17,7 +17,12 @@ Layouts of ``nuis (nscen, size)``, body-major:
 * ``spin`` (the spinning model): ``(vx0, vy0)`` of every body, then
   ``(wx0, wy0, wz0)`` of every body;
 * ``state`` (the time-stepper): ``(vx0, vy0, vz0)`` of every body, then
-  ``(wx0, wy0, wz0)`` of every body.
+  ``(wx0, wy0, wz0)`` of every body;
+* ``pose`` (the time-stepper): ``state``'s columns, then ``(x0, y0, z0)``
+  of every body, then ``(rx0, ry0, rz0)``: a small world-frame turn of each
+  body's recorded start orientation (``exp(r / 2) q``), the whole start of
+  a toss refined from its samples, since a real toss's first sample is as
+  noisy as any.
 """
 
 from dataclasses import replace
@@ -32,6 +37,15 @@ class Nuisance:
     """No nuisance (``"none"``): the base every kind refines."""
 
     name = "none"
+    #: Whether a run without tangents (secant derivatives, an orientation
+    #: loss) takes central differences of the values (else it holds them).
+    differenced = False
+
+    def scales(self, components):
+        """Each column's natural size (its ``components`` as :meth:`columns`
+        names them): a differenced value's step is the relative step times
+        it."""
+        return np.ones(len(components))
 
     def size(self, model):
         """Nuisance values per scenario (the widest scenario's)."""
@@ -60,9 +74,10 @@ class Nuisance:
         return None
 
     def directions(self, nbmax, ncmax):
-        """``(velocities, controls, spins)``: the engine's tangent directions
-        (slot, component) of the nuisance columns, in their order."""
-        return [], [], []
+        """``(velocities, controls, spins, positions, turns)``: the engine's
+        tangent directions (slot, component) of the nuisance columns, in
+        their order (:meth:`simcore.engine.Directions.build`'s)."""
+        return [], [], [], [], []
 
 
 class Velocity(Nuisance):
@@ -85,7 +100,7 @@ class Velocity(Nuisance):
         return model, state
 
     def directions(self, nbmax, ncmax):
-        return [(i, d) for i in range(nbmax) for d in (0, 1)], [], []
+        return [(i, d) for i in range(nbmax) for d in (0, 1)], [], [], [], []
 
 
 class Push(Nuisance):
@@ -139,7 +154,7 @@ class Push(Nuisance):
         return out
 
     def directions(self, nbmax, ncmax):
-        return [], [(q, d) for q in range(ncmax) for d in (0, 1)], []
+        return [], [(q, d) for q in range(ncmax) for d in (0, 1)], [], [], []
 
 
 class _Launch(Nuisance):
@@ -175,7 +190,7 @@ class _Launch(Nuisance):
 
     def directions(self, nbmax, ncmax):
         vel = [(i, d) for i in range(nbmax) for d in range(self.planar)]
-        return vel, [], [(i, d) for i in range(nbmax) for d in (0, 1, 2)]
+        return vel, [], [(i, d) for i in range(nbmax) for d in (0, 1, 2)], [], []
 
 
 class Spin(_Launch):
@@ -205,8 +220,67 @@ class State(_Launch):
         return super().size(model)
 
 
+class Pose(State):
+    """The time-stepper's whole start: :class:`State`'s velocities and spins,
+    then each body's position and a small turn of its orientation."""
+
+    name = "pose"
+    differenced = True
+    #: The blocks of three columns per body, in the order of the directions.
+    BLOCKS = (("vx", "vy", "vz"), ("wx", "wy", "wz"), ("x", "y", "z"), ("rx", "ry", "rz"))
+
+    def size(self, model):
+        if model.integrator not in RIGID:
+            raise ValueError("nuisance 'pose' (each toss's whole start: position, "
+                             "orientation, velocity, spin) needs the time-stepper: boxes or a "
+                             "penalty law")
+        return 12 * model.body_radius.shape[1]
+
+    def columns(self, k):
+        nb = k // 12
+        slot = np.tile(np.repeat(np.arange(nb), 3), 4)
+        return slot, np.array([c for block in self.BLOCKS for c in block * nb], object)
+
+    def start(self, problem, k, theta):
+        nb = k // 12
+        st = problem.state
+        out = np.zeros((problem.nscen, k))
+        for j, field in enumerate(("body_vel", "body_omega", "body_pos")):
+            out[:, 3 * nb * j:3 * nb * (j + 1)] = getattr(st, field).reshape(problem.nscen, -1)
+        return out  # the turns start at zero: the recorded orientation
+
+    def apply(self, model, state, nuis):
+        state = state.copy()
+        nscen, nb = state.body_vel.shape[:2]
+        block = [nuis[:, 3 * nb * j:3 * nb * (j + 1)].reshape(nscen, nb, 3) for j in range(4)]
+        state.body_vel[:], state.body_omega[:], state.body_pos[:] = block[:3]
+        state.body_quat[:] = turned(state.body_quat, block[3])
+        return model, state
+
+    def directions(self, nbmax, ncmax):
+        pairs = [(i, d) for i in range(nbmax) for d in (0, 1, 2)]
+        return pairs, [], pairs, pairs, pairs
+
+    def scales(self, components):
+        """Velocities 1 m/s, spins 10 rad/s, positions 1 cm, turns 0.1 rad."""
+        size = {"v": 1.0, "w": 10.0, "r": 0.1}
+        return np.array([size.get(c[0], 0.01) for c in components], np.float64)
+
+
+def turned(quat, rot):
+    """``exp(rot / 2) q`` for quaternions ``quat (..., 4)`` (scalar first)
+    and world-frame rotation vectors ``rot (..., 3)`` [rad]."""
+    angle = np.linalg.norm(rot, axis=-1, keepdims=True)
+    half = 0.5 * angle
+    axis = np.divide(rot, angle, out=np.zeros_like(rot), where=angle > 0.0)
+    w, v = np.cos(half), np.sin(half) * axis
+    q0, qv = quat[..., :1], quat[..., 1:]
+    return np.concatenate([w * q0 - np.sum(v * qv, axis=-1, keepdims=True),
+                           w * qv + q0 * v + np.cross(v, qv)], axis=-1)
+
+
 #: Every nuisance kind by name.
-KINDS = {kind.name: kind() for kind in (Nuisance, Velocity, Push, Spin, State)}
+KINDS = {kind.name: kind() for kind in (Nuisance, Velocity, Push, Spin, State, Pose)}
 
 
 def kind_of(name):

@@ -98,10 +98,11 @@ class Evaluation:
 
 class _FdPlan(NamedTuple):
     """What every batch of :meth:`Problem._fd_grad` shares: the (scenario,
-    coefficient) pairs (``coef``, ``which`` into ``scen``), the perturbed
-    coefficient rows (up ``rows[c]``, down ``rows[nf + c]``), each pair's
-    ``step``, the nuisance, each scenario's event count at ``theta`` and
-    the Gauss-Newton factors ``f`` (or None)."""
+    direction) pairs (``coef``, ``which`` into ``scen``), the perturbed
+    coefficient rows (up ``rows[c]``, down ``rows[nd + c]`` for ``nd``
+    directions) and nuisance offsets (``moves``, the same layout, or None),
+    each pair's ``step``, the nuisance, each scenario's event count at
+    ``theta`` and the Gauss-Newton factors ``f`` (or None)."""
 
     coef: np.ndarray
     which: np.ndarray
@@ -113,6 +114,7 @@ class _FdPlan(NamedTuple):
     nuis: object
     events: np.ndarray
     f: object
+    moves: object = None
 
 
 @dataclass
@@ -279,10 +281,10 @@ class Problem:
         return kind_of(kind).apply(self.model.with_params(theta), self.state, nuis)
 
     def directions(self, free, kind):
-        vel, ctrl, spins = kind_of(kind).directions(self.model.body_radius.shape[1],
-                                                    self.nuisance_size("push") // 2)
+        vel, ctrl, spins, pos, turns = kind_of(kind).directions(
+            self.model.body_radius.shape[1], self.nuisance_size("push") // 2)
         return Directions.build(params=free, velocities=vel, controls=ctrl, spins=spins,
-                               names=self.model.layout.names)
+                               positions=pos, turns=turns, names=self.model.layout.names)
 
     def evaluate(self, theta, free, kind="none", nuis=None, want_gn=True, fd_fallback=True,
                  secant=0.0):
@@ -296,7 +298,9 @@ class Problem:
         (:func:`simcore.identify.fit.fit`, ``secant``).  A weighed ``orientation``
         loss, which has no exact tangents, takes the same path (with a
         step of 1e-6 when ``secant`` is 0).  On that path the run has no
-        tangents and the nuisance is held."""
+        tangents and the nuisance is held, unless its kind is differenced
+        (``pose``: :attr:`simcore.identify.nuisance.Nuisance.differenced`), whose
+        values take central differences there too."""
         model, state = self.apply(theta, kind, nuis)
         dirs = self.directions(free, kind)
         turns = self._turns()
@@ -323,11 +327,20 @@ class Problem:
         nfev = 1
         bad = np.flatnonzero((nd != 0) | every)
         if bad.size and (fd_fallback or every):
-            lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held
+            lv.grad[bad, nf:] = 0.0  # nuisance of these scenarios is held, unless differenced
+            ncols = nf
+            if every and kind_of(kind).differenced:
+                real = self.nuisance_mask(kind)[bad]
+                cut = self.nuisance_cut(kind, theta)
+                if cut is not None:
+                    real &= ~cut[bad]
+                signal[bad, nf:] = real
+                ncols = signal.shape[1]
             g, gn, g_traj = self._fd_grad(theta, free, kind, nuis, bad,
-                                          np.diff(sim.event_ptr)[bad],
-                                          signal[bad, :nf], want_gn, secant)
-            lv.grad[bad, :nf] = g
+                                          np.diff(sim.event_ptr)[bad], signal[bad, :ncols],
+                                          want_gn, secant)
+            nd_cols = g.shape[1]
+            lv.grad[bad, :nd_cols] = g
             if want_gn:
                 # Their tangents can blow up (sustained contact): the trajectory
                 # loss's 2 J^T W J from the perturbed runs' samples, and for
@@ -348,10 +361,10 @@ class Problem:
                     gn[some] += g_rest[some, :, None] * g_rest[some, None, :] / (
                         2.0 * rest[some, None, None])
                 lv.gn[bad] = 0.0
-                lv.gn[bad, :nf, :nf] = gn
+                lv.gn[bad, :nd_cols, :nd_cols] = gn
                 if every:
-                    lv.data_diag[:, :nf] = np.einsum("sii->si", gn)
-            nfev += 2 * nf
+                    lv.data_diag[:, :nd_cols] = np.einsum("sii->si", gn)
+            nfev += 2 * nd_cols
         return Evaluation(lv, sim, signal.sum(axis=0), nd, nfev,
                           self.nuisance_cut(kind, theta))
 
@@ -378,8 +391,12 @@ class Problem:
     def _fd_grad(self, theta, free, kind, nuis, scen, events, signal, want_gn=False,
                  secant=0.0):
         """Central differences of the scenarios ``scen``'s loss along each free
-        coefficient over a relative step ``secant`` (0: 1e-6, a derivative):
-        ``(g, gn, g_traj)``, ``g (scen.size, len(free))``; with
+        coefficient over a relative step ``secant`` (0: 1e-6, a derivative),
+        and, when ``signal`` has a column for each nuisance value too (a
+        differenced kind, :attr:`simcore.identify.nuisance.Nuisance.differenced`),
+        along each nuisance value over ``secant`` (or 1e-6) times its
+        column's scale (``Nuisance.scales``): ``(g, gn, g_traj)``, ``g
+        (scen.size, D)`` for the ``D`` columns of ``signal``; with
         ``want_gn``, the trajectory loss's Gauss-Newton blocks ``2 J^T W J``
         and gradients ``2 J^T W r``, with ``J`` the central differences of
         the sampled positions (else None).
@@ -397,21 +414,31 @@ class Problem:
         O(h^2)).
         """
         nf, ns = len(free), scen.size
-        out = np.zeros((ns, nf))
-        gn = np.zeros((ns, nf, nf)) if want_gn else None
-        g_traj = np.zeros((ns, nf)) if want_gn else None
-        coef, which = np.nonzero(np.asarray(signal).T != 0)  # pairs, coefficient-major
+        ndir = np.shape(signal)[1]
+        out = np.zeros((ns, ndir))
+        gn = np.zeros((ns, ndir, ndir)) if want_gn else None
+        g_traj = np.zeros((ns, ndir)) if want_gn else None
+        coef, which = np.nonzero(np.asarray(signal).T != 0)  # pairs, direction-major
         if not coef.size:
             return out, gn, g_traj
-        rows = np.empty((2 * nf, theta.shape[0]))
+        rows = np.tile(theta, (2 * ndir, 1))
+        moves = None
+        sizes = np.zeros(ndir)
         for c, q in enumerate(free):
             h = (secant or 1e-6) * max(abs(theta[q]), 1e-2)
             up, dn = theta.copy(), theta.copy()
             up[q] += h
             dn[q] -= h
-            rows[c], rows[nf + c] = (project(up, [q], self.model.layout),
-                                      project(dn, [q], self.model.layout))
-        step = rows[coef, np.asarray(free)[coef]] - rows[nf + coef, np.asarray(free)[coef]]
+            rows[c], rows[ndir + c] = (project(up, [q], self.model.layout),
+                                        project(dn, [q], self.model.layout))
+            sizes[c] = rows[c, q] - rows[ndir + c, q]
+        if ndir > nf:
+            h = (secant or 1e-6) * kind_of(kind).scales(self.nuisance_columns(kind)[1])
+            moves = np.zeros((2 * ndir, ndir - nf))
+            moves[nf + np.arange(ndir - nf), np.arange(ndir - nf)] = h
+            moves[ndir + nf + np.arange(ndir - nf), np.arange(ndir - nf)] = -h
+            sizes[nf:] = 2.0 * h
+        step = sizes[coef]
         f = (2.0 * self.weights.get("trajectory", 0.0) / (
             self.loss_norm * np.maximum(self.targets.sample_count()[scen], 1)),
              2.0 * self.weights.get("orientation", 0.0) / (
@@ -428,7 +455,7 @@ class Problem:
                 total = 0
             total += 2 * rows_of[which[j]]
         cut.append(by.size)
-        plan = _FdPlan(coef, which, scen, rows, nf, step, kind, nuis, events, f)
+        plan = _FdPlan(coef, which, scen, rows, ndir, step, kind, nuis, events, f, moves)
         for lo, hi in zip(cut[:-1], cut[1:]):
             self._fd_batch(by[lo:hi], plan, (out, gn, g_traj))
         return out, gn, g_traj
@@ -440,11 +467,13 @@ class Problem:
         and, with ``plan.f`` (the trajectory and orientation losses' factors
         per scenario), their ``2 J^T W J`` and ``2 J^T W r`` into ``gn`` and
         ``g_traj``."""
-        coef, which, scen, rows, nf, step, kind, nuis, events, f = plan
+        coef, which, scen, rows, nf, step, kind, nuis, events, f, moves = plan
         out, gn, g_traj = into
         pairs = js.size
         sub = self.subset(np.tile(scen[which[js]], 2), norm=self.loss_norm)
         sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
+        if moves is not None:
+            sub_nuis = sub_nuis + np.r_[moves[coef[js]], moves[nf + coef[js]]]
         cap = int(min(max(64, 1.25 * int(events[which[js]].max()) + 8),
                       max(64, FD_EVENTS // (2 * pairs))))
         sim, lv = sub._forward(np.r_[rows[coef[js]], rows[nf + coef[js]]], kind, sub_nuis,
