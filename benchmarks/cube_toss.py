@@ -48,10 +48,10 @@ rotation error and ``e_q`` and the largest right-face share any of them
 reaches (``ceiling_*``; each may come from another set): figures chosen on
 the very tosses they score, which no fit on other tosses can beat.
 
-``--com-z MM [MM ...]``: the choice of the cube's centre of mass, on the
-training tosses: for each height [mm] along the cube's body z axis (the
-dataset's ``com_z`` replaced), the fit and its ``fit_loss`` (the training
-loss: the figure to choose by) beside the held-out figures, one row each.
+``--com-z MM [MM ...]``: the profile of the training loss along the cube's
+centre of mass: for each height [mm] along the cube's body z axis (the
+``com_z`` coefficient held there, not fitted), the fit and its
+``fit_loss`` beside the held-out figures, one row each.
 
 ``--curve``: the data-efficiency curve instead, as the ContactNets paper
 plots it: for 1, 4, 16, 64, 256 and all training tosses (the first ``N``
@@ -252,7 +252,7 @@ def ceiling(problem, theta, grid=None):
 def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=False,
         com_z=None):
     """The figures (see the module docstring); ``com_z`` [m]: the cube's
-    centre of mass along its body z axis instead of the dataset's."""
+    centre of mass along its body z axis, held there (not fitted)."""
     from dataclasses import replace
 
     from flows import settings
@@ -266,11 +266,12 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
     test_ids = sorted(s for s, v in split.items() if v == "test")
     if train:
         train_ids = train_ids[:train]
-    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
-    if com_z is not None:
-        com = whole.model.body_com.copy()
-        com[..., 2] = com_z
-        whole = replace(whole, model=replace(whole.model, body_com=com))
+    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids,
+                                 coefficients=cfg.fit or ())
+    if com_z is not None:  # held at com_z: a start, not a free coefficient
+        whole = whole.with_coefficients(["com_z"])
+        cfg = cfg.model_copy(update={"fit": [n for n in cfg.fit if n != "com_z"],
+                                     "start": dict(cfg.start or {}, com_z=com_z)})
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
     ours, _ = _predict(test, theta)
@@ -321,7 +322,8 @@ def fit_or_read(whole, ntrain, cfg, params=None, ds=None):
               enough=report.at_noise(limit, part.weights), **cfg.chosen(part).fit_options())
     return layout.vector(r.params), {
         "fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
-        **{f"fitted_{k}": r.params[k] for k in r.free}}
+        **{f"fitted_{k}": r.params[k] for k in r.free},
+        **{f"ci95_{k}": list(r.ci95[k]) for k in r.free if k in r.ci95}}
 
 
 def main(argv=None):
