@@ -293,7 +293,8 @@ def on_moreau(ds, problem, ids):
 
     from simcore.data import dataset as D
 
-    model, state, _, all_ids = D.scenarios(ds, integrator="moreau")
+    model, state, _, all_ids = D.scenarios(ds, integrator="moreau",
+                                           coefficients=problem.model.layout.extra)
     where = {sid: k for k, (sid, _) in enumerate(all_ids)}
     pick = np.array([where[sid] for sid in ids])
     return replace(problem, model=model.subset(pick), state=state.subset(pick))

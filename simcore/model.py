@@ -752,6 +752,12 @@ def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
             continue
         held = np.where(rows_m[model.body_material[s, :nb]] >= 0,
                         vec[rows_m[model.body_material[s, :nb]]], [0.0, 0.0, 0.0, 1.0])
+        for i in np.flatnonzero(np.any(rows_m[model.body_material[s, :nb], :3] >= 0, axis=1)):
+            if not shape_table.of(arrays[6][i]).takes_com:
+                raise ValueError(f"{model.names[s]!r} body {i}: a {SHAPE_NAMES[arrays[6][i]]} "
+                                 "under a centre of mass coefficient (com_x, com_y, com_z): only "
+                                 "boxes take one; address it to the boxes' material "
+                                 "(com_z@MAT)")
         h = _stable_step((rows, codes, vec), model, state, s,
                          (arrays[1], e + np.abs(c + held[:, :3]), inert * held[:, 3:], fx,
                           arrays[6], arrays[5]), gravity)

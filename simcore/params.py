@@ -25,6 +25,11 @@ names.  Materials are the names of the ``material`` column of ``bodies`` and
   ``e_bw``).  Pairs are written in alphabetical order (``mu_bb@resin+rubber``);
 * plain ``NAME`` is the value of every contact that no addressed entry covers.
 
+* the body's own coefficients (``com_x``, ``com_y``, ``com_z``,
+  ``inertia_scale``) as ``NAME@MAT`` (the bodies of material MAT); they and
+  the recording's (``gravity``, ``tilt_x``, ``tilt_y``) are held only when
+  named (:data:`NAMED_PARAMETERS`).
+
 ``NAME@MAT`` for a pair coefficient, ``NAME@A+B`` for a ground one, and any
 address on an offset are errors, as is a material the dataset does not have.
 An addressed entry that is not given takes its plain name's value.
@@ -269,7 +274,12 @@ class Layout:
     restitution) of a body (first index) against a wall (second index, 0: a
     wall without a material); ``bg (nmat, 4)``: (mu_s, mu_k, v_th, e_bg) of a
     body on the ground; ``nmat = len(materials) + 1``; -1 for a law's
-    coefficient the layout does not hold.  Derived once: ``static_kinetic``,
+    coefficient the layout does not hold.  ``mass (nmat, 4)``: the rows of a
+    body's own coefficients by its material (``com_x, com_y, com_z,
+    inertia_scale``) and ``scene (3,)`` those of the recording's (``gravity,
+    tilt_x, tilt_y``), -1 where not held (they are held only when named);
+    ``declared``: the defaults a dataset gives those (``(name, value)``
+    pairs: its ``gravity``).  Derived once: ``static_kinetic``,
     the distinct ``(mu_s row, mu_k row)`` pairs that must keep ``mu_s >=
     mu_k``, and ``vth_rows``, the rows that must stay > 0.
     """

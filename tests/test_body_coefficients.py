@@ -136,10 +136,33 @@ def test_moreau_sensitivities_along_the_body_and_the_recording_match_central_dif
     assert np.all(sens.nondiff == 0)
 
 
-def test_a_tilt_direction_is_flagged_for_finite_differences():
-    """The ground's normal has no tangent in the steppers: a tilt direction
-    marks its scenarios (the fitter takes central differences there)."""
-    model, state = M.build(_tosses(2, 7, t_end=0.3), params=dict(FRICTION, tilt_x=0.01))
+def test_penalty_sensitivities_along_the_ground_tilt_match_central_differences():
+    """The ground tilted both ways, its height offset too: tumbling tosses
+    (rolling resistance on) and a ball rolling and sliding down the slope;
+    the normal's tangent enters every stage that reads a ground point's
+    directions."""
+    scenes = [replace(s, com=[(0.004, -0.002, 0.006)]) for s in _tosses(3, 7, t_end=0.4)[:2]]
+    values = dict(FRICTION, tilt_x=0.02, tilt_y=-0.03, ground_offset=0.001, mu_roll=0.002)
+    model, state = M.build(scenes, params=values)
+    names = ["tilt_x", "tilt_y", "ground_offset"]
+    sens = _directions(model, state, [np.linspace(0.05, 0.4, 20)] * 2, names, 1e-8)
+    assert np.all(sens.nondiff == 0)
+    tilt = 0.2
+    n = np.array([np.sin(tilt), 0.0, np.cos(tilt)])
+    ball = M.Scenario(radius=[0.03], mass=[0.2], pos=[tuple((0.03 - 1e-5) * n)],
+                      vel=[(0.3, 0.2, 0.0)], omega=[(0.0, 0.0, 2.0)], t_end=0.3, dt=2e-4,
+                      shape=("sphere",), extent=[[0.03] * 3])
+    model, state = M.build([ball], params={**values, "tilt_x": 0.05, "tilt_y": tilt},
+                           laws={"body_ground": "hunt_crossley"})
+    sens = _directions(model, state, [np.linspace(0.02, 0.3, 15)], names, 1e-8)
+    assert np.all(sens.nondiff == 0)
+
+
+def test_a_tilt_direction_on_the_moreau_stepper_is_flagged_for_finite_differences():
+    """The Moreau-Jean stepper's rows carry no normal's tangent: a tilt
+    direction marks its scenarios (the fitter takes central differences)."""
+    model, state = M.build(_tosses(2, 7, t_end=0.3), params=dict(FRICTION, tilt_x=0.01),
+                           integrator="moreau")
     sens = E.simulate(model, state, [np.linspace(0.05, 0.3, 5)] * 2, parallel=False,
                       directions=E.Directions.build(params=[model.layout.index("tilt_x")])).sens
     assert np.all(sens.nondiff != 0)
@@ -169,6 +192,9 @@ def test_addresses_and_engines_that_do_not_read_them_refuse():
         model.layout.index("com_x")
     ball = M.Scenario(radius=[0.03], mass=[0.2], pos=[(0.0, 0.0, 0.03)], vel=[(1.0, 0.0, 0.0)],
                       t_end=0.5, dt=1e-3)
+    with pytest.raises(ValueError, match="a sphere under a centre of mass coefficient"):
+        M.build([replace(ball, shape=("sphere",), extent=[[0.03] * 3])], params={"com_z": 0.0},
+                laws={"body_ground": "hunt_crossley"})
     sliding, state = M.build([ball], params={"gravity": 9.7})
     with pytest.raises(ValueError, match="'gravity' has no kernel in the sliding engine"):
         E.simulate(sliding, state)

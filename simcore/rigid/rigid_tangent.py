@@ -14,9 +14,12 @@ h dg`` each kick), ``dcom`` (the centre of mass's, body frame: the state
 starts at ``x_c + R c``, the geometry and the samples sit at ``x - R c``)
 and ``dlni`` (``d ln I``: an inertia scale moves the world inverse inertia
 by ``-dlni I_w^-1``; the gyroscopic solve's fixed point does not depend on
-a common factor of the moments).  A tilt of the ground moves its normal,
-which no stage here carries: such a direction marks the scenario
-``ND_TILT`` (finite differences).
+a common factor of the moments).  A tilt of the ground moves its normal
+``n`` (``dnormal``) and its offset ``n_z z0``: a ground point's depth and
+place, its directions (``ddir``: ``dn``; ``dt1`` of the normalised ``e -
+(e . n) n``; ``dt2 = dn x t1 + n x dt1``) and every stage that reads them
+take it.  The Moreau-Jean stepper's rows do not: there a tilt direction
+marks the scenario ``ND_TILT`` (finite differences).
 
 State tangents per body: ``pos``, ``vel``, ``omega (nb, 3, NT)`` and the
 orientation's ``rot (nb, 3, NT)``, a small world-frame rotation: the
@@ -89,7 +92,9 @@ class Tangents(NamedTuple):
     ``iinv (nb, 3, 3)`` each body's world inverse inertia this step;
     ``centre (nb, 3, NT)`` the box centres' tangents (:func:`centres`);
     ``dgrav (NT,)``, ``dcom (nb, 3, NT)``, ``dlni (nb, NT)``: the seeds of
-    the body's and the recording's coefficients (:func:`seed_body`).
+    the body's and the recording's coefficients (:func:`seed_body`);
+    ``dnormal (NT, 3)`` the ground normal's tangent and ``ddir (C, 3, 3,
+    NT)`` each point's directions' (zero off the ground).
     """
 
     nt: int
@@ -125,6 +130,8 @@ class Tangents(NamedTuple):
     dgrav: np.ndarray
     dcom: np.ndarray
     dlni: np.ndarray
+    dnormal: np.ndarray
+    ddir: np.ndarray
 
 
 @jit
@@ -144,7 +151,8 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
                   np.zeros((cap, nt)), np.zeros((cap, 2, nt)), np.zeros((cap, nt)),
                   np.zeros((cap, nt)), np.zeros(nt, np.int64), np.zeros(1, np.int64),
                   np.zeros((nb, 3, 3)), np.zeros((nb, 3, nt)), np.zeros(nt),
-                  np.zeros((nb, 3, nt)), np.zeros((nb, nt)))
+                  np.zeros((nb, 3, nt)), np.zeros((nb, nt)), np.zeros((nt, 3)),
+                  np.zeros((cap, 3, 3, nt)))
     seed(nb, t_vel, tg.vel)
     seed(nb, t_omega, tg.omega)
     for p in range(nt):
@@ -169,22 +177,38 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
 
 
 @jit(borrow=True)
-def seed_body(b, tg, params, rows_m, rows_s):
+def seed_body(b, pl, tg, params, rows_m, rows_s, exact_tilt):
     """The seeds of the body's own coefficients and the recording's (rows
     ``rows_m (nmat, 4)``, ``rows_s (3,)`` of the vector ``params``, -1: not
     held): the gravity's, each body's centre of mass shift (a unit along its
-    axis) and inertia scale (``d ln I = 1 / scale``); a ground tilt marks
-    the scenario ``ND_TILT``.  Each seeded body (or the scene) counts once
-    in ``used``: the coefficient enters the scenario's model directly."""
+    axis) and inertia scale (``d ln I = 1 / scale``), the ground's normal
+    and offset under a tilt (``n = (cos tx sin ty, -sin tx, cos tx cos
+    ty)``, the offset ``n_z z0``; without ``exact_tilt`` the scenario is
+    marked ``ND_TILT`` instead) and its offset under ``ground_offset``
+    (``n_z``).  Each seeded body (or the scene) counts once in ``used``: the
+    coefficient enters the scenario's model directly."""
+    tx = params[rows_s[S_TILT_X]] if rows_s[S_TILT_X] >= 0 else 0.0
+    ty = params[rows_s[S_TILT_Y]] if rows_s[S_TILT_Y] >= 0 else 0.0
+    z0 = pl.offset[0] / pl.normal[0, 2]
     for p in range(tg.nt):
         q = tg.pdir[p]
         if q < 0:
             continue
+        if q == GROUND_OFFSET:
+            tg.offset[0, p] = pl.normal[0, 2]
         if q == rows_s[S_GRAVITY]:
             tg.dgrav[p] = 1.0
             tg.used[p] += 1
         if q == rows_s[S_TILT_X] or q == rows_s[S_TILT_Y]:
-            tg.nondiff[0] |= ND_TILT
+            if q == rows_s[S_TILT_X]:
+                dn = (-np.sin(tx) * np.sin(ty), -np.cos(tx), -np.sin(tx) * np.cos(ty))
+            else:
+                dn = (np.cos(tx) * np.cos(ty), 0.0, -np.cos(tx) * np.sin(ty))
+            for a in range(3):
+                tg.dnormal[p, a] = dn[a]
+            tg.offset[0, p] = dn[2] * z0
+            if not exact_tilt:
+                tg.nondiff[0] |= ND_TILT
             tg.used[p] += 1
         for i in range(b.count):
             if b.fixed[i]:
@@ -330,6 +354,10 @@ def detect(b, pl, pts, tg):
         else:  # a sphere's contact turns with its centre only
             r = com_arm(b.quat[i], b.com[i])
             r0, r1, r2 = -r[0], -r[1], -r[2]
+        # the deepest point of the body (a corner, a sphere's bottom)
+        w0 = pts.point[c, 0] - half * n[0]
+        w1 = pts.point[c, 1] - half * n[1]
+        w2 = pts.point[c, 2] - half * n[2]
         for p in range(tg.nt):
             dc = com_arm(b.quat[i], tg.dcom[i, :, p])
             th = tg.rot[i, :, p]
@@ -337,11 +365,19 @@ def detect(b, pl, pts, tg):
             d0 = tg.pos[i, 0, p] + m[0] - dc[0]
             d1 = tg.pos[i, 1, p] + m[1] - dc[1]
             d2 = tg.pos[i, 2, p] + m[2] - dc[2]
-            dd = tg.offset[k, p] - (n[0] * d0 + n[1] * d1 + n[2] * d2)
+            dn0 = dn1 = dn2 = 0.0
+            if k == 0:
+                dn0, dn1, dn2 = tg.dnormal[p, 0], tg.dnormal[p, 1], tg.dnormal[p, 2]
+                if not turns:  # a sphere's deepest point moves with the normal
+                    rad = b.ext[i, 0]
+                    d0, d1, d2 = d0 - rad * dn0, d1 - rad * dn1, d2 - rad * dn2
+            dd = (tg.offset[k, p] - (n[0] * d0 + n[1] * d1 + n[2] * d2)
+                  - (dn0 * w0 + dn1 * w1 + dn2 * w2))
             tg.depth[c, p] = dd
-            tg.point[c, 0, p] = d0 + 0.5 * dd * n[0]
-            tg.point[c, 1, p] = d1 + 0.5 * dd * n[1]
-            tg.point[c, 2, p] = d2 + 0.5 * dd * n[2]
+            hd = 0.5 * pts.depth[c]
+            tg.point[c, 0, p] = d0 + 0.5 * dd * n[0] + hd * dn0
+            tg.point[c, 1, p] = d1 + 0.5 * dd * n[1] + hd * dn1
+            tg.point[c, 2, p] = d2 + 0.5 * dd * n[2] + hd * dn2
 
 
 @jit(borrow=True)
@@ -394,6 +430,7 @@ def springs(b, pl, coef, w, tg):
         fs = w.fs[c]
         f0, f1, f2 = fs * nrm[0] - kv * vt0, fs * nrm[1] - kv * vt1, fs * nrm[2] - kv * vt2
         src = w.src[c]
+        ground = pts.plane[c] == 0
         for p in range(tg.nt):
             dr0 = tg.point[c, 0, p] - tg.pos[i, 0, p]
             dr1 = tg.point[c, 1, p] - tg.pos[i, 1, p]
@@ -403,7 +440,11 @@ def springs(b, pl, coef, w, tg):
             dv0 = tg.vel[i, 0, p] + a[0] + e[0]
             dv1 = tg.vel[i, 1, p] + a[1] + e[1]
             dv2 = tg.vel[i, 2, p] + a[2] + e[2]
-            dvn = dv0 * nrm[0] + dv1 * nrm[1] + dv2 * nrm[2]
+            dn0 = dn1 = dn2 = 0.0
+            if ground:
+                dn0, dn1, dn2 = tg.dnormal[p, 0], tg.dnormal[p, 1], tg.dnormal[p, 2]
+            dvn = (dv0 * nrm[0] + dv1 * nrm[1] + dv2 * nrm[2]
+                   + v0 * dn0 + v1 * dn1 + v2 * dn2)
             if src >= 0:
                 dvi = tg.mem_vi[src, p]
             else:
@@ -413,14 +454,16 @@ def springs(b, pl, coef, w, tg):
                                         tg.depth[c, p], w.vi[c], dvi)
             tg.fs[c, p] = dfs
             tg.cd[c, p] = dcd
-            dt0, dt1, dt2 = dv0 - dvn * nrm[0], dv1 - dvn * nrm[1], dv2 - dvn * nrm[2]
+            dt0 = dv0 - dvn * nrm[0] - vn * dn0
+            dt1 = dv1 - dvn * nrm[1] - vn * dn1
+            dt2 = dv2 - dvn * nrm[2] - vn * dn2
             tg.slip[c, p] = (vt0 * dt0 + vt1 * dt1 + vt2 * dt2) / slip if slip > 0.0 else 0.0
             tkv = trow[C_KV, p]
             if tkv != 0.0 and slip > 0.0:
                 hit = True
-            df0 = dfs * nrm[0] - tkv * vt0 - kv * dt0
-            df1 = dfs * nrm[1] - tkv * vt1 - kv * dt1
-            df2 = dfs * nrm[2] - tkv * vt2 - kv * dt2
+            df0 = dfs * nrm[0] + fs * dn0 - tkv * vt0 - kv * dt0
+            df1 = dfs * nrm[1] + fs * dn1 - tkv * vt1 - kv * dt1
+            df2 = dfs * nrm[2] + fs * dn2 - tkv * vt2 - kv * dt2
             tg.force[i, 0, p] += df0
             tg.force[i, 1, p] += df1
             tg.force[i, 2, p] += df2
@@ -518,6 +561,10 @@ def prepare(b, w, tg, c):
         return
     i = w.pts.i[c]
     m = tg.iinv[i]
+    if w.pts.plane[c] == 0:
+        directions(w, tg, c)
+    p0 = w.pts.point[c]
+    r0, r1, r2 = p0[0] - b.pos[i, 0], p0[1] - b.pos[i, 1], p0[2] - b.pos[i, 2]
     for p in range(tg.nt):
         th = tg.rot[i, :, p]
         dr0 = tg.point[c, 0, p] - tg.pos[i, 0, p]
@@ -526,7 +573,10 @@ def prepare(b, w, tg, c):
         for k in range(3):
             d = w.dirs[c, k]
             jac = w.jac[c, 0, k]
+            dd = tg.ddir[c, k, :, p]
             dj = cross(dr0, dr1, dr2, d[0], d[1], d[2])
+            rd = cross(r0, r1, r2, dd[0], dd[1], dd[2])
+            dj = (dj[0] + rd[0], dj[1] + rd[1], dj[2] + rd[2])
             dres = _rotate_back(m, th, w.resp[c, 0, k], jac[0], jac[1], jac[2], dj[0], dj[1],
                                 dj[2])
             for a in range(3):
@@ -543,6 +593,35 @@ def prepare(b, w, tg, c):
         tg.kinv[c, 0, p] = (k22 - w.kinv[c, 0] * ddet) / det
         tg.kinv[c, 1, p] = (-k12 - w.kinv[c, 1] * ddet) / det
         tg.kinv[c, 2, p] = (k11 - w.kinv[c, 2] * ddet) / det
+
+
+@jit(borrow=True)
+def directions(w, tg, c):
+    """``ddir[c]``: the tangents of a ground point's directions
+    (:func:`simcore.rigid.rigid_engine._prepare`: ``n``; ``t1 = a / |a|``
+    with ``a = e - (e . n) n``; ``t2 = n x t1``) under the normal's ``dn``."""
+    n = w.dirs[c, 0]
+    t1 = w.dirs[c, 1]
+    e0, e1 = (1.0, 0.0) if abs(n[0]) < 0.9 else (0.0, 1.0)
+    dot = e0 * n[0] + e1 * n[1]
+    a0, a1, a2 = e0 - dot * n[0], e1 - dot * n[1], -dot * n[2]
+    norm = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    for p in range(tg.nt):
+        dn = tg.dnormal[p]
+        ddot = e0 * dn[0] + e1 * dn[1]
+        da0 = -ddot * n[0] - dot * dn[0]
+        da1 = -ddot * n[1] - dot * dn[1]
+        da2 = -ddot * n[2] - dot * dn[2]
+        along = t1[0] * da0 + t1[1] * da1 + t1[2] * da2
+        dt0, dt1, dt2 = ((da0 - t1[0] * along) / norm, (da1 - t1[1] * along) / norm,
+                         (da2 - t1[2] * along) / norm)
+        x = cross(dn[0], dn[1], dn[2], t1[0], t1[1], t1[2])
+        y = cross(n[0], n[1], n[2], dt0, dt1, dt2)
+        for q in range(3):
+            tg.ddir[c, 0, q, p] = dn[q]
+        tg.ddir[c, 1, 0, p], tg.ddir[c, 1, 1, p], tg.ddir[c, 1, 2, p] = dt0, dt1, dt2
+        for q in range(3):
+            tg.ddir[c, 2, q, p] = x[q] + y[q]
 
 
 @jit(borrow=True)
@@ -564,8 +643,8 @@ def along(b, w, tg, c, k, p):
     jac = w.jac[c, 0, k]
     out = 0.0
     for a in range(3):
-        out += (tg.vel[i, a, p] * d[a] + tg.omega[i, a, p] * jac[a]
-                + b.omega[i, a] * tg.jac[c, k, a, p])
+        out += (tg.vel[i, a, p] * d[a] + b.vel[i, a] * tg.ddir[c, k, a, p]
+                + tg.omega[i, a, p] * jac[a] + b.omega[i, a] * tg.jac[c, k, a, p])
     return out
 
 
@@ -575,10 +654,10 @@ def push(b, w, tg, c, k, lam, dlam, p):
     i = w.pts.i[c]
     if b.fixed[i]:
         return
-    im = dlam * b.inv_mass[i]
+    im = b.inv_mass[i]
     d = w.dirs[c, k]
     for a in range(3):
-        tg.vel[i, a, p] += im * d[a]
+        tg.vel[i, a, p] += im * (dlam * d[a] + lam * tg.ddir[c, k, a, p])
         tg.omega[i, a, p] += dlam * w.resp[c, 0, k, a] + lam * tg.resp[c, k, a, p]
 
 
@@ -630,9 +709,9 @@ def friction(b, w, tg, c, row, trow, h, mu_v, u, p_new, stick, pyramidal):
         # both tangential rates at once (``along`` of directions 1 and 2)
         du1 = du2 = 0.0
         for a in range(3):
-            v, o, om = tg.vel[i, a, p], tg.omega[i, a, p], b.omega[i, a]
-            du1 += v * d1[a] + o * j1[a] + om * tg.jac[c, 1, a, p]
-            du2 += v * d2[a] + o * j2[a] + om * tg.jac[c, 2, a, p]
+            v, o, om, bv = tg.vel[i, a, p], tg.omega[i, a, p], b.omega[i, a], b.vel[i, a]
+            du1 += v * d1[a] + bv * tg.ddir[c, 1, a, p] + o * j1[a] + om * tg.jac[c, 1, a, p]
+            du2 += v * d2[a] + bv * tg.ddir[c, 2, a, p] + o * j2[a] + om * tg.jac[c, 2, a, p]
         tp0, tp1 = tg.pt[c, 0, p], tg.pt[c, 1, p]
         if stick:
             t0, t1, t2 = tg.kinv[c, 0, p], tg.kinv[c, 1, p], tg.kinv[c, 2, p]
@@ -661,7 +740,8 @@ def friction(b, w, tg, c, row, trow, h, mu_v, u, p_new, stick, pyramidal):
         e1, e2 = dp1 - tp0, dp2 - tp1
         if im > 0.0:
             for a in range(3):
-                tg.vel[i, a, p] += im * (e1 * d1[a] + e2 * d2[a])
+                tg.vel[i, a, p] += im * (e1 * d1[a] + e2 * d2[a] + lam1 * tg.ddir[c, 1, a, p]
+                                         + lam2 * tg.ddir[c, 2, a, p])
                 tg.omega[i, a, p] += (e1 * r1[a] + lam1 * tg.resp[c, 1, a, p]
                                       + e2 * r2[a] + lam2 * tg.resp[c, 2, a, p])
         tg.pt[c, 0, p] = dp1
@@ -683,11 +763,20 @@ def rolling(b, w, tg, c, row, trow, h, e, mag, k, free, d):
     a = _times(m, e0, e1, e2)
     axe = cross(a[0], a[1], a[2], e0, e1, e2)
     fn = w.fn[c]
+    om = b.omega[i]
+    wn = om[0] * nrm[0] + om[1] * nrm[1] + om[2] * nrm[2]
+    ground = w.pts.plane[c] == 0
     for p in range(tg.nt):
         dw = tg.omega[i, :, p]
         th = tg.rot[i, :, p]
-        dn = dw[0] * nrm[0] + dw[1] * nrm[1] + dw[2] * nrm[2]
-        r0, r1, r2 = dw[0] - dn * nrm[0], dw[1] - dn * nrm[1], dw[2] - dn * nrm[2]
+        g0 = g1 = g2 = 0.0
+        if ground:
+            g0, g1, g2 = tg.dnormal[p, 0], tg.dnormal[p, 1], tg.dnormal[p, 2]
+        dn = (dw[0] * nrm[0] + dw[1] * nrm[1] + dw[2] * nrm[2]
+              + om[0] * g0 + om[1] * g1 + om[2] * g2)
+        r0 = dw[0] - dn * nrm[0] - wn * g0
+        r1 = dw[1] - dn * nrm[1] - wn * g1
+        r2 = dw[2] - dn * nrm[2] - wn * g2
         dmag = e0 * r0 + e1 * r1 + e2 * r2
         de0, de1, de2 = (r0 - e0 * dmag) / mag, (r1 - e1 * dmag) / mag, (r2 - e2 * dmag) / mag
         dl = tg.dlni[i, p]
