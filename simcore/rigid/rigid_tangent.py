@@ -138,8 +138,9 @@ class Tangents(NamedTuple):
 def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, rows_w):
     """A scenario's :class:`Tangents`, seeded: the initial velocity and spin
     directions, the coefficient table's tangents (a direction moves every
-    entry its parameter fills, and Hunt-Crossley's ``a(e)`` through ``e``),
-    and the ground offset's."""
+    entry its parameter fills, and Hunt-Crossley's ``a(e)`` through ``e``);
+    the ground's offset and the body's and the recording's coefficients are
+    seeded by :func:`seed_body`."""
     nt = pdir.shape[0]
     tg = Tangents(nt, pdir, np.zeros((nb, 3, nt)), np.zeros((nb, 3, nt)), np.zeros((nb, 3, nt)),
                   np.zeros((nb, 3, nt)), np.zeros((nb, 3, nt)), np.zeros((nb, 3, nt)),
@@ -157,8 +158,6 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
     seed(nb, t_omega, tg.omega)
     for p in range(nt):
         q = pdir[p]
-        if q == GROUND_OFFSET:
-            tg.offset[0, p] = 1.0
         if q < 0:
             continue
         for a in range(nmat):
