@@ -274,6 +274,8 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
                                      "start": dict(cfg.start or {}, com_z=com_z)})
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
+    if com_z is not None:  # (a fit held it there already; read coefficients take it too)
+        theta[whole.model.layout.index("com_z")] = com_z
     ours, _ = _predict(test, theta)
     moreau = {}
     if com_z is None:  # the same tosses and coefficients on the Moreau-Jean stepper
