@@ -108,7 +108,7 @@ class _FdPlan(NamedTuple):
     which: np.ndarray
     scen: np.ndarray
     rows: np.ndarray
-    nf: int
+    nd: int
     step: np.ndarray
     kind: str
     nuis: object
@@ -467,16 +467,16 @@ class Problem:
         and, with ``plan.f`` (the trajectory and orientation losses' factors
         per scenario), their ``2 J^T W J`` and ``2 J^T W r`` into ``gn`` and
         ``g_traj``."""
-        coef, which, scen, rows, nf, step, kind, nuis, events, f, moves = plan
+        coef, which, scen, rows, nd, step, kind, nuis, events, f, moves = plan
         out, gn, g_traj = into
         pairs = js.size
         sub = self.subset(np.tile(scen[which[js]], 2), norm=self.loss_norm)
         sub_nuis = np.tile(nuis[scen[which[js]]], (2, 1)) if nuis is not None else None
         if moves is not None:
-            sub_nuis = sub_nuis + np.r_[moves[coef[js]], moves[nf + coef[js]]]
+            sub_nuis = sub_nuis + np.r_[moves[coef[js]], moves[nd + coef[js]]]
         cap = int(min(max(64, 1.25 * int(events[which[js]].max()) + 8),
                       max(64, FD_EVENTS // (2 * pairs))))
-        sim, lv = sub._forward(np.r_[rows[coef[js]], rows[nf + coef[js]]], kind, sub_nuis,
+        sim, lv = sub._forward(np.r_[rows[coef[js]], rows[nd + coef[js]]], kind, sub_nuis,
                                f is not None, cap)
         per = lv.per_scenario  # each copy's share, a mean over this problem's count
         out[which[js], coef[js]] = (per[:pairs] - per[pairs:]) / step[js]
