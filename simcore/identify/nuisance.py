@@ -209,10 +209,9 @@ class Spin(_Launch):
 class State(_Launch):
     """The time-stepper's 3D initial velocity and angular velocity, where a
     toss's or a segment's start is estimated from measured samples.  Held
-    where the run has no tangents (secants, an orientation loss): differenced
-    there, the segments' starts absorbed what the contact coefficients
-    explain (generated flat boxes tossed high and slow: mu_k 3.7 % off
-    against 1.2 % held)."""
+    where the run has no tangents (secants, an orientation loss): refined
+    there, a segment's start absorbs what the contact coefficients should
+    explain."""
 
     name = "state"
     planar = 3
