@@ -279,3 +279,20 @@ def test_a_centre_of_mass_no_toss_turns_is_not_fitted_to_noise():
     assert r.params["gravity"] == pytest.approx(9.61, abs=0.05)
     com = r.identifiability["com_z"]
     assert r.params["com_z"] == 0.002 and (not com["identifiable"] or com["weak"]), com
+
+
+def test_a_dataset_simulates_with_the_body_and_recording_coefficients(tmp_path):
+    """``contactfit simulate``'s path (:func:`simcore.data.replay.simulate_dataset`)
+    takes them from the given values: a slower fall with a lower gravity, the
+    same bits with the dataset's own."""
+    from simcore.data import replay, synth
+
+    cfg = synth.GeneratorSettings(shape="box", scenarios=2, duration=0.3, rate=148.0,
+                                  noise_mm=0.0, noise_deg=0.0, height=[0.3, 0.4])
+    out = synth.generate(tmp_path / "d", cfg)
+    plain = replay.simulate_dataset(out)["trajectories"]
+    same = replay.simulate_dataset(out, {"gravity": 9.81, "com_z": 0.0})["trajectories"]
+    slow = replay.simulate_dataset(out, {"gravity": 5.0})["trajectories"]
+    assert np.array_equal(plain["z"], same["z"])
+    early = (plain["t"] > 0.0) & (plain["t"] < 0.05)  # in flight, before any touch
+    assert early.any() and np.all(slow["z"][early] > plain["z"][early])
