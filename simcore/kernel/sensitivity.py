@@ -12,7 +12,6 @@ ND_GRAZING = 16     # impact with zero normal speed (event time not differentiab
 ND_BODY_PENALTY = 64   # body-body contact point in the time-stepper (simcore.rigid.rigid_tangent)
 ND_LAG_STEPPED = 128   # time-offset direction with control windows in the time-stepper
 ND_STIFF = 256         # tangents blown up: an expanding step (simcore.engine._mark_blown)
-ND_TILT = 512          # ground tilt direction on the Moreau-Jean stepper (its rows carry no normal's tangent)
 NONDIFF_REASONS = (
     (ND_GENERAL, "sustained wall or body-body contact"),
     (ND_STICK, "body-body stick event"),
@@ -21,7 +20,6 @@ NONDIFF_REASONS = (
     (ND_BODY_PENALTY, "body-body contact in the time-stepper"),
     (ND_LAG_STEPPED, "time offset of control windows in the time-stepper"),
     (ND_STIFF, "expanding step in the time-stepper (tangents blew up)"),
-    (ND_TILT, "ground tilt on the Moreau-Jean stepper"),
 )
 
 

@@ -132,6 +132,26 @@ def frame(n):
 
 
 @jit
+def frame_tangent(n, t1, dn):
+    """The tangents ``(dt1, dt2)`` of :func:`frame`'s axes when the unit
+    normal ``n`` moves by ``dn`` (``t1`` its first axis): ``t1 = a / |a|``
+    with ``a = e - (e . n) n`` moves by ``(da - t1 (t1 . da)) / |a|``, ``t2
+    = n x t1`` by ``dn x t1 + n x dt1`` (two 3-tuples)."""
+    e0, e1 = (1.0, 0.0) if abs(n[0]) < 0.9 else (0.0, 1.0)
+    dot = e0 * n[0] + e1 * n[1]
+    a0, a1, a2 = e0 - dot * n[0], e1 - dot * n[1], -dot * n[2]
+    norm = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    ddot = e0 * dn[0] + e1 * dn[1]
+    da0, da1, da2 = -ddot * n[0] - dot * dn[0], -ddot * n[1] - dot * dn[1], -ddot * n[2] - dot * dn[2]
+    along = t1[0] * da0 + t1[1] * da1 + t1[2] * da2
+    d0, d1, d2 = ((da0 - t1[0] * along) / norm, (da1 - t1[1] * along) / norm,
+                  (da2 - t1[2] * along) / norm)
+    return (d0, d1, d2), (dn[1] * t1[2] - dn[2] * t1[1] + n[1] * d2 - n[2] * d1,
+                          dn[2] * t1[0] - dn[0] * t1[2] + n[2] * d0 - n[0] * d2,
+                          dn[0] * t1[1] - dn[1] * t1[0] + n[0] * d1 - n[1] * d0)
+
+
+@jit
 def edge(t1, t2, k, nd):
     """Edge ``k`` of ``nd`` of the friction pyramid over the tangents ``t1``,
     ``t2``: ``cos(phi) t1 + sin(phi) t2``, ``phi = 2 pi k / nd`` (a 3-tuple)."""

@@ -90,6 +90,7 @@ from ..laws.impact_maps import (
     drows,
     edge,
     frame,
+    frame_tangent,
     step_newton,
     step_newton_sweeps,
 )
@@ -487,9 +488,10 @@ def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
     velocity's and the start's (``mw.tref``), the coefficients' (a
     direction that moves one counts in ``tg.used``), the rows' from the
     arms' (the points' tangents of :func:`simcore.rigid.rigid_tangent.detect`
-    less the centre of mass's) and the inverse inertia's, ``d(I_w^-1) =
-    [rot]x I_w^-1 - I_w^-1 [rot]x - d(ln I) I_w^-1`` (``tg.iinv`` this step's
-    ``I_w^-1``; the last term an inertia scale's)."""
+    less the centre of mass's; a ground point's directions turning with a
+    tilt of the ground, :func:`_tilted`) and the inverse inertia's,
+    ``d(I_w^-1) = [rot]x I_w^-1 - I_w^-1 [rot]x - d(ln I) I_w^-1``
+    (``tg.iinv`` this step's ``I_w^-1``; the last term an inertia scale's)."""
     nc = cs.shape[0]
     dv = np.zeros((6, nt))
     dvref = np.zeros((6, nt))
@@ -525,4 +527,40 @@ def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
                 left = (t[(r + 1) % 3] * m[(r + 2) % 3, c] - t[(r + 2) % 3] * m[(r + 1) % 3, c])
                 right = (m[r, (c + 1) % 3] * t[(c + 2) % 3] - m[r, (c + 2) % 3] * t[(c + 1) % 3])
                 dG[3 + r, 3 + c, p] = left - right - tg.dlni[i, p] * m[r, c]
-    return dv, dvref, dmu, de, drows(darms, normals, nd), dG
+    dW = drows(darms, normals, nd)
+    _tilted(b, pts, tg, i, cs, nd, dW)
+    return dv, dvref, dmu, de, dW, dG
+
+
+@jit
+def _tilted(b, pts, tg, i, cs, nd, dW):
+    """Add to the rows' tangents ``dW`` those of the ground points'
+    directions under the ground normal's tangent ``tg.dnormal``: a row
+    ``(d, r x d)`` moves by ``(dd, r x dd)``, ``dd`` the normal's ``dn`` or
+    an edge's ``cos(phi) dt1 + sin(phi) dt2``
+    (:func:`simcore.laws.impact_maps.frame_tangent`)."""
+    nc = cs.shape[0]
+    for q in range(nc):
+        c = cs[q]
+        if pts.plane[c] != 0 or pts.j[c] >= 0:
+            continue
+        n = pts.normal[c]
+        t1, t2 = frame(n)
+        p0 = pts.point[c]
+        r = (p0[0] - b.pos[i, 0], p0[1] - b.pos[i, 1], p0[2] - b.pos[i, 2])
+        for p in range(tg.nt):
+            dn = tg.dnormal[p]
+            if dn[0] == 0.0 and dn[1] == 0.0 and dn[2] == 0.0:
+                continue
+            dt1, dt2 = frame_tangent(n, t1, dn)
+            for k in range(-1, nd):
+                if k < 0:
+                    row, dd = q, (dn[0], dn[1], dn[2])
+                else:
+                    row, dd = nc + q * nd + k, edge(dt1, dt2, k, nd)
+                dW[row, 0, p] += dd[0]
+                dW[row, 1, p] += dd[1]
+                dW[row, 2, p] += dd[2]
+                dW[row, 3, p] += r[1] * dd[2] - r[2] * dd[1]
+                dW[row, 4, p] += r[2] * dd[0] - r[0] * dd[2]
+                dW[row, 5, p] += r[0] * dd[1] - r[1] * dd[0]

@@ -854,10 +854,9 @@ def capacity(nb, nplane):
 
 
 @jit
-def _setup(batch, s, out, tan, exact_tilt):
+def _setup(batch, s, out, tan):
     """The records and work arrays of scenario ``s`` (its state: ``out``'s)
-    and its tangent record (the directions of ``tan``; ``exact_tilt``: the
-    stepper carries a tilt's tangents, :func:`simcore.rigid.rigid_tangent.seed_body`)."""
+    and its tangent record (the directions of ``tan``)."""
     nb = batch.body_count[s]
     nw = batch.wall_count[s]
     params = batch.params[min(s, batch.params.shape[0] - 1)]
@@ -901,7 +900,7 @@ def _setup(batch, s, out, tan, exact_tilt):
                               tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
     seed(nb, tan.t_pos, tg.pos)
     seed(nb, tan.t_rot, tg.rot)
-    rigid_tangent.seed_body(b, pl, tg, params, batch.rows_m, batch.rows_s, exact_tilt)
+    rigid_tangent.seed_body(b, pl, tg, params, batch.rows_m, batch.rows_s)
     rigid_tangent.lag_check(tg, batch.ctrl_ptr[s + 1] - batch.ctrl_ptr[s])
     return b, pl, coef, w, tg
 
@@ -910,7 +909,7 @@ def _setup(batch, s, out, tan, exact_tilt):
 def _run_one(s, batch, out, tan):
     """Set up scenario ``s`` and run it; its samples into ``out`` when it
     keeps them (has rows for them), its sensitivities into ``tan``."""
-    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan, True)
+    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan)
     out.status[s] = _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep)
     _end(s, b, tg, tan)
 
@@ -919,17 +918,16 @@ def _run_one(s, batch, out, tan):
 def _run_one_moreau(s, batch, out, tan):
     """:func:`_run_one` on the Moreau-Jean integrator (an entry of its own:
     the penalty stepper's does not compile the Moreau-Jean stepper)."""
-    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan, False)
+    b, pl, coef, w, tg, keep = _begin(s, batch, out, tan)
     out.status[s] = _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep)
     _end(s, b, tg, tan)
 
 
 @jit
-def _begin(s, batch, out, tan, exact_tilt):
-    """Scenario ``s``'s records (:func:`_setup`, ``exact_tilt``), its state
-    moved to the centres of mass and their tangents seeded, and whether it
-    keeps samples."""
-    b, pl, coef, w, tg = _setup(batch, s, out, tan, exact_tilt)
+def _begin(s, batch, out, tan):
+    """Scenario ``s``'s records (:func:`_setup`), its state moved to the
+    centres of mass and their tangents seeded, and whether it keeps samples."""
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
     _shift(b, 1.0)
     rigid_tangent.seed_com(b, tg)
     return b, pl, coef, w, tg, out.out_pos.shape[0] > 0
@@ -952,7 +950,7 @@ def _end(s, b, tg, tan):
 def _report(batch, s, out, tan, h):
     """One step's contact forces of scenario ``s`` at its state (the state
     is left as it was): the work record after the friction stage."""
-    b, pl, coef, w, tg = _setup(batch, s, out, tan, True)
+    b, pl, coef, w, tg = _setup(batch, s, out, tan)
     pos, quat, vel, omega = b.pos.copy(), b.quat.copy(), b.vel.copy(), b.omega.copy()
     _shift(b, 1.0)
     ok = detect(b, pl, w.pts) == STATUS_OK

@@ -18,8 +18,7 @@ a common factor of the moments).  A tilt of the ground moves its normal
 ``n`` (``dnormal``) and its offset ``n_z z0``: a ground point's depth and
 place, its directions (``ddir``: ``dn``; ``dt1`` of the normalised ``e -
 (e . n) n``; ``dt2 = dn x t1 + n x dt1``) and every stage that reads them
-take it.  The Moreau-Jean stepper's rows do not: there a tilt direction
-marks the scenario ``ND_TILT`` (finite differences).
+take it (the Moreau-Jean stepper's rows too, :func:`simcore.rigid.moreau._tangents`).
 
 State tangents per body: ``pos``, ``vel``, ``omega (nb, 3, NT)`` and the
 orientation's ``rot (nb, 3, NT)``, a small world-frame rotation: the
@@ -60,7 +59,8 @@ from ..kernel.parameter import (
     S_TILT_Y,
     TIME_OFFSET,
 )
-from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, ND_TILT, seed
+from ..kernel.sensitivity import ND_BODY_PENALTY, ND_LAG_STEPPED, seed
+from ..laws.impact_maps import frame_tangent
 from ..laws.penalty import (
     C_ALPHA,
     C_E,
@@ -176,14 +176,13 @@ def record(nb, nplane, cap, nmat, pdir, t_vel, t_omega, table, rows_g, rows_b, r
 
 
 @jit(borrow=True)
-def seed_body(b, pl, tg, params, rows_m, rows_s, exact_tilt):
+def seed_body(b, pl, tg, params, rows_m, rows_s):
     """The seeds of the body's own coefficients and the recording's (rows
     ``rows_m (nmat, 4)``, ``rows_s (3,)`` of the vector ``params``, -1: not
     held): the gravity's, each body's centre of mass shift (a unit along its
     axis) and inertia scale (``d ln I = 1 / scale``), the ground's normal
     and offset under a tilt (``n = (cos tx sin ty, -sin tx, cos tx cos
-    ty)``, the offset ``n_z z0``; without ``exact_tilt`` the scenario is
-    marked ``ND_TILT`` instead) and its offset under ``ground_offset``
+    ty)``, the offset ``n_z z0``) and its offset under ``ground_offset``
     (``n_z``).  Each seeded body (or the scene) counts once in ``used``: the
     coefficient enters the scenario's model directly."""
     tx = params[rows_s[S_TILT_X]] if rows_s[S_TILT_X] >= 0 else 0.0
@@ -206,8 +205,6 @@ def seed_body(b, pl, tg, params, rows_m, rows_s, exact_tilt):
             for a in range(3):
                 tg.dnormal[p, a] = dn[a]
             tg.offset[0, p] = dn[2] * z0
-            if not exact_tilt:
-                tg.nondiff[0] |= ND_TILT
             tg.used[p] += 1
         for i in range(b.count):
             if b.fixed[i]:
@@ -597,30 +594,18 @@ def prepare(b, w, tg, c):
 @jit(borrow=True)
 def directions(w, tg, c):
     """``ddir[c]``: the tangents of a ground point's directions
-    (:func:`simcore.rigid.rigid_engine._prepare`: ``n``; ``t1 = a / |a|``
-    with ``a = e - (e . n) n``; ``t2 = n x t1``) under the normal's ``dn``."""
+    (:func:`simcore.rigid.rigid_engine._prepare`, the axes of
+    :func:`simcore.laws.impact_maps.frame`) under the normal's ``dn``
+    (:func:`simcore.laws.impact_maps.frame_tangent`)."""
     n = w.dirs[c, 0]
     t1 = w.dirs[c, 1]
-    e0, e1 = (1.0, 0.0) if abs(n[0]) < 0.9 else (0.0, 1.0)
-    dot = e0 * n[0] + e1 * n[1]
-    a0, a1, a2 = e0 - dot * n[0], e1 - dot * n[1], -dot * n[2]
-    norm = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
     for p in range(tg.nt):
         dn = tg.dnormal[p]
-        ddot = e0 * dn[0] + e1 * dn[1]
-        da0 = -ddot * n[0] - dot * dn[0]
-        da1 = -ddot * n[1] - dot * dn[1]
-        da2 = -ddot * n[2] - dot * dn[2]
-        along = t1[0] * da0 + t1[1] * da1 + t1[2] * da2
-        dt0, dt1, dt2 = ((da0 - t1[0] * along) / norm, (da1 - t1[1] * along) / norm,
-                         (da2 - t1[2] * along) / norm)
-        x = cross(dn[0], dn[1], dn[2], t1[0], t1[1], t1[2])
-        y = cross(n[0], n[1], n[2], dt0, dt1, dt2)
+        dt1, dt2 = frame_tangent(n, t1, dn)
         for q in range(3):
             tg.ddir[c, 0, q, p] = dn[q]
-        tg.ddir[c, 1, 0, p], tg.ddir[c, 1, 1, p], tg.ddir[c, 1, 2, p] = dt0, dt1, dt2
-        for q in range(3):
-            tg.ddir[c, 2, q, p] = x[q] + y[q]
+            tg.ddir[c, 1, q, p] = dt1[q]
+            tg.ddir[c, 2, q, p] = dt2[q]
 
 
 @jit(borrow=True)
