@@ -29,6 +29,7 @@ from ..kernel.events import EVENT_KINDS
 from ..laws.registry import spelled
 from ..model import Scenario, build
 from .dataset import write_table
+from .flights import STANDARD_GRAVITY, flight_gravity
 
 
 @dataclass
@@ -327,10 +328,6 @@ def _generate_boxes(out, cfg, truth, name):
     if "gravity" in truth:
         # A recording whose free fall is not 9.81 declares what an import
         # measures from its flights (its gravity coefficient's start).
-        from .importers import (  # (importers import this module)
-            STANDARD_GRAVITY,
-            flight_gravity,
-        )
         try:
             gravity = round(flight_gravity(np.repeat(np.arange(n), nsamp), np.tile(ts, n),
                                            pos[:, 2], quat, half)[0], 2)
