@@ -303,3 +303,17 @@ def test_a_dataset_simulates_with_the_body_and_recording_coefficients(tmp_path):
     assert np.array_equal(plain["z"], same["z"])
     early = (plain["t"] > 0.0) & (plain["t"] < 0.05)  # in flight, before any touch
     assert early.any() and np.all(slow["z"][early] > plain["z"][early])
+
+
+def test_a_layout_extended_with_them_keeps_its_rows_and_its_declared_gravity():
+    """Entries added later (a per-material one, a named one) go after the
+    existing ones, which keep their rows, and the dataset's declared gravity
+    stays the default of a ``gravity`` added later."""
+    lay = P.Layout.build(["felt"], ["mu_s@felt", "com_z@felt"], declared={"gravity": 9.7})
+    assert lay.named == ("com_z", "com_z@felt") and lay.mass[1, 2] == lay.index("com_z@felt")
+    more = lay.extend(["gravity", "mu_k@felt"])
+    assert more.names[:lay.size] == lay.names
+    assert more.vector()[more.index("gravity")] == 9.7 and more.scene[0] == more.index("gravity")
+    assert lay.extend(["mu_k"]) is lay  # always held: nothing to add
+    with pytest.raises(ValueError, match="only a coefficient held when named"):
+        P.Layout.build(declared={"mu_k": 0.3})
