@@ -280,20 +280,49 @@ def _png(fig):
     return buf.getvalue()
 
 
+def stages(history):
+    """The fit's stages in its iteration records: ``(first, last, label)`` of
+    each run of iterations on one objective (the segments or the rollouts,
+    a horizon, robust or not, a secant step), in order."""
+    out = []
+    for k, h in enumerate(history):
+        key = (h.get("part", "rollouts"), h["horizon"], h["robust"], h.get("secant", 0.0))
+        if out and out[-1][3] == key:
+            out[-1][1] = h["iter"]
+            continue
+        part, horizon, robust, secant = key
+        label = (f"{part}" + (f", {horizon:g} of the span" if horizon < 1.0 else "")
+                 + (", robust" if robust else "") + (f", secant {secant:g}" if secant else ""))
+        out.append([h["iter"], h["iter"], label, key])
+    return [(a, b, label) for a, b, label, _ in out]
+
+
 def convergence_png(result):
     """Loss (log scale) and each coefficient, relative to its final value, over
-    the iterations; continuation stages shaded."""
-    fig = _figure(figsize=(10, 3.6))
+    the iterations; each stage (another objective: the segments or the
+    rollouts, a horizon, a secant step) shaded in turn and labelled, so that
+    the loss's jumps between stages read as what they are."""
+    fig = _figure(figsize=(11, 4.2))
     a, b = fig.subplots(1, 2)
     it = [h["iter"] for h in result.history]
     a.semilogy(it, [h["loss"] for h in result.history], "k.-")
     a.set_xlabel("iteration")
     a.set_ylabel("loss")
-    a.set_title("loss (warm-up stages: robust objective)")
-    for n in result.free:
+    a.set_title("loss (each stage its own objective)")
+    for k, (first, last, label) in enumerate(stages(result.history)):
+        for ax in (a, b):
+            if k % 2:
+                ax.axvspan(first - 0.5, last + 0.5, color="0.92", lw=0)
+            if k:
+                ax.axvline(first - 0.5, color="0.55", lw=0.7, ls=":")
+        a.text(first - 0.3, 1.0, label, transform=a.get_xaxis_transform(), rotation=90,
+               va="top", ha="left", fontsize=6, color="0.35")
+    markers = "o^sDvP*Xh<>"
+    for k, n in enumerate(result.free):
         final = result.params[n]
         vals = [h["theta"][n] / final if final else h["theta"][n] for h in result.history]
-        b.plot(it, vals, ".-", label=n)
+        b.plot(it, vals, "-", marker=markers[(k // 10) % len(markers)], ms=3,
+               color=f"C{k % 10}", label=n)
     b.axhline(1.0, color="0.6", lw=0.8)
     b.set_xlabel("iteration")
     b.set_ylabel("theta / final")

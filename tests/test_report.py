@@ -117,3 +117,26 @@ def test_the_residual_is_read_against_the_noise_of_a_3d_distance():
     assert "1.73 mm" in words and "1 mm per axis" in words and "is 1 times that" in words
     assert "is 10 times that" in report.against_noise(np.sqrt(3.0) * 1e-2, 1e-3)
     assert report.against_noise(1e-3, None) == "the positions' noise is unknown"
+
+
+def test_the_convergence_plot_marks_each_stage_of_the_fit():
+    """A segmented fit's history (segments at two secant steps, then robust
+    rollouts on a quarter of the span, then the whole span): four stages,
+    named, in order; the plot draws them (and twelve coefficients, past the
+    ten colours, by marker too)."""
+    def rec(it, part, horizon, robust, secant):
+        return {"iter": it, "part": part, "horizon": horizon, "robust": robust,
+                "secant": secant, "loss": 1e-3 / (it + 1),
+                "theta": {f"c{k}": 1.0 + 0.01 * it for k in range(12)}}
+
+    plan = [("segments", 1.0, False, 0.05)] * 3 + [("segments", 1.0, False, 0.02)] * 2 \
+        + [("rollouts", 0.25, True, 0.01)] * 2 + [("rollouts", 1.0, False, 0.01)] * 2
+    history = [rec(it, *key) for it, key in enumerate(plan)]
+    got = report.stages(history)
+    assert [(a, b) for a, b, _ in got] == [(0, 2), (3, 4), (5, 6), (7, 8)]
+    assert [label for *_, label in got] == [
+        "segments, secant 0.05", "segments, secant 0.02",
+        "rollouts, 0.25 of the span, robust, secant 0.01", "rollouts, secant 0.01"]
+    result = SimpleNamespace(history=history, free=tuple(f"c{k}" for k in range(12)),
+                             params={f"c{k}": 1.08 for k in range(12)})
+    assert report.convergence_png(result)[:4] == b"\x89PNG"

@@ -730,6 +730,8 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     first = _fit_continued(seg, begin, free_idx, **dict(
         kw, nuisance=SEGMENT_NUISANCE, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
+    for rec in first.history:
+        rec["part"] = "segments"
     lay = problem.model.layout
     start = lay.vector(first.params) if np.isfinite(first.loss) else theta0
     r = _fit_continued(problem, start, free_idx, **kw)
@@ -1092,7 +1094,8 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
             status = stop
             break
         nit = it
-        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust), "loss": w.loss,
+        rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust),
+               "secant": float(secant), "part": "rollouts", "loss": w.loss,
                "components": dict(w.ev.loss.components),
                "theta": {n: float(w.theta[q]) for n, q in zip(w.names, free_idx)},
                "grad_norm": gnorm, "step": w.step}
