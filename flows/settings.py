@@ -173,8 +173,8 @@ class CalibrationConfig(BaseModel):
     starts: Annotated[Count, _AT_LEAST_1] = 1
     seed: Count = 0
     nuisance: Annotated[StrictStr, _want(lambda v: v in F.NUISANCE,
-                                         "none, velocity, push, spin (the spinning model) or "
-                                         "state (the time-stepper)")] = "none"
+                                         "none, velocity, push, spin (the spinning model), "
+                                         "state or pose (the time-stepper)")] = "none"
     weights: dict = Field(default_factory=dict)
     horizons: list = Field(default_factory=lambda: list(F.HORIZONS))
     secant: list = Field(default_factory=list)  # relative steps; []: exact sensitivities
