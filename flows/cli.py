@@ -419,9 +419,9 @@ def _fit_config(args):
     return settings.calibration(args.config, **overrides)
 
 
-def _print_fit(doc, out, artifacts=()):
+def _print_fit(doc, written):
     """The fit's verdict, its coefficients as a table (rich, which ships with
-    Prefect) and its scores."""
+    Prefect), its scores and the files ``written`` (:func:`_artifacts`)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -488,8 +488,7 @@ def _print_fit(doc, out, artifacts=()):
                  f"model version {doc['model_version']}")
     if "decision" in doc:
         lines.append(f"champion: {doc['decision']}")
-    wrote = ", ".join(str(p) for p in [Path(out) / "fit.json", *artifacts])
-    lines.append(f"wrote {wrote}; see the runs with: contactfit ui")
+    lines.append(f"wrote {', '.join(map(str, written))}; see the runs with: contactfit ui")
     console.print("\n".join(lines), markup=False)
 
 
@@ -571,7 +570,7 @@ def _run_flow(args, which):
             doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
-        wrote = ", ".join(str(p) for p in [out / "fit.json", *_artifacts(c, exc.doc, out)])
+        wrote = ", ".join(map(str, _artifacts(c, exc.doc, out)))
         print(f"contactfit {which}: fit failed, run {exc.doc['mlflow_run_id']} marked FAILED, "
               f"nothing registered: {exc}\nwrote {wrote}", file=sys.stderr)
         return 1
@@ -581,7 +580,7 @@ def _run_flow(args, which):
     if cold:
         _compiled(which)
     (out / "fit.json").write_text(report.dumps(doc))
-    _print_fit(doc, out, _artifacts(c, doc, out))
+    _print_fit(doc, _artifacts(c, doc, out))
     return 0
 
 
@@ -591,13 +590,14 @@ OUT_ARTIFACTS = ("report.html", "convergence.png", "overlays.png", "residuals.pa
 
 def _artifacts(c, doc, out):
     """Copy the report, plots and residual table of the run ``doc`` names
-    from the MLflow store (client ``c``) into ``out``; the paths written
-    (none when the run has none, e.g. impacts have no plots)."""
+    from the MLflow store (client ``c``) into ``out``, beside its
+    ``fit.json``; the paths of ``out`` the calibration wrote, ``fit.json``
+    first (the run may have no others: impacts have no plots)."""
+    written = [Path(out) / "fit.json"]
     run_id = doc.get("mlflow_run_id")
     if not run_id:
-        return []
+        return written
     have = {a.path for a in c.list_artifacts(run_id)}
-    written = []
     for name in OUT_ARTIFACTS:
         if name in have:
             written.append(Path(c.download_artifacts(run_id, name, str(out))))

@@ -285,8 +285,8 @@ def stages(history):
     each run of iterations on one objective (the segments or the rollouts,
     a horizon, robust or not, a secant step), in order."""
     out = []
-    for k, h in enumerate(history):
-        key = (h.get("part", "rollouts"), h["horizon"], h["robust"], h.get("secant", 0.0))
+    for h in history:
+        key = (h["part"], h["horizon"], h["robust"], h["secant"])
         if out and out[-1][3] == key:
             out[-1][1] = h["iter"]
             continue

@@ -298,7 +298,7 @@ def _refuse_unknown(model, engine):
                              f"({kind}) has no kernel in the {which}; it runs "
                              f"{[names.get(c, c) for c in runs]} there")
     for name in model.layout.named:
-        if base(name) not in getattr(engine, "READS", ()):
+        if base(name) not in engine.READS:
             raise ValueError(f"coefficient {name!r} has no kernel in the {which}: only the "
                              "rigid-body time-steppers (boxes, or a penalty law) read the "
                              "body's own coefficients and the recording's")

@@ -750,9 +750,9 @@ def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
         model.body_radius[s, :nb] = shape_table.by_shape(arrays[6], "bounding_radius", e)
         if not guard:
             continue
-        held = np.where(rows_m[model.body_material[s, :nb]] >= 0,
-                        vec[rows_m[model.body_material[s, :nb]]], [0.0, 0.0, 0.0, 1.0])
-        for i in np.flatnonzero(np.any(rows_m[model.body_material[s, :nb], :3] >= 0, axis=1)):
+        own = rows_m[model.body_material[s, :nb]]  # each body's own coefficients' rows
+        held = np.where(own >= 0, vec[own], [0.0, 0.0, 0.0, 1.0])
+        for i in np.flatnonzero(np.any(own[:, :3] >= 0, axis=1)):
             if not shape_table.of(arrays[6][i]).takes_com:
                 raise ValueError(f"{model.names[s]!r} body {i}: a {SHAPE_NAMES[arrays[6][i]]} "
                                  "under a centre of mass coefficient (com_x, com_y, com_z): only "

@@ -12,6 +12,7 @@ import pytest
 from simcore import engine as E
 from simcore import model as M
 from simcore import params as P
+from simcore.identify import nuisance
 
 from .test_rigid import H, _tosses, cube, quat_about
 from .test_rigid_tangent import _check
@@ -86,28 +87,6 @@ def test_a_box_on_a_tilted_ground_slides_down_at_the_incline_acceleration():
             assert np.all(np.abs(v) < 1e-9)
 
 
-def _directions(model, state, times, names, rel):
-    """Each coefficient's tangent of the final positions against a central
-    difference of relative step ``rel`` (penalty contact is stiff: a step
-    small enough to stay inside one contact's smooth stretch)."""
-    idx = [model.layout.index(n) for n in names]
-    sens = E.simulate(model, state, times, directions=E.Directions.build(params=idx),
-                      parallel=False).sens
-    for k, q in enumerate(idx):
-        h = rel * max(abs(model.params[q]), 0.05)
-        hi, lo = model.params.copy(), model.params.copy()
-        hi[q] += h
-        lo[q] -= h
-        fp = E.simulate(model.with_params(hi), state.copy(), times, parallel=False).final
-        fm = E.simulate(model.with_params(lo), state.copy(), times, parallel=False).final
-        for got, a, b in ((sens.final_pos[..., k], fp.body_pos, fm.body_pos),
-                          (sens.final_vel[..., k], fp.body_vel, fm.body_vel)):
-            fd = (a - b) / (2 * h)
-            assert np.max(np.abs(got - fd)) <= 1e-4 * np.max(np.abs(fd)) + 1e-14 / h, \
-                (names[k], got, fd)
-    return sens
-
-
 NAMES = ["gravity", "com_x", "com_y", "com_z", "inertia_scale"]
 VALUES = dict(FRICTION, gravity=9.6, com_x=0.001, com_y=0.0, com_z=0.002, inertia_scale=1.1)
 
@@ -117,7 +96,8 @@ def test_penalty_sensitivities_along_the_body_and_the_recording_match_central_di
     coefficients) that land on corners, bounce, slide and settle."""
     scenes = [replace(s, com=[(0.004, -0.002, 0.006)]) for s in _tosses(3, 7, t_end=0.4)[:2]]
     model, state = M.build(scenes, params=VALUES)
-    sens = _directions(model, state, [np.linspace(0.05, 0.4, 20)] * 2, NAMES, 1e-8)
+    # (penalty contact is stiff: a step small enough to stay in one contact's smooth stretch)
+    sens = _check(model, state, [np.linspace(0.05, 0.4, 20)] * 2, NAMES, rel=1e-8)
     assert np.all(sens.nondiff == 0)
     assert np.all(sens.signal[:, :len(NAMES)] > 0)
 
@@ -145,7 +125,7 @@ def test_penalty_sensitivities_along_the_ground_tilt_match_central_differences()
     values = dict(FRICTION, tilt_x=0.02, tilt_y=-0.03, ground_offset=0.001, mu_roll=0.002)
     model, state = M.build(scenes, params=values)
     names = ["tilt_x", "tilt_y", "ground_offset"]
-    sens = _directions(model, state, [np.linspace(0.05, 0.4, 20)] * 2, names, 1e-8)
+    sens = _check(model, state, [np.linspace(0.05, 0.4, 20)] * 2, names, rel=1e-8)
     assert np.all(sens.nondiff == 0)
     tilt = 0.2
     n = np.array([np.sin(tilt), 0.0, np.cos(tilt)])
@@ -154,7 +134,7 @@ def test_penalty_sensitivities_along_the_ground_tilt_match_central_differences()
                       shape=("sphere",), extent=[[0.03] * 3])
     model, state = M.build([ball], params={**values, "tilt_x": 0.05, "tilt_y": tilt},
                            laws={"body_ground": "hunt_crossley"})
-    sens = _directions(model, state, [np.linspace(0.02, 0.3, 15)], names, 1e-8)
+    sens = _check(model, state, [np.linspace(0.02, 0.3, 15)], names, rel=1e-8)
     assert np.all(sens.nondiff == 0)
 
 
@@ -210,17 +190,6 @@ def test_addresses_and_engines_that_do_not_read_them_refuse():
                for n in ("com_x", "tilt_y"))
 
 
-def _turned(quat, axis, angle):
-    """``exp(angle e_axis / 2) q`` for each row of ``quat`` (a world-frame turn)."""
-    h = 0.5 * angle
-    e = np.zeros(3)
-    e[axis] = np.sin(h)
-    w, v = np.cos(h), e
-    q0, qv = quat[..., :1], quat[..., 1:]
-    return np.concatenate([w * q0 - (qv @ v)[..., None], w * qv + q0 * v + np.cross(v, qv)],
-                          axis=-1)
-
-
 @pytest.mark.parametrize("integrator", ["penalty", "moreau"])
 def test_initial_position_and_orientation_directions_match_central_differences(integrator):
     """The start's position and a small world-frame turn of its orientation
@@ -241,7 +210,7 @@ def test_initial_position_and_orientation_directions_match_central_differences(i
             if what == "pos":
                 st.body_pos[:, i, d] += sign * h
             else:
-                st.body_quat[:, i] = _turned(st.body_quat[:, i], d, sign * h)
+                st.body_quat[:, i] = nuisance.turned(st.body_quat[:, i], sign * h * np.eye(3)[d])
             runs.append(E.simulate(model, st, times, parallel=False).final)
         for got, a, b in ((sens.final_pos[..., k], runs[0].body_pos, runs[1].body_pos),
                           (sens.final_vel[..., k], runs[0].body_vel, runs[1].body_vel)):

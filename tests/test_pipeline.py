@@ -392,7 +392,7 @@ def test_multi_start_logs_nested_runs(store, capsys):
     from flows.cli import _print_fit
 
     capsys.readouterr()
-    _print_fit(doc, "o")
+    _print_fit(doc, [Path("o") / "fit.json"])
     out = capsys.readouterr().out
     assert "range over 2 starts" in out and f"{spread['agree']} of 2 starts reach" in out
 

@@ -36,9 +36,10 @@ def _final(model, state, times, params=None, shift=None):
     return E.simulate(m, st, times, parallel=False).final
 
 
-def _check(model, state, times, names, states=(), tol=1e-4):
+def _check(model, state, times, names, states=(), tol=1e-4, rel=REL_STEP):
     """Final positions and velocities: the tangents along the coefficients
-    ``names`` and the initial ``(field, body, dim)`` states against central
+    ``names`` (central differences over ``rel`` of each, at least ``FLOOR``
+    x it) and the initial ``(field, body, dim)`` states against central
     differences; returns the tangents."""
     lay = model.layout
     idx = [lay.index(n) for n in names]
@@ -51,7 +52,7 @@ def _check(model, state, times, names, states=(), tol=1e-4):
     for k, what in enumerate(ordered):
         if what[0] == "param":
             q = what[1]
-            h = REL_STEP * max(abs(model.params[q]), FLOOR)
+            h = rel * max(abs(model.params[q]), FLOOR)
             hi, lo = model.params.copy(), model.params.copy()
             hi[q] += h
             lo[q] -= h

@@ -137,8 +137,6 @@ RESCUE_STARTS = 8
 #: start far from its value; a segment's state (``state``) starts from the
 #: measurements.
 RESCUED = ("velocity", "push", "spin")
-#: The nuisance of a segmented fit's segments: each segment's measured start.
-SEGMENT_NUISANCE = "state"
 #: The multiple-shooting segments' length [s] for tumbling bodies, and the
 #: secant steps and ``step_sigma`` their rollout fit takes by default (the
 #: whole rollout's exact slope is its ripples'; see :func:`fit`).
@@ -728,7 +726,7 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     seg = whole.segmented(segments, theta=theta0)
     begin, said = _global_phase(seg, theta0, free_idx, global_seed)
     first = _fit_continued(seg, begin, free_idx, **dict(
-        kw, nuisance=SEGMENT_NUISANCE, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
+        kw, nuisance="state", horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
     for rec in first.history:
         rec["part"] = "segments"

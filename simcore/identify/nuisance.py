@@ -38,14 +38,11 @@ class Nuisance:
 
     name = "none"
     #: Whether a run without tangents (secant derivatives, an orientation
-    #: loss) takes central differences of the values (else it holds them).
+    #: loss) takes central differences of the values (else it holds them);
+    #: a differenced kind gives each column's natural size, ``scales``
+    #: (its ``components`` as :meth:`columns` names them), which the
+    #: relative step multiplies.
     differenced = False
-
-    def scales(self, components):
-        """Each column's natural size (its ``components`` as :meth:`columns`
-        names them): a differenced value's step is the relative step times
-        it."""
-        return np.ones(len(components))
 
     def size(self, model):
         """Nuisance values per scenario (the widest scenario's)."""
@@ -266,7 +263,8 @@ class Pose(State):
         return pairs, [], pairs, pairs, pairs
 
     def scales(self, components):
-        """Velocities 1 m/s, spins 10 rad/s, positions 1 cm, turns 0.1 rad."""
+        """Each column's natural size: velocities 1 m/s, spins 10 rad/s,
+        positions 1 cm, turns 0.1 rad."""
         size = {"v": 1.0, "w": 10.0, "r": 0.1}
         return np.array([size.get(c[0], 0.01) for c in components], np.float64)
 

@@ -51,6 +51,8 @@ from .integrate import INTEGRATOR_SYMPLECTIC, drift
 #: :func:`simcore.engine.simulate` refuses anything else.
 LAWS = ((LAW_IMPULSE,), IMPACT_CODES, (LAW_IMPULSE,))
 SHAPES = (SHAPE_SPHERE,)
+#: The coefficients held only when named that this engine reads: none.
+READS = ()
 
 class Scene(NamedTuple):
     """One scenario's constants (its slices of the batch)."""

@@ -89,6 +89,8 @@ from . import spin, spin_impact, spin_tangent
 #: refused by :func:`simcore.engine.simulate`.
 LAWS = ((LAW_IMPULSE,), IMPACT_CODES, (LAW_IMPULSE, LAW_STRONGE_COMPLIANT))
 SHAPES = (SHAPE_SPHERE,)
+#: The coefficients held only when named that this engine reads: none.
+READS = ()
 
 # What ends a step of the loop.
 NONE = 0

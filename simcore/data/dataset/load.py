@@ -44,6 +44,7 @@ def missing(root):
         return f"no such directory{P.did_you_mean(root.name, near)}"
     return "no dataset.yaml (is this a dataset directory?)"
 
+
 def _read(root, report, keep=True, batch_rows=None):
     """The dataset at ``root``, or None (problems in ``report``).  The
     trajectories are read in batches of ``batch_rows`` rows, checked into
