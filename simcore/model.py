@@ -748,16 +748,16 @@ def _with_rigid(model, state, checked, rigids, cone, strict, guard=True):
         ext[s, :nb], inertia[s, :nb], fixed[s, :nb], com[s, :nb] = e, inert, fx, c
         state.body_quat[s, :nb] = quat
         model.body_radius[s, :nb] = shape_table.by_shape(arrays[6], "bounding_radius", e)
-        if not guard:
-            continue
         own = rows_m[model.body_material[s, :nb]]  # each body's own coefficients' rows
-        held = np.where(own >= 0, vec[own], [0.0, 0.0, 0.0, 1.0])
         for i in np.flatnonzero(np.any(own[:, :3] >= 0, axis=1)):
             if not shape_table.of(arrays[6][i]).takes_com:
                 raise ValueError(f"{model.names[s]!r} body {i}: a {SHAPE_NAMES[arrays[6][i]]} "
                                  "under a centre of mass coefficient (com_x, com_y, com_z): only "
                                  "boxes take one; address it to the boxes' material "
                                  "(com_z@MAT)")
+        if not guard:
+            continue
+        held = np.where(own >= 0, vec[own], [0.0, 0.0, 0.0, 1.0])
         h = _stable_step((rows, codes, vec), model, state, s,
                          (arrays[1], e + np.abs(c + held[:, :3]), inert * held[:, 3:], fx,
                           arrays[6], arrays[5]), gravity)

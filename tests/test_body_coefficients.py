@@ -179,9 +179,11 @@ def test_addresses_and_engines_that_do_not_read_them_refuse():
         model.layout.index("com_x")
     ball = M.Scenario(radius=[0.03], mass=[0.2], pos=[(0.0, 0.0, 0.03)], vel=[(1.0, 0.0, 0.0)],
                       t_end=0.5, dt=1e-3)
-    with pytest.raises(ValueError, match="a sphere under a centre of mass coefficient"):
-        M.build([replace(ball, shape=("sphere",), extent=[[0.03] * 3])], params={"com_z": 0.0},
-                laws={"body_ground": "hunt_crossley"})
+    for integrator in ("penalty", "moreau"):
+        with pytest.raises(ValueError, match="a sphere under a centre of mass coefficient"):
+            M.build([replace(ball, shape=("sphere",), extent=[[0.03] * 3])],
+                    params={"com_z": 0.0}, laws={"body_ground": "hunt_crossley"},
+                    integrator=integrator)
     sliding, state = M.build([ball], params={"gravity": 9.7})
     with pytest.raises(ValueError, match="'gravity' has no kernel in the sliding engine"):
         E.simulate(sliding, state)
