@@ -333,7 +333,7 @@ def check_against(cfg, ds, where):
     model.  Raises ``ValueError`` naming ``where`` and the key."""
     names = [*(cfg.fit or []), *cfg.start]
     try:
-        layout = ds.layout([n for n in names if "@" in n])
+        layout = ds.layout(names)  # with the per-material and held-only-when-named ones
         for n in names:
             layout.index(n)
     except ValueError as exc:

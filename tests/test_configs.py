@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
+from simcore.data import impacts  # (the shipped trajectory datasets' configs, below)
 
 TABLE = str(Path("datasets/synthetic-table").resolve())
+SHIPPED = Path(__file__).resolve().parents[1] / "datasets"
 
 #: (config text, words the message must hold).
 BAD = [
@@ -101,3 +103,17 @@ def test_a_dataset_path_that_does_not_exist_is_named_with_the_nearest(tmp_path, 
     assert main(["validate", str(tmp_path / "cube-toss")]) == 1
     out = capsys.readouterr()
     assert "no dataset.yaml" in out.out + out.err
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in SHIPPED.glob("*/calibrate.yaml")
+                                         if not impacts.is_impacts(p.parent)))
+def test_every_shipped_config_passes_the_check_the_cli_makes(name):
+    """The README's calibration of each shipped trajectory dataset gets past
+    the CLI's check against its dataset (a body's own coefficient in
+    ``fit:``, such as the cube's ``com_z``, included)."""
+    from flows import settings
+    from simcore.data import dataset as D
+
+    root = SHIPPED / name
+    cfg = settings.calibration(root / "calibrate.yaml")
+    settings.check_against(cfg, D.read(root), str(root / "calibrate.yaml"))
