@@ -39,6 +39,12 @@
 ``contactfit serve DATASET [--cron "0 3 * * *"] [--config C.yaml]``
     Serves the scheduled ``recalibrate`` deployment (flows/deploy.py).
 
+``contactfit export FIT --to mujoco --out PATH [--dataset D] [--timestep S]``
+    Writes the fit (a ``fit.json`` or a ``models:/`` URI) in the target
+    simulator's own terms (``simcore.export``): MuJoCo's MJCF ``<default>``
+    classes, and with a dataset its whole scene; prints one line per
+    coefficient the target can only approximate.
+
 ``contactfit ui [--port P]``
     Starts the MLflow UI on 127.0.0.1 for the configured store.
 
@@ -179,6 +185,46 @@ def _validate_impacts(path):
         f"  contacts    {int(data.cptr[-1])} ({counts.min()}-{counts.max()} per event)",
         f"  laws        {', '.join(f'{k}: {v}' for k, v in data.laws.items())}",
         f"  pyramid     {data.edges} edges"]))
+    return 0
+
+
+def _fit_source(text):
+    """A fit to export: a calibration's ``fit.json`` (or a flat JSON object of
+    coefficients) or a registered model URI, as :class:`simcore.export.Fitted`."""
+    from simcore.export import Fitted
+
+    if text.startswith("models:/"):
+        given, laws, spin = _registered(text)
+        return Fitted.from_doc({"params": given, "laws": laws, "model": {"spin": bool(spin)}},
+                               text)
+    try:
+        doc = json.loads(Path(text).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{text}: cannot read a fit's JSON ({exc})") from None
+    return Fitted.from_doc(doc, text)
+
+
+def cmd_export(args):
+    from simcore import export
+    from simcore.data import dataset
+
+    fitted = _fit_source(args.fit)
+    scene = None
+    if args.dataset:
+        ds = dataset.read(args.dataset)
+        scene = export.Scene.from_dataset(ds, fitted)
+    text, notes = export.write(fitted, args.to, scene, args.timestep)
+    out = Path(args.out)
+    if out.is_dir() or args.out.endswith(("/", "\\")):
+        out = out / f"contactfit{export.TARGETS[args.to][1]}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")  # never a half-written file at OUT
+    partial.write_text(text)
+    partial.replace(out)
+    what = f"the scene of {scene.name} (scenario {scene.scenario})" if scene else "default classes"
+    print(f"wrote {out}: {args.to}, {what}")
+    for line in notes:
+        print(f"  approximated: {line}")
     return 0
 
 
@@ -693,6 +739,20 @@ def build_parser():
                      help="time-stepper (boxes, penalty laws): refuse a dt over the contacts' "
                           "stable step instead of sub-stepping")
     sim.set_defaults(func=cmd_simulate)
+    exp = sub.add_parser("export", help="write a fit in another simulator's terms")
+    from simcore.export import TARGETS
+
+    exp.add_argument("fit", help="a calibration's fit.json, or a registered model "
+                                 "(models:/NAME@champion, models:/NAME/VERSION)")
+    exp.add_argument("--to", required=True, choices=list(TARGETS), help="the target simulator")
+    exp.add_argument("--out", required=True, help="the file to write (or a directory)")
+    exp.add_argument("--dataset", help="also write this dataset's scene: its bodies (with the "
+                                       "fit's centre of mass and inertia), walls, ground and "
+                                       "free fall")
+    exp.add_argument("--timestep", type=float,
+                     help="the target's timestep [s] the contacts are matched at (MuJoCo: "
+                          "default 0.002)")
+    exp.set_defaults(func=cmd_export)
     val = sub.add_parser("validate", help="check a dataset against the contract")
     val.add_argument("dataset")
     val.add_argument("--time-offset", action="store_true",

@@ -21,7 +21,7 @@ LAYERS = (
     ("model",),                      # scenarios built into a batch's constants
     ("engine",),                     # simulate(): one entry for every engine
     ("data",),                       # the dataset contract, reading, replay, synthesis
-    ("identify",),                   # problems, losses, fits
+    ("identify", "export"),          # problems, losses, fits; a fit in other engines' terms
 )
 LAYER = {room: k for k, rooms in enumerate(LAYERS) for room in rooms}
 
