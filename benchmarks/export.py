@@ -1,6 +1,6 @@
 """Exports verified in the target engine: the real cube's held-out tosses
 re-simulated in MuJoCo from an exported file, scored as contactfit's own
-prediction is.
+prediction is; the billiards shots re-simulated in pooltool.
 
 ``python -m benchmarks.export [--json] [--params fit.json] [--timesteps S ...]``:
 reads ``datasets/cube-toss``, takes the coefficients of ``--params`` (a
@@ -20,6 +20,17 @@ same recording: 2.4 cm), as ``published_mujoco_pos_cm``.  Needs the
 
 MuJoCo's positions and orientations at the measured sample times are
 interpolated between its steps (linearly; the quaternion normalised).
+
+``--pooltool-python PY`` (an interpreter where pooltool 0.6 imports: it pins
+a numba, llvmlite and panda3d of its own, so it lives in a venv of its own,
+as for ``benchmarks.billiards``): also exports ``--billiards-params`` (a
+``fit.json`` of ``datasets/billiards``; default the dataset's ``truth``) to
+pooltool and simulates the 60 shots there from the file alone (its ball
+parameters, resolver and cushion height; the dataset's starts and table
+size), printing under ``pooltool``: ``rest_mm_max``, ``rest_mm_median``
+(each ball's rest position against contactfit's with the same
+coefficients), ``rms_mm`` and ``contactfit_rms_mm`` (the sampled positions
+against the dataset's, pooltool's and contactfit's).
 """
 
 import argparse
@@ -78,6 +89,107 @@ def mujoco_predict(xml, state, sample_times, body=0):
     return np.concatenate(pos), np.concatenate(quat)
 
 
+BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
+
+
+def pooltool_shots(export_path, dataset=BILLIARDS):
+    """Each shot of ``dataset`` simulated in pooltool (run where it imports)
+    from the exported file at ``export_path`` alone: ``{scenario: {body_id:
+    [[t, x, y], ...]}}`` at the dataset's sample times."""
+    import numpy as np
+    import pooltool as pt
+    import pyarrow.parquet as pq
+    import yaml
+    from pooltool.objects.table.specs import BilliardTableSpecs
+    from pooltool.physics.engine import PhysicsEngine
+    from pooltool.physics.resolve.resolver import Resolver
+
+    doc = yaml.safe_load(Path(export_path).read_text())
+    params = pt.BallParams(**doc["ball_params"])
+    own = Path(export_path).with_name("resolver.yaml")  # the section as pooltool's own file
+    own.write_text(yaml.safe_dump(doc["resolver"], sort_keys=False))
+    resolver = Resolver.load(own)
+    bodies = pq.read_table(Path(dataset) / "bodies.parquet").to_pylist()
+    walls = pq.read_table(Path(dataset) / "walls.parquet").to_pylist()
+    samples = pq.read_table(Path(dataset) / "trajectories.parquet",
+                            columns=["scenario_id", "body_id", "t"]).to_pandas()
+    width = -next(w["d"] for w in walls if w["nx"] < 0)  # the cushions x = w and y = l
+    length = -next(w["d"] for w in walls if w["ny"] < 0)
+    table = pt.Table.from_table_specs(BilliardTableSpecs(
+        l=length, w=width, cushion_height=doc["table"]["cushion_height"]))
+    engine = PhysicsEngine(resolver=resolver)
+    shots = {}
+    for b in bodies:
+        shots.setdefault(b["scenario_id"], []).append(b)
+    out = {}
+    for sid, balls in sorted(shots.items()):
+        made = {}
+        for b in sorted(balls, key=lambda r: r["body_id"]):
+            ball = pt.Ball.create(str(b["body_id"]), xy=(b["x0"], b["y0"]))
+            ball.params = params
+            ball.state.rvw = np.array([[b["x0"], b["y0"], b["z0"]], [b["vx0"], b["vy0"], b["vz0"]],
+                                       [b["wx0"], b["wy0"], b["wz0"]]], float)
+            ball.state.s = (pt.constants.sliding if np.any(ball.state.rvw[1:])
+                            else pt.constants.stationary)
+            made[str(b["body_id"])] = ball
+        system = pt.System(cue=pt.Cue(cue_ball_id="0"), table=table, balls=made)
+        pt.simulate(system, engine=engine, inplace=True)
+        pt.continuize(system, dt=1e-3, inplace=True)
+        out[sid] = {}
+        for bid, ball in system.balls.items():
+            hist = ball.history_cts
+            t = np.array([s.t for s in hist.states])
+            xy = np.array([s.rvw[0][:2] for s in hist.states])
+            want = samples[(samples.scenario_id == sid) & (samples.body_id == int(bid))]["t"]
+            want = np.sort(want.to_numpy())
+            out[sid][int(bid)] = [[float(w), float(np.interp(w, t, xy[:, 0])),
+                                   float(np.interp(w, t, xy[:, 1]))] for w in want]
+    return out
+
+
+def pooltool_figures(python, params=None, dataset=BILLIARDS):
+    """The ``pooltool`` figures (module docstring), pooltool run in ``python``."""
+    import subprocess
+    import tempfile
+
+    from simcore.data import dataset as D
+    from simcore.engine import simulate
+    from simcore.export import Fitted, Scene, pooltool
+
+    ds = D.read(dataset)
+    doc = json.loads(Path(params).read_text()) if params else {
+        "params": {**ds.fixed_params, **ds.truth},
+        "dataset": {"laws": dict(ds.laws), "model": {"spin": ds.spin}}}
+    fit = Fitted.from_doc(doc, str(params or "the dataset's truth"))
+    text, _ = pooltool.write(fit, Scene.from_dataset(ds, fit))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pooltool.yaml"
+        path.write_text(text)
+        code = ("import json, sys; sys.path.insert(0, %r); from benchmarks.export import "
+                "pooltool_shots; print(json.dumps(pooltool_shots(%r, %r)))"
+                % (str(Path(__file__).resolve().parents[1]), str(path), str(dataset)))
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=3600)
+    if done.returncode:
+        raise SystemExit(f"pooltool in {python} failed:\n{done.stderr[-2000:]}")
+    peer = json.loads(done.stdout.strip().splitlines()[-1])
+    model, state, times, ids = D.scenarios(ds, coefficients=list(fit.params))
+    model = model.with_params({k: v for k, v in fit.params.items() if k in model.layout.names})
+    sim = simulate(model, state, times)
+    ptr = np.r_[0, np.cumsum([len(t) for t in times])]
+    rest, sq = [], []
+    for s, (sid, _) in enumerate(ids):
+        for b, rows in peer[sid].items():
+            rows = np.array(rows)
+            at = ptr[s] + np.searchsorted(times[s], rows[:, 0])
+            mine = sim.samp_pos[at, int(b), :2]
+            gap = np.linalg.norm(rows[:, 1:] - mine, axis=1)
+            rest.append(gap[-1])
+            sq.append(gap ** 2)
+    return {"shots": len(ids), "rest_mm_max": 1e3 * max(rest),
+            "rest_mm_median": 1e3 * float(np.median(rest)),
+            "rms_vs_contactfit_mm": 1e3 * float(np.sqrt(np.mean(np.concatenate(sq))))}
+
+
 def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET):
     from flows import settings
     from simcore.data import dataset as D
@@ -120,8 +232,15 @@ def main(argv=None):
     ap.add_argument("--params", help="a calibration's fit.json (default: fit the training tosses)")
     ap.add_argument("--timesteps", type=float, nargs="+", default=TIMESTEPS, metavar="S",
                     help="MuJoCo timesteps [s] to export and re-simulate at")
+    ap.add_argument("--pooltool-python", help="an interpreter where pooltool 0.6 imports: also "
+                                              "re-simulate the billiards shots there")
+    ap.add_argument("--billiards-params", help="a fit.json of datasets/billiards (default: "
+                                               "the dataset's truth)")
     args = ap.parse_args(argv)
-    emit(run(args.params, args.timesteps), args.json, width=24)
+    out = run(args.params, args.timesteps)
+    if args.pooltool_python:
+        out["pooltool"] = pooltool_figures(args.pooltool_python, args.billiards_params)
+    emit(out, args.json, width=24)
 
 
 if __name__ == "__main__":

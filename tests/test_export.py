@@ -195,3 +195,57 @@ def test_the_cube_flies_in_mujoco_as_in_contactfit(tmp_path, capsys):
     sim = simulate(problem.model.with_params(theta), problem.state, times)
     assert np.abs(pos - sim.samp_pos[:, 0]).max() < 2e-5
     assert np.abs(np.abs(np.sum(quat * sim.samp_quat[:, 0], axis=1)) - 1).max() < 1e-8
+
+
+BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
+
+
+def test_pooltool_takes_the_spinning_models_coefficients_one_to_one(tmp_path, capsys):
+    """The billiards' coefficients (pooltool's own physics) come back exactly
+    under pooltool's names, with the balls and the cushion height."""
+    import yaml
+
+    from simcore.data import dataset as D
+
+    ds = D.read(BILLIARDS)
+    truth = {**ds.fixed_params, **ds.truth}
+    (tmp_path / "fit.json").write_text(json.dumps(
+        {"params": truth, "dataset": {"laws": dict(ds.laws), "model": {"spin": True}}}))
+    assert main(["export", str(tmp_path / "fit.json"), "--to", "pooltool", "--out",
+                 str(tmp_path / "pt.yaml"), "--dataset", str(BILLIARDS)]) == 0
+    doc = yaml.safe_load((tmp_path / "pt.yaml").read_text())
+    bp = doc["ball_params"]
+    assert bp == {"m": 0.170097, "R": 0.028575, "u_s": truth["mu_k"], "u_r": truth["mu_r"],
+                  "u_sp_proportionality": truth["mu_sp"] / 0.028575, "u_b": truth["mu_bb"],
+                  "e_b": truth["e_bb"], "e_c": truth["e_bw"], "f_c": truth["mu_w"], "g": 9.81}
+    friction = doc["resolver"]["ball_ball"]["friction"]
+    assert friction == {"model": "alciatore", "a": truth["mu_bb"], "b": truth["mu_bb_b"],
+                        "c": truth["mu_bb_c"]}
+    for kind in ("ball_linear_cushion", "ball_circular_cushion"):
+        assert doc["resolver"][kind] == {"model": "stronge_compliant",
+                                         "omega_ratio": truth["omega_ratio_w"]}
+    assert doc["resolver"]["version"] == 9
+    assert doc["table"] == {"cushion_height": 0.036576}
+    assert "approximated" not in capsys.readouterr().out  # nothing lost
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"params": {"mu_k": 0.2}}, "pooltool simulates billiard balls"),
+    ({"params": {"mu_k": 0.2, "e_bb@a+b": 0.9}, "dataset": {"model": {"spin": True}}},
+     "e_bb@a+b is a pair's own coefficient"),
+])
+def test_pooltool_refuses_what_it_has_no_counterpart_for(tmp_path, capsys, doc, words):
+    (tmp_path / "fit.json").write_text(json.dumps(doc))
+    assert main(["export", str(tmp_path / "fit.json"), "--to", "pooltool", "--out",
+                 str(tmp_path / "pt.yaml")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+    assert not (tmp_path / "pt.yaml").exists()
+
+
+def test_pooltool_refuses_a_scene_of_boxes(tmp_path, capsys):
+    (tmp_path / "fit.json").write_text(json.dumps({"params": {"mu_k": 0.2},
+                                                   "dataset": {"model": {"spin": True}}}))
+    assert main(["export", str(tmp_path / "fit.json"), "--to", "pooltool", "--out",
+                 str(tmp_path / "pt.yaml"), "--dataset", str(CUBE)]) == 1
+    assert "has box bodies; pooltool's are balls" in capsys.readouterr().err

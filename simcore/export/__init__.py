@@ -9,13 +9,14 @@ with one line saying so.
 source    what an export reads: a fit (:class:`Fitted`) and a dataset's scene (:class:`Scene`)
 contact   a fitted contact law's rebound ratio and duration (what other engines are set from)
 mujoco    MJCF: default classes, and with a dataset the whole scene
+pooltool  pooltool 0.6's ball parameters, resolver and cushion height
 """
 
-from . import mujoco
+from . import mujoco, pooltool
 from .source import Fitted, Scene
 
 #: The targets, by the name ``--to`` takes: (module, the file suffix).
-TARGETS = {"mujoco": (mujoco, ".xml")}
+TARGETS = {"mujoco": (mujoco, ".xml"), "pooltool": (pooltool, ".yaml")}
 
 
 def write(fitted, target, scene=None, timestep=None):

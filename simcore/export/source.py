@@ -95,12 +95,15 @@ class Body:
 
 @dataclass(frozen=True)
 class Wall:
-    """A fixed plane ``n . p = d`` (``n`` into the free side) and its material."""
+    """A fixed plane ``n . p = d`` (``n`` into the free side), its material
+    and, for a cushion, its nose line's ``height`` above the ground [m]
+    (None: a plain wall)."""
 
     wall_id: int
     normal: tuple
     d: float
     material: str = ""
+    height: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,11 @@ class Scene:
             for _, row in w.iterrows():
                 n = np.array([row["nx"], row["ny"], row["nz"]], dtype=np.float64)
                 scale = float(np.linalg.norm(n))
+                height = row["height"] if "height" in row else None
                 walls.append(Wall(int(row["wall_id"]), tuple(n / scale), float(row["d"]) / scale,
                                   str(row["material"]) if "material" in row and row["material"]
-                                  else ""))
+                                  else "", None if height is None or height != height
+                                  else float(height)))
         dts = ds.tables["scenarios"].column("dt").to_pylist() if (
             "scenarios" in ds.tables and "dt" in ds.tables["scenarios"].column_names) else []
         gravity = fitted.params.get("gravity", ds.gravity)
