@@ -1,36 +1,39 @@
-"""Exports verified in the target engine: the real cube's held-out tosses
-re-simulated in MuJoCo from an exported file, scored as contactfit's own
-prediction is; the billiards shots re-simulated in pooltool.
+"""Exports verified in the target engines: the real cube's held-out tosses
+re-simulated in MuJoCo and in Drake from exported files, scored as
+contactfit's own prediction is; the billiards shots re-simulated in
+pooltool.
 
-``python -m benchmarks.export [--json] [--params fit.json] [--timesteps S ...]``:
-reads ``datasets/cube-toss``, takes the coefficients of ``--params`` (a
+``python -m benchmarks.export [--json] [--params fit.json] [--timesteps S ...]
+[--no-drake] [--pooltool-python PY [--billiards-params fit.json]]``: reads
+``datasets/cube-toss``, takes the coefficients of ``--params`` (a
 calibration's ``fit.json``; default: fits them on the training tosses as
-``benchmarks.cube_toss`` does, a few minutes), writes the MuJoCo export of
-them with the dataset's scene (``simcore.export.mujoco.write``) at each
-timestep, and simulates every held-out toss in MuJoCo from the same start
-contactfit's prediction takes (sample 0's state), open-loop to its last
-sample.  Per timestep ``dt_<ms>ms``: ``mujoco_pos_cm``,
-``mujoco_rot_deg``, ``mujoco_e_q``, ``mujoco_right_face`` (the figures of
-``benchmarks.cube_toss``), their ratios to contactfit's own
-(``ratio_pos``, ``ratio_rot``), and ``mujoco_s`` (MuJoCo's wall time);
-beside them contactfit's own figures (``contactfit_*``) and the MuJoCo
-model identified by the published study (Acosta, Yang, Posa 2022, on the
-same recording: 2.4 cm), as ``published_mujoco_pos_cm``.  Needs the
-``export`` extra (``pip install -e '.[export]'``).
+``benchmarks.cube_toss`` does, a few minutes), exports them with the
+dataset's scene, and simulates every held-out toss in the target from the
+same start contactfit's prediction takes (sample 0's state), open-loop to
+its last sample.  Printed: contactfit's own figures (``contactfit_*``, those
+of ``benchmarks.cube_toss``); per MuJoCo timestep ``dt_<ms>ms``:
+``mujoco_pos_cm``, ``mujoco_rot_deg``, ``mujoco_e_q``,
+``mujoco_right_face``, their ratios to contactfit's (``ratio_pos``,
+``ratio_rot``) and ``mujoco_s`` (MuJoCo's wall time); under ``drake`` the
+same for Drake (point contact, TAMSI at :data:`DRAKE_STEP`); and the models
+the published study identified on the same recording (Acosta, Yang, Posa
+2022: MuJoCo 2.4 cm, Drake 1.48 cm).  Needs the ``export`` extra (``pip
+install -e '.[export]'``: MuJoCo and Drake).
 
-MuJoCo's positions and orientations at the measured sample times are
-interpolated between its steps (linearly; the quaternion normalised).
+The targets' positions and orientations at the measured sample times:
+MuJoCo's interpolated between its steps (linearly; the quaternion
+normalised), Drake's its discrete state at each time.
 
-``--pooltool-python PY`` (an interpreter where pooltool 0.6 imports: it pins
-a numba, llvmlite and panda3d of its own, so it lives in a venv of its own,
-as for ``benchmarks.billiards``): also exports ``--billiards-params`` (a
-``fit.json`` of ``datasets/billiards``; default the dataset's ``truth``) to
-pooltool and simulates the 60 shots there from the file alone (its ball
-parameters, resolver and cushion height; the dataset's starts and table
-size), printing under ``pooltool``: ``rest_mm_max``, ``rest_mm_median``
-(each ball's rest position against contactfit's with the same
-coefficients), ``rms_mm`` and ``contactfit_rms_mm`` (the sampled positions
-against the dataset's, pooltool's and contactfit's).
+``--pooltool-python PY`` (an interpreter where pooltool 0.6 imports, with
+pyarrow, pandas and PyYAML: pooltool pins a numba, llvmlite and panda3d of
+its own, so it lives in a venv of its own, as for ``benchmarks.billiards``):
+also exports ``--billiards-params`` (a ``fit.json`` of
+``datasets/billiards``; default the dataset's ``truth``) to pooltool and
+simulates the 60 shots there from the file alone (its ball parameters,
+resolver and cushion height; the dataset's starts and table size),
+printing under ``pooltool``: ``rest_mm_max`` and ``rest_mm_median`` (each
+ball's rest position against contactfit's with the same coefficients) and
+``rms_vs_contactfit_mm`` (over every sample).
 """
 
 import argparse
@@ -46,6 +49,8 @@ from benchmarks._emit import emit
 #: The position error of MuJoCo identified on these tosses by Acosta, Yang
 #: and Posa (RA-L 2022, table II) [cm].
 PUBLISHED_MUJOCO_POS_CM = 2.4
+#: The same study's Drake (identified on 550 tosses): 1.48 cm.
+PUBLISHED_DRAKE_POS_CM = 1.48
 TIMESTEPS = (0.002, 0.001, 0.0005, 0.00025)
 
 
@@ -90,6 +95,86 @@ def mujoco_predict(xml, state, sample_times, body=0):
 
 
 BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
+#: Drake's plant step [s] and its discrete contact approximation: TAMSI,
+#: which solves the Hunt-Crossley point contact the export sets (the
+#: default "lagged" one lags the friction behind a stiff contact and, at
+#: 1 ms, tumbles the cube off its path within the first bounce).
+DRAKE_STEP = 1e-3
+DRAKE_APPROXIMATION = "tamsi"
+
+
+def drake_predict(sdf_path, starts_path, step=DRAKE_STEP, gravity=9.81):
+    """Body ``body_0`` of the SDFormat at ``sdf_path`` simulated in Drake
+    (run where pydrake imports) from each start of the JSON file
+    ``starts_path`` (``[{pos, quat, vel, omega, times}]``: the centre's
+    position and world velocity, the orientation, the world angular
+    velocity, the sample times from the start): ``{"pos", "quat", "vel"}``
+    (the origin's world velocity) at every sample time, point contact, discrete at ``step``
+    (TAMSI: Drake's solver of Hunt-Crossley point contact), under
+    ``gravity`` [m/s^2] (a model file cannot carry it: the export says it)."""
+    import numpy as np
+    from pydrake.all import (
+        AddMultibodyPlant,
+        DiagramBuilder,
+        MultibodyPlantConfig,
+        Parser,
+        Quaternion,
+        RigidTransform,
+        Simulator,
+        SpatialVelocity,
+    )
+
+    builder = DiagramBuilder()
+    plant, _ = AddMultibodyPlant(MultibodyPlantConfig(
+        time_step=step, contact_model="point",
+        discrete_contact_approximation=DRAKE_APPROXIMATION), builder)
+    Parser(plant).AddModels(str(sdf_path))
+    plant.mutable_gravity_field().set_gravity_vector([0.0, 0.0, -gravity])
+    plant.Finalize()
+    diagram = builder.Build()
+    body = plant.GetBodyByName("body_0")
+    pos, quat, vel = [], [], []
+    for start in json.loads(Path(starts_path).read_text()):
+        sim = Simulator(diagram)
+        ctx = plant.GetMyMutableContextFromRoot(sim.get_mutable_context())
+        plant.SetFreeBodyPose(ctx, body, RigidTransform(Quaternion(start["quat"]), start["pos"]))
+        plant.SetFreeBodySpatialVelocity(ctx, body, SpatialVelocity(w=start["omega"],
+                                                                     v=start["vel"]))
+        for t in start["times"]:
+            sim.AdvanceTo(t)
+            pose = plant.EvalBodyPoseInWorld(ctx, body)
+            pos.append(list(pose.translation()))
+            quat.append(list(pose.rotation().ToQuaternion().wxyz()))
+            vel.append(list(plant.EvalBodySpatialVelocityInWorld(ctx, body).translational()))
+    return {"pos": np.array(pos).tolist(), "quat": np.array(quat).tolist(),
+            "vel": np.array(vel).tolist()}
+
+
+def drake_figures(fit, scene, test, base):
+    """The ``drake`` figures of the held-out tosses ``test`` (module docstring)."""
+    import tempfile
+
+    from simcore.export import drake
+
+    text, _ = drake.write(fit, scene)
+    st = test.state
+    starts = [{"pos": st.body_pos[s, 0].tolist(), "quat": st.body_quat[s, 0].tolist(),
+               "vel": st.body_vel[s, 0].tolist(), "omega": st.body_omega[s, 0].tolist(),
+               "times": (np.asarray(ts) - st.time[s]).tolist()}
+              for s, ts in enumerate(test.targets.sample_times)]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "cube.sdf").write_text(text)
+        (Path(tmp) / "starts.json").write_text(json.dumps(starts))
+        t0 = time.perf_counter()
+        got = drake_predict(Path(tmp) / "cube.sdf", Path(tmp) / "starts.json",
+                            gravity=scene.gravity)
+    row = cube_toss.summary(cube_toss._score(test, np.array(got["pos"]), np.array(got["quat"])),
+                            "drake_")
+    row["drake_s"] = time.perf_counter() - t0
+    row["ratio_pos"] = row["drake_pos_cm"] / base["contactfit_pos_cm"]
+    row["ratio_rot"] = row["drake_rot_deg"] / base["contactfit_rot_deg"]
+    row["published_drake_pos_cm"] = PUBLISHED_DRAKE_POS_CM
+    return row
 
 
 def pooltool_shots(export_path, dataset=BILLIARDS):
@@ -190,7 +275,7 @@ def pooltool_figures(python, params=None, dataset=BILLIARDS):
             "rms_vs_contactfit_mm": 1e3 * float(np.sqrt(np.mean(np.concatenate(sq))))}
 
 
-def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET):
+def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=True):
     from flows import settings
     from simcore.data import dataset as D
     from simcore.export import Fitted, Scene, mujoco
@@ -223,6 +308,8 @@ def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET):
         row["ratio_pos"] = row["mujoco_pos_cm"] / out["contactfit_pos_cm"]
         row["ratio_rot"] = row["mujoco_rot_deg"] / out["contactfit_rot_deg"]
         out[f"dt_{1e3 * h:g}ms"] = row
+    if with_drake:
+        out["drake"] = drake_figures(fit, scene, test, out)
     return out
 
 
@@ -232,12 +319,13 @@ def main(argv=None):
     ap.add_argument("--params", help="a calibration's fit.json (default: fit the training tosses)")
     ap.add_argument("--timesteps", type=float, nargs="+", default=TIMESTEPS, metavar="S",
                     help="MuJoCo timesteps [s] to export and re-simulate at")
+    ap.add_argument("--no-drake", action="store_true", help="MuJoCo only")
     ap.add_argument("--pooltool-python", help="an interpreter where pooltool 0.6 imports: also "
                                               "re-simulate the billiards shots there")
     ap.add_argument("--billiards-params", help="a fit.json of datasets/billiards (default: "
                                                "the dataset's truth)")
     args = ap.parse_args(argv)
-    out = run(args.params, args.timesteps)
+    out = run(args.params, args.timesteps, with_drake=not args.no_drake)
     if args.pooltool_python:
         out["pooltool"] = pooltool_figures(args.pooltool_python, args.billiards_params)
     emit(out, args.json, width=24)

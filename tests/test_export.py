@@ -249,3 +249,109 @@ def test_pooltool_refuses_a_scene_of_boxes(tmp_path, capsys):
     assert main(["export", str(tmp_path / "fit.json"), "--to", "pooltool", "--out",
                  str(tmp_path / "pt.yaml"), "--dataset", str(CUBE)]) == 1
     assert "has box bodies; pooltool's are balls" in capsys.readouterr().err
+
+
+def _drake_box(params, shape="box", size=(0.05, 0.05, 0.05), mass=0.37, tmp=None):
+    from simcore.export import drake
+    from simcore.export.source import Body
+
+    fit = _fit(params, {"body_ground": "hunt_crossley"})
+    scene = Scene("t", "s0", (Body(0, shape, size, mass, (6e-4,) * 3, (0.0, 0.0, 0.0)),), (),
+                  0.0, (0.0, 0.0, 1.0), 9.81, "elliptic", 0.001)
+    text, notes = drake.write(fit, scene)
+    (tmp / "t.sdf").write_text(text)
+    return tmp / "t.sdf", notes
+
+
+def _drake_run(sdf, starts, tmp, step):
+    from benchmarks.export import drake_predict
+
+    (tmp / "s.json").write_text(json.dumps(starts))
+    return drake_predict(sdf, tmp / "s.json", step)
+
+
+def test_drakes_combination_gives_the_pair_the_fitted_values():
+    """Drake combines stiffness in series, dissipation by the other's
+    stiffness and friction harmonically: the body's values against the
+    ground's give the fit's exactly, for each of several materials."""
+    from simcore.export.drake import against
+
+    ground = (4e6, 3.0, 0.6, 0.5)
+    for fit in ((1e6, 2.0, 0.3, 0.25), (2e6, 3.0, 0.6, 0.5), (5e5, 0.5, 0.45, 0.1)):
+        k, d, ms, mk = against(ground, fit)
+        kg, dg, sg, mg = ground
+        assert k * kg / (k + kg) == pytest.approx(fit[0])
+        assert (kg * d + k * dg) / (k + kg) == pytest.approx(fit[1])
+        assert 2 * ms * sg / (ms + sg) == pytest.approx(fit[2])
+        assert 2 * mk * mg / (mk + mg) == pytest.approx(fit[3])
+
+
+def test_a_box_slides_in_drake_as_far_as_the_fitted_friction_lets_it(tmp_path):
+    pytest.importorskip("pydrake")
+    sdf, _ = _drake_box({"mu_s": 0.2, "mu_k": 0.2, "e_bg": 0.4}, tmp=tmp_path)
+    got = _drake_run(sdf, [{"pos": [0, 0, 0.05], "quat": [1, 0, 0, 0], "vel": [1, 0, 0],
+                            "omega": [0, 0, 0], "times": [1.0]}], tmp_path, 1e-3)
+    assert got["pos"][0][0] == pytest.approx(1 / (2 * 0.2 * 9.81), rel=0.01)
+
+
+def test_drakes_rebound_converges_to_the_fitted_e_as_its_step_shrinks(tmp_path):
+    """The dissipation is the continuous-time one: a ball dropped at 1 m/s
+    rebounds at e in the limit of Drake's step (within 3 % at 0.01 ms),
+    nearer as the step shrinks."""
+    pytest.importorskip("pydrake")
+    sdf, notes = _drake_box({"mu_s": 0.2, "mu_k": 0.2, "e_bg": 0.4}, "sphere", (0.05,),
+                            tmp=tmp_path)
+    assert any("Drake's implicit step loses more" in n for n in notes)
+    gaps = []
+    for step in (1e-4, 1e-5):
+        got = _drake_run(sdf, [{"pos": [0, 0, 0.05 + 0.0509684], "quat": [1, 0, 0, 0],
+                                "vel": [0, 0, 0], "omega": [0, 0, 0],
+                                "times": list(np.arange(0.095, 0.12, 2e-5))}], tmp_path, step)
+        v = np.array(got["vel"])[:, 2]
+        gaps.append(abs(v.max() / -v.min() - 0.4))
+    assert gaps[1] < gaps[0] and gaps[1] < 0.03 * 0.4
+
+
+def test_drake_refuses_a_rigid_law_and_a_fit_without_bodies(tmp_path, capsys):
+    (tmp_path / "fit.json").write_text(json.dumps({"params": {"e_bg": 0.5}}))
+    assert main(["export", str(tmp_path / "fit.json"), "--to", "drake", "--out",
+                 str(tmp_path / "x.sdf"), "--dataset", str(BILLIARDS)]) == 1
+    assert "is rigid (event-exact)" in capsys.readouterr().err
+    (tmp_path / "hc.json").write_text(json.dumps({"params": {"e_bg": 0.5}, "dataset": {
+        "laws": {"body_ground": "hunt_crossley"}}}))
+    assert main(["export", str(tmp_path / "hc.json"), "--to", "drake", "--out",
+                 str(tmp_path / "x.sdf")]) == 1
+    assert "give --dataset" in capsys.readouterr().err
+    assert not (tmp_path / "x.sdf").exists()
+
+
+def test_the_cube_flies_in_drake_as_in_contactfit(tmp_path):
+    """Drake's free body from the export's scene: the origin's pose and the
+    world-frame spin as contactfit's flight, to the discrete step's lead."""
+    pytest.importorskip("pydrake")
+    from simcore.data import dataset as D
+    from simcore.engine import simulate
+    from simcore.export import drake
+    from simcore.identify.problem import Problem
+
+    doc = {"params": {"com_z": 0.006, "mu_k": 0.19, "mu_s": 0.19, "e_bg": 0.29},
+           "dataset": {"laws": {"body_ground": "hunt_crossley"}}}
+    fit = Fitted.from_doc(doc)
+    ds = D.read(CUBE)
+    text, _ = drake.write(fit, Scene.from_dataset(ds, fit))
+    (tmp_path / "c.sdf").write_text(text)
+    problem = Problem.from_dataset(ds, order=["toss0", "toss1"], coefficients=["com_z"])
+    st = problem.state
+    times = [t[:6] for t in problem.targets.sample_times]
+    starts = [{"pos": st.body_pos[s, 0].tolist(), "quat": st.body_quat[s, 0].tolist(),
+               "vel": st.body_vel[s, 0].tolist(), "omega": st.body_omega[s, 0].tolist(),
+               "times": (np.asarray(t) - st.time[s]).tolist()} for s, t in enumerate(times)]
+    (tmp_path / "s.json").write_text(json.dumps(starts))
+    from benchmarks.export import drake_predict
+
+    got = drake_predict(tmp_path / "c.sdf", tmp_path / "s.json", 1e-5, gravity=ds.gravity)
+    sim = simulate(problem.model.with_params(problem.model.layout.vector(doc["params"])),
+                   st, times)
+    assert np.abs(np.array(got["pos"]) - sim.samp_pos[:, 0]).max() < 5e-5
+    dots = np.abs(np.sum(np.array(got["quat"]) * sim.samp_quat[:, 0], axis=1))
+    assert np.abs(dots - 1).max() < 1e-8

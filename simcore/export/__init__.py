@@ -10,13 +10,14 @@ source    what an export reads: a fit (:class:`Fitted`) and a dataset's scene (:
 contact   a fitted contact law's rebound ratio and duration (what other engines are set from)
 mujoco    MJCF: default classes, and with a dataset the whole scene
 pooltool  pooltool 0.6's ball parameters, resolver and cushion height
+drake     SDFormat with drake:proximity_properties (point contact), the dataset's scene
 """
 
-from . import mujoco, pooltool
+from . import drake, mujoco, pooltool
 from .source import Fitted, Scene
 
 #: The targets, by the name ``--to`` takes: (module, the file suffix).
-TARGETS = {"mujoco": (mujoco, ".xml"), "pooltool": (pooltool, ".yaml")}
+TARGETS = {"mujoco": (mujoco, ".xml"), "drake": (drake, ".sdf"), "pooltool": (pooltool, ".yaml")}
 
 
 def write(fitted, target, scene=None, timestep=None):
