@@ -275,6 +275,83 @@ def pooltool_figures(python, params=None, dataset=BILLIARDS):
             "rms_vs_contactfit_mm": 1e3 * float(np.sqrt(np.mean(np.concatenate(sq))))}
 
 
+SPHERES = Path(__file__).resolve().parents[1] / "datasets" / "synthetic-table"
+
+
+def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
+    """The ``spheres`` figures: every scenario of a sphere dataset (the
+    sliding model: walls, collisions, pushes) simulated in MuJoCo from an
+    export of ``params`` (a ``fit.json``; default the dataset's ``truth``)
+    with each scenario's own scene, pushes applied at the centres over their
+    windows, against contactfit's simulation with the same coefficients:
+    ``rms_mm`` of each against the measured positions, ``gap_mm`` between
+    the two (rms over every sample), ``rest_gap_mm_median``."""
+    import mujoco as mj
+
+    from simcore.data import dataset as D
+    from simcore.engine import simulate
+    from simcore.export import Fitted, Scene, mujoco
+    from simcore.identify.problem import Problem
+
+    ds = D.read(dataset)
+    doc = json.loads(Path(params).read_text()) if params else {
+        "params": {**ds.fixed_params, **ds.truth},
+        "dataset": {"laws": dict(ds.laws), "model": {"spin": ds.spin}}}
+    fit = Fitted.from_doc(doc, str(params or "the dataset's truth"))
+    problem = Problem.from_dataset(ds, coefficients=list(fit.params))
+    layout = problem.model.layout
+    theta = layout.vector({k: v for k, v in fit.params.items() if k in layout.names})
+    times = problem.targets.sample_times
+    ours = simulate(problem.model.with_params(theta), problem.state, times).samp_pos
+    controls = ds.tables["controls"].to_pandas() if "controls" in ds.tables else None
+    st = problem.state
+    theirs = np.full_like(ours, np.nan)
+    ptr = np.r_[0, np.cumsum([len(t) for t in times])]
+    t0 = time.perf_counter()
+    for s, sid in enumerate(problem.ids):
+        scene = Scene.from_dataset(ds, fit, sid)
+        xml, _ = mujoco.write(fit, scene, timestep)
+        model = mj.MjModel.from_xml_string(xml)
+        data = mj.MjData(model)
+        n = len(scene.bodies)
+        for k, b in enumerate(scene.bodies):
+            data.qpos[3 * k:3 * k + 3] = st.body_pos[s, k] - np.asarray(b.pos)
+            data.qvel[3 * k:3 * k + 3] = st.body_vel[s, k]
+        pushes = [] if controls is None else [
+            (int(r.body_id), r.t0 - st.time[s], r.t1 - st.time[s], (r.fx, r.fy, r.fz))
+            for r in controls[controls.scenario_id == sid].itertuples()]
+        t = np.asarray(times[s]) - st.time[s]
+        steps = int(np.ceil(t[-1] / timestep)) + 1
+        track = np.empty((steps + 1, n, 3))
+        track[0] = st.body_pos[s, :n]
+        for k in range(steps):
+            now = k * timestep
+            data.xfrc_applied[:] = 0.0
+            for body, a, b, force in pushes:
+                if a <= now < b:
+                    data.xfrc_applied[body + 1, :3] = force
+            mj.mj_step(model, data)
+            track[k + 1] = (data.qpos[:3 * n].reshape(n, 3)
+                            + np.array([b.pos for b in scene.bodies]))
+        u = t / timestep
+        i = np.minimum(np.floor(u).astype(int), steps - 1)
+        f = (u - i)[:, None, None]
+        theirs[ptr[s]:ptr[s + 1], :n] = track[i] * (1 - f) + track[i + 1] * f
+    wall = time.perf_counter() - t0
+    meas = problem.targets.measured
+    ok = np.isfinite(meas[..., 0])
+
+    def rms(a, b):
+        return 1e3 * float(np.sqrt(np.mean(np.sum((a - b) ** 2, axis=-1)[ok])))
+
+    last = ptr[1:] - 1
+    rest = np.linalg.norm(theirs[last] - ours[last], axis=-1)
+    return {"scenarios": problem.nscen, "timestep": timestep, "mujoco_rms_mm": rms(theirs, meas),
+            "contactfit_rms_mm": rms(ours, meas), "gap_mm": rms(theirs, ours),
+            "rest_gap_mm_median": 1e3 * float(np.nanmedian(rest[np.isfinite(rest)])),
+            "mujoco_s": wall}
+
+
 def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=True):
     from flows import settings
     from simcore.data import dataset as D
@@ -320,12 +397,15 @@ def main(argv=None):
     ap.add_argument("--timesteps", type=float, nargs="+", default=TIMESTEPS, metavar="S",
                     help="MuJoCo timesteps [s] to export and re-simulate at")
     ap.add_argument("--no-drake", action="store_true", help="MuJoCo only")
+    ap.add_argument("--sphere-params", help="a fit.json of datasets/synthetic-table (default: "
+                                            "the dataset's truth)")
     ap.add_argument("--pooltool-python", help="an interpreter where pooltool 0.6 imports: also "
                                               "re-simulate the billiards shots there")
     ap.add_argument("--billiards-params", help="a fit.json of datasets/billiards (default: "
                                                "the dataset's truth)")
     args = ap.parse_args(argv)
     out = run(args.params, args.timesteps, with_drake=not args.no_drake)
+    out["spheres"] = sphere_figures(args.sphere_params)
     if args.pooltool_python:
         out["pooltool"] = pooltool_figures(args.pooltool_python, args.billiards_params)
     emit(out, args.json, width=24)

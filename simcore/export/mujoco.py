@@ -18,9 +18,11 @@ sets the two ``solref`` numbers so that:
 
 * the contact lasts as long as the fitted law's for the body's mass at
   :data:`SPEED` (:func:`simcore.export.contact.drop`), but never with a
-  ``timeconst`` under :data:`FLOOR_STEPS` timesteps (MuJoCo's own floor is
-  two: see the constant): a rigid law (the event-exact engines) or a stiff
-  penalty law is exported at that floor, and the export says so;
+  ``timeconst`` under four timesteps (MuJoCo's own floor is two), nor so
+  short that one impact's rebound depends on where its touch falls within
+  a step by more than :data:`SPREAD` (:data:`STEPS`): a rigid law (the
+  event-exact engines) or a stiff penalty law is exported at that floor,
+  and the export says so;
 * a point mass dropped at :data:`SPEED` rebounds at the fitted rebound ratio
   *in MuJoCo's discrete step at the export's timestep*
   (:func:`rebound`, the step written out in NumPy and averaged over
@@ -34,9 +36,15 @@ one's is taken).  The export gives each body material a ``<default>`` class
 (``cf_body``, ``cf_body_MAT``) of priority 1 carrying its contact with the
 ground (the kinetic coefficient ``mu_k``: a static one ``mu_s`` above it
 has no counterpart and is said), a wall class (``cf_wall``, priority 2)
-carrying the body-wall contact, and, in a scene, a ``<pair>`` for every
-pair whose coefficients neither rule gives (body-body contacts, a wall
-whose coefficient depends on the body's material).  ``mu_roll`` [m] is
+carrying the body-wall contact.  MuJoCo's friction is itself a soft
+constraint that relaxes the slip over the contact's ``timeconst``: within
+a short impact it delivers less than Coulomb's impulse (a ball striking a
+wall at 1.4 m/s with 0.6 m/s of slip keeps 0.31 m/s where ``mu (1 + e)
+v_n`` leaves 0.17).  A ``<pair>``'s ``solreffriction`` (no geom has one)
+makes the friction rows stiff; so in a scene every contact pair is an
+explicit ``<pair>`` (body-ground, body-wall, body-body) with the values
+above and ``solreffriction = (4 timesteps, 1)``, and the impulse is
+Coulomb's.  ``mu_roll`` [m] is
 MuJoCo's rolling friction (``condim 6``), the same torque bound; the
 stiction speeds, viscous ``k_v`` and a speed-dependent body-body friction
 have none (said when they act).  The ``cone`` (elliptic or pyramidal) is
@@ -45,8 +53,10 @@ the fit's dataset's.
 Frames: a box's geom is centred on the body frame's origin, where the
 dataset's positions are (the tracked centre); the centre of mass is the
 ``<inertial>`` element's ``pos``.  MuJoCo's free joint velocity is the
-origin's world-frame velocity and the body-frame angular velocity:
-:func:`free_state` turns a dataset's state into it.
+origin's world-frame velocity and the body-frame angular velocity.  A
+sphere of the sliding model (the patent's: it slides and never turns) moves
+on three slide joints (x, y, z), so its contacts rub as its point mass
+does.
 """
 
 import math
@@ -71,27 +81,32 @@ TIMESTEP = 0.002
 MASS = 1.0
 #: The damping ratios the bisection searches.
 DAMPRATIO = (0.005, 20.0)
-#: The least ``timeconst`` in timesteps.  MuJoCo's own floor is 2, but a
-#: contact that short spans one or two steps, and one impact's rebound then
-#: depends on where the touch falls within its step: from 0 to twice the
-#: fitted ratio at e = 0.29 (right only on average; the spread over phases
-#: 60 % of e).  At 4 steps it stays within about 20 %, and tumbling bodies
-#: keep their fitted behaviour (``benchmarks.export``).
-FLOOR_STEPS = 4.0
+#: The ``timeconst`` floors tried in turn, in timesteps, until one impact's
+#: rebound spreads over touch-down phases by at most :data:`SPREAD` (rms
+#: over the mean).  MuJoCo's own floor is 2, but a contact that short spans
+#: one or two steps, and one impact's rebound then depends on where the
+#: touch falls within its step: from 0 to twice the fitted ratio at e =
+#: 0.29 (right only on average: a spread of 60 %; at 4 steps 20 %, at 8
+#: 10 %; more at higher e).
+STEPS = (4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
+SPREAD = 0.1
 
 
 @dataclass(frozen=True)
 class ContactSet:
     """One exported contact: ``friction`` (sliding, torsional, rolling),
     ``solref`` (timeconst, dampratio), the rebound ratio it reproduces,
-    whether its duration was held at the floor (``floored``) and the rms
-    spread of one impact's rebound over touch-down phases, over the ratio."""
+    whether its duration was held at the floor (``floored``), the rms
+    spread of one impact's rebound over touch-down phases over the ratio,
+    and the fitted contact's rebound ratio and duration [s] it stands for."""
 
     friction: tuple
     solref: tuple
     rebound: float
     floored: bool
     spread: float = 0.0
+    fitted: float = 0.0
+    duration: float = 0.0
 
     def attrs(self):
         f = " ".join(_num(x) for x in self.friction)
@@ -143,38 +158,49 @@ def rebound(dampratio, timeconst, timestep, gravity=9.81, speed=SPEED, phases=PH
     return float(np.mean(rebounds(dampratio, timeconst, timestep, gravity, speed, phases)))
 
 
+def _solve(e, timeconst, h, gravity):
+    """The damping ratio at which :func:`rebound` is ``e`` when ``timeconst``
+    is a function of it (bisection; rebound falls as the ratio grows)."""
+    lo, hi = DAMPRATIO
+    if rebound(lo, timeconst(lo), h, gravity) <= e:
+        return lo
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if rebound(mid, timeconst(mid), h, gravity) > e:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
 def contact_set(mu, e, duration, timestep, gravity, rolling=0.0):
     """The :class:`ContactSet` of friction ``mu``, rebound ratio ``e`` and
     contact ``duration`` [s] at MuJoCo's ``timestep`` (module docstring):
     ``timeconst`` the law's (``1 / (w dampratio)``, ``w = pi / duration``)
-    but at least :data:`FLOOR_STEPS` steps and at least ``timestep /
-    dampratio`` (the contact's frequency at most one radian per step: a
-    bouncy contact needs little damping, and MuJoCo's explicit step then
-    needs a softer spring), ``dampratio`` by bisection on :func:`rebound`."""
+    but at least :data:`STEPS` steps and at least ``timestep /
+    dampratio`` (the contact's frequency at most one radian per step), and
+    raised through :data:`STEPS` until one impact's rebound varies with its
+    touch-down phase by at most :data:`SPREAD` (rms over the mean), so that
+    each impact rebounds near ``e``, not only their average; ``dampratio``
+    by bisection on :func:`rebound`."""
     h = timestep
     omega = math.pi / duration if duration > 0.0 else math.inf  # the law's undamped frequency
 
-    def timeconst(zeta):
-        law = 1.0 / (omega * zeta) if math.isfinite(omega) else 0.0
-        return max(FLOOR_STEPS * h, h / zeta, law)
+    def law(zeta):
+        return 1.0 / (omega * zeta) if math.isfinite(omega) else 0.0
 
-    lo, hi = DAMPRATIO
-    if rebound(lo, timeconst(lo), h, gravity) <= e:
-        zeta = lo
-    else:
-        for _ in range(60):  # rebound falls as the damping ratio grows
-            mid = math.sqrt(lo * hi)
-            if rebound(mid, timeconst(mid), h, gravity) > e:
-                lo = mid
-            else:
-                hi = mid
-        zeta = math.sqrt(lo * hi)
-    tc = timeconst(zeta)
-    each = rebounds(zeta, tc, h, gravity)
-    law = 1.0 / (omega * zeta) if math.isfinite(omega) else 0.0
+    for steps in STEPS:
+        def timeconst(zeta, steps=steps):
+            return max(steps * h, h / zeta, law(zeta))
+
+        zeta = _solve(e, timeconst, h, gravity)
+        tc = timeconst(zeta)
+        each = rebounds(zeta, tc, h, gravity)
+        spread = float(np.std(each) / max(np.mean(each), 1e-12))
+        if spread <= SPREAD:
+            break
     return ContactSet((mu, 0.0, rolling), (tc, zeta), float(np.mean(each)),
-                      tc > law * (1 + 1e-12) and duration > 0.0,
-                      float(np.std(each) / max(np.mean(each), 1e-12)))
+                      tc > law(zeta) * (1 + 1e-12) and duration > 0.0, spread, e, duration)
 
 
 def _ground_set(fitted, mass, timestep, gravity, material=""):
@@ -220,10 +246,11 @@ def notes(fitted, sets, timestep):
     if fitted.law("body_body") == "frictional_inelastic":
         out.append(f"the body-body friction falls with the slip (mu_bb_b, mu_bb_c): exported at "
                    f"{SPEED:g} m/s")
-    for label, s, (e, duration) in sets:
+    for label, s in sets:
+        e, duration = s.fitted, s.duration
         if s.floored and duration > 0.0:
             law = duration / (math.pi * s.solref[1])  # the timeconst that would keep it
-            need = min(law / FLOOR_STEPS, law * s.solref[1])
+            need = min(law / STEPS[0], law * s.solref[1])
             out.append(f"{label}: the fitted contact lasts {1e3 * duration:.3g} ms at "
                        f"{SPEED:g} m/s; at timestep {_num(timestep)} s the stiffest MuJoCo "
                        f"keeps stable and consistent (timeconst {_num(s.solref[0])} s) lasts "
@@ -232,7 +259,7 @@ def notes(fitted, sets, timestep):
             out.append(f"{label}: rebound ratio {e:.4g} is out of MuJoCo's reach at this "
                        f"timestep; the closest, {s.rebound:.4g}, is exported")
     if sets:
-        worst = max(s.spread for _, s, _ in sets)
+        worst = max(s.spread for _, s in sets)
         out.append(f"restitution: MuJoCo has none; each contact's solref damping ratio rebounds a "
                    f"ball dropped at {SPEED:g} m/s at the fitted ratio in MuJoCo's own step at "
                    f"this timestep, on average over where the touch falls within a step (one "
@@ -270,10 +297,10 @@ def write(fitted, scene=None, timestep=None):
     bodies = scene.bodies if scene is not None else ()
     walls = scene.walls if scene is not None else ()
     condim = 6 if fitted.value("mu_roll") > 0.0 else 3
-    sets, said = [], []  # (label, ContactSet, (e, duration)) for the notes
+    sets, said = [], []  # (label, ContactSet) for the notes
 
-    def remember(label, s, kind, mass, *mats):
-        sets.append((label, s, contact.drop(fitted, kind, mass, SPEED, *mats)))
+    def remember(label, s):
+        sets.append((label, s))
         return s
 
     # body classes: each material's contact with the ground, at its first body's mass
@@ -281,11 +308,13 @@ def write(fitted, scene=None, timestep=None):
         {""} | {k.partition("@")[2] for k in fitted.params if "@" in k and "+" not in k})
     mass_of = {m: next((b.mass for b in bodies if b.material == m), MASS) for m in materials}
     ground = {m: remember(f"body-ground{' ' + m if m else ''}",
-                          _ground_set(fitted, mass_of[m], h, gravity, m), "body_ground",
-                          mass_of[m], m) for m in materials}
+                          _ground_set(fitted, mass_of[m], h, gravity, m)) for m in materials}
     wall_mats = sorted({w.material for w in walls}) if walls else [""]
     wall = {w: _wall_set(fitted, mass_of[materials[0]], h, gravity, materials[0], w)
             for w in wall_mats}
+    if walls:
+        for w, ws in wall.items():
+            remember(f"body-wall{' ' + w if w else ''}", ws)
     lines = [f'<mujoco model={quoteattr("contactfit " + (scene.name if scene else "fit"))}>',
              "  <!-- contactfit export to MuJoCo; what it approximates: -->"]
     lines.append("NOTES")
@@ -315,43 +344,44 @@ def write(fitted, scene=None, timestep=None):
             name = f"body_{b.body_id}"
             kind = "sphere" if b.shape == "sphere" else "box"
             s = _ground_set(fitted, b.mass, h, gravity, b.material)
-            own = ""
             if s.solref != ground[b.material].solref:  # another mass than its class's
-                own = f' solref="{_vec(s.solref)}"'
-                remember(f"{name}-ground", s, "body_ground", b.mass, b.material)
+                remember(f"{name}-ground", s)
+            pairs.append((name, "ground", s))
             lines.append(f'    <body name="{name}" pos="{_vec(b.pos)}" quat="{_vec(b.quat)}">')
-            lines.append(f'      <freejoint name="{name}"/>')
+            if b.shape == "sphere" and not fitted.spin:  # the sliding model: it never turns
+                lines += [f'      <joint name="{name}_{a}" type="slide" axis="{axis}"/>'
+                          for a, axis in zip("xyz", ("1 0 0", "0 1 0", "0 0 1"))]
+            else:
+                lines.append(f'      <freejoint name="{name}"/>')
             lines.append(f'      <inertial pos="{_vec(b.com)}" mass="{_num(b.mass)}" '
                          f'diaginertia="{_vec(b.inertia)}"/>')
             lines.append(f'      <geom name="{name}" class="{_cls("cf_body", b.material)}" '
-                         f'type="{kind}" size="{_vec(b.size)}" mass="0"{own}/>')
+                         f'type="{kind}" size="{_vec(b.size)}" mass="0"/>')
             lines.append("    </body>")
-            for w in walls:  # a wall whose coefficient depends on the body's material
+            for w in walls:
                 ws = _wall_set(fitted, b.mass, h, gravity, b.material, w.material)
-                if ws != wall[w.material]:
-                    pairs.append((name, f"wall_{w.wall_id}", remember(
-                        f"{name}-wall {w.wall_id}", ws, "body_wall", b.mass, b.material,
-                        w.material)))
+                if ws != wall[w.material]:  # a wall whose coefficient depends on the body's
+                    remember(f"{name}-wall {w.wall_id}", ws)
+                pairs.append((name, f"wall_{w.wall_id}", ws))
         for i, a in enumerate(bodies):
             for b in bodies[i + 1:]:
                 m = a.mass * b.mass / (a.mass + b.mass)
                 pairs.append((f"body_{a.body_id}", f"body_{b.body_id}", remember(
                     f"body {a.body_id}-body {b.body_id}",
-                    _pair_set(fitted, m, h, gravity, a.material, b.material), "body_body", m,
-                    a.material, b.material)))
+                    _pair_set(fitted, m, h, gravity, a.material, b.material))))
         lines.append("  </worldbody>")
-        if pairs:
-            lines.append("  <contact>")
-            for g1, g2, s in pairs:
-                mu, _, roll = s.friction
-                lines.append(f'    <pair geom1="{g1}" geom2="{g2}" condim="{condim}" '
-                             f'friction="{_vec((mu, mu, 0.0, roll, roll))}" '
-                             f'solref="{_vec(s.solref)}" '
-                             f'solimp="{_num(IMPEDANCE)} {_num(IMPEDANCE)} 0.001 0.5 2"/>')
-            lines.append("  </contact>")
+        lines.append("  <contact>")  # every pair explicit: its friction rows stiff too
+        for g1, g2, s in pairs:
+            mu, _, roll = s.friction
+            lines.append(f'    <pair geom1="{g1}" geom2="{g2}" condim="{condim}" '
+                         f'friction="{_vec((mu, mu, 0.0, roll, roll))}" '
+                         f'solref="{_vec(s.solref)}" solreffriction="{_vec((STEPS[0] * h, 1.0))}" '
+                         f'solimp="{_num(IMPEDANCE)} {_num(IMPEDANCE)} 0.001 0.5 2"/>')
+        lines.append("  </contact>")
     else:
         said.append(f"no dataset: contact durations are matched for a {MASS:g} kg body; "
-                    "body-body and per-material wall contacts need <pair>s (give --dataset)")
+                    "body-body and per-material wall contacts need <pair>s, and so does "
+                    "friction that acts fully within an impact (solreffriction: give --dataset)")
     lines.append("</mujoco>")
     said = list((scene.notes if scene is not None else ())) + said + notes(fitted, sets, h)
     said = list(dict.fromkeys(said))

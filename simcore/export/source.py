@@ -126,17 +126,21 @@ class Scene:
     notes: tuple = field(default_factory=tuple)
 
     @classmethod
-    def from_dataset(cls, ds, fitted):
+    def from_dataset(cls, ds, fitted, scenario=None):
         """The scene of dataset ``ds`` (:class:`simcore.data.dataset.Dataset`)
-        under the coefficients of ``fitted``: its first scenario's bodies,
-        that scenario's walls, the ground and free fall."""
+        under the coefficients of ``fitted``: the bodies of ``scenario``
+        (default its first), that scenario's walls, the ground and free
+        fall."""
         bodies = ds.tables["bodies"].to_pandas()
-        first = sorted(bodies["scenario_id"].unique())[0]
+        ids = sorted(bodies["scenario_id"].unique())
+        if scenario is not None and scenario not in ids:
+            raise ValueError(f"{ds.path}: no scenario {scenario!r} in its bodies table")
+        first = ids[0] if scenario is None else scenario
         notes = []
         mine = bodies[bodies["scenario_id"] == first].sort_values("body_id")
         keys = [c for c in ("shape", "mass", "radius", "hx", "hy", "hz", "material")
                 if c in bodies.columns]
-        if len(bodies.drop_duplicates(keys + ["body_id"])) != len(mine):
+        if scenario is None and len(bodies.drop_duplicates(keys + ["body_id"])) != len(mine):
             notes.append(f"the scenarios' bodies differ: the scene holds scenario {first}'s")
         out = []
         for _, row in mine.iterrows():
