@@ -90,6 +90,10 @@ DAMPRATIO = (0.005, 20.0)
 #: 10 %; more at higher e).
 STEPS = (4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 SPREAD = 0.1
+#: A compliant law's contact is softened for consistent rebounds only while
+#: its ``timeconst`` stays within this many times the law's (its duration
+#: is part of the fit; a rigid law has none to keep).
+SOFTEN = 4.0
 
 
 @dataclass(frozen=True)
@@ -181,24 +185,29 @@ def contact_set(mu, e, duration, timestep, gravity, rolling=0.0):
     dampratio`` (the contact's frequency at most one radian per step), and
     raised through :data:`STEPS` until one impact's rebound varies with its
     touch-down phase by at most :data:`SPREAD` (rms over the mean), so that
-    each impact rebounds near ``e``, not only their average; ``dampratio``
-    by bisection on :func:`rebound`."""
+    each impact rebounds near ``e``, not only their average, while a
+    compliant law's ``timeconst`` stays within :data:`SOFTEN` times its
+    own; ``dampratio`` by bisection on :func:`rebound`."""
     h = timestep
     omega = math.pi / duration if duration > 0.0 else math.inf  # the law's undamped frequency
 
     def law(zeta):
         return 1.0 / (omega * zeta) if math.isfinite(omega) else 0.0
 
+    found = None
     for steps in STEPS:
+        if found is not None and math.isfinite(omega) and steps * h > SOFTEN * law(found[0]):
+            break  # softer still would lose the fitted contact's duration
+
         def timeconst(zeta, steps=steps):
             return max(steps * h, h / zeta, law(zeta))
 
         zeta = _solve(e, timeconst, h, gravity)
-        tc = timeconst(zeta)
-        each = rebounds(zeta, tc, h, gravity)
-        spread = float(np.std(each) / max(np.mean(each), 1e-12))
-        if spread <= SPREAD:
+        each = rebounds(zeta, timeconst(zeta), h, gravity)
+        found = (zeta, timeconst(zeta), each, float(np.std(each) / max(np.mean(each), 1e-12)))
+        if found[3] <= SPREAD:
             break
+    zeta, tc, each, spread = found
     return ContactSet((mu, 0.0, rolling), (tc, zeta), float(np.mean(each)),
                       tc > law(zeta) * (1 + 1e-12) and duration > 0.0, spread, e, duration)
 
