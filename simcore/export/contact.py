@@ -46,7 +46,7 @@ def drop(fitted, kind, mass, speed, *materials):
     if law.family != penalty.FAMILY:
         return fitted.value(own["e"], *materials), 0.0
     code, row = law.code, law_row(fitted, kind, *materials)
-    k, n = penalty._module(code).spring(row)
+    k, n = penalty.spring(code, row)
     depth = penalty.penetration(code, row, mass, speed, 0.0)  # damping aside: an upper bound
     h = np.pi * np.sqrt(mass * depth / max(n * k * depth ** n, 1e-300)) / DROP_STEPS
     x, v, t = 0.0, speed, 0.0  # v: the approach rate x'

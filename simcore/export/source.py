@@ -20,6 +20,12 @@ from ..geometry.rigid import ground_normal
 from ..laws import registry as contact_laws
 
 
+def _material(row):
+    """A table row's material name, or "" (no column, null, empty)."""
+    value = row.get("material")
+    return value if isinstance(value, str) else ""
+
+
 @dataclass(frozen=True)
 class Fitted:
     """A fit's coefficients ``params`` ``{name: value}`` (per-material names
@@ -144,7 +150,7 @@ class Scene:
             notes.append(f"the scenarios' bodies differ: the scene holds scenario {first}'s")
         out = []
         for _, row in mine.iterrows():
-            material = str(row["material"]) if "material" in row and row["material"] else ""
+            material = _material(row)
             scale = fitted.value("inertia_scale", material)
             m = float(row["mass"])
             if row["shape"] == "sphere":
@@ -169,8 +175,7 @@ class Scene:
                 scale = float(np.linalg.norm(n))
                 height = row["height"] if "height" in row else None
                 walls.append(Wall(int(row["wall_id"]), tuple(n / scale), float(row["d"]) / scale,
-                                  str(row["material"]) if "material" in row and row["material"]
-                                  else "", None if height is None or height != height
+                                  _material(row), None if height is None or height != height
                                   else float(height)))
         dts = ds.tables["scenarios"].column("dt").to_pylist() if (
             "scenarios" in ds.tables and "dt" in ds.tables["scenarios"].column_names) else []

@@ -191,6 +191,12 @@ def spring_damper_py(law, row, x, v_i):
     return _module(law).spring_damper.py_func(row, x, v_i)
 
 
+def spring(law, row):
+    """The spring ``(k, n)`` of the contact law ``law`` with the coefficient
+    row ``row`` (its module's ``spring``)."""
+    return _module(law).spring(row)
+
+
 def _module(law):
     if law not in _MODULES:
         raise ValueError(f"penalty law code {law} has no kernel (simcore/laws/penalty.py "
