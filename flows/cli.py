@@ -123,10 +123,21 @@ def cmd_simulate(args):
         values = dict(ds.fixed_params, **given)
     else:
         values = _params(args.params, ds.fixed_params)
-    if spin is not None:
-        ds = replace(ds, spin=spin)
+    if spin is not None and bool(spin) != bool(ds.spin):
+        raise ValueError(f"{args.params} was fitted under the {'spinning' if spin else 'sliding'} "
+                         f"model; {args.dataset} uses the {'spinning' if ds.spin else 'sliding'} "
+                         "one (dataset.yaml model: spin): calibrate this dataset, or simulate "
+                         "one of that model")
     if laws is not None:
-        ds = replace(ds, laws=contact_laws.resolve(laws, ds.spin))
+        fitted_under = contact_laws.resolve(laws, ds.spin)
+        if fitted_under != ds.laws:
+            differ = {k: (fitted_under.get(k), ds.laws.get(k)) for k in ds.laws
+                      if fitted_under.get(k) != ds.laws.get(k)}
+            raise ValueError(f"{args.params} was fitted under other contact laws than "
+                             f"{args.dataset}'s: " + ", ".join(
+                                 f"{k} {a} (fit) against {b} (dataset)"
+                                 for k, (a, b) in differ.items()))
+        ds = replace(ds, laws=fitted_under)
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate")
     notes = []
@@ -530,8 +541,9 @@ def _print_fit(doc, written):
                      f"mean: train {scores['train_fazeli_median']:.3f}, "
                      f"{scores['train_fazeli_mean']:.3f}{test}; rms residual "
                      f"{scores['train_rms_mps']:.4g} m/s ({doc.get('verdict', '')})")
-    lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, "
-                 f"model version {doc['model_version']}")
+    version = (f"registered as {doc['model_uri']} (champion: {doc['champion_uri']})"
+               if doc.get("model_uri") else f"model version {doc['model_version']}")
+    lines.append(f"{doc['iterations']} iterations; MLflow run {doc['mlflow_run_id']}, {version}")
     if "decision" in doc:
         lines.append(f"champion: {doc['decision']}")
     lines.append(f"wrote {', '.join(map(str, written))}; see the runs with: contactfit ui")

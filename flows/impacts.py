@@ -34,7 +34,14 @@ from simcore.identify import fit as F
 from simcore.identify.impact_problem import ImpactProblem, fazeli_error
 
 from . import registry, report, server, settings, tracking
-from .pipeline import CalibrationFailed, _code_version, _parquet, _progress, run_name
+from .pipeline import (
+    CalibrationFailed,
+    _code_version,
+    _parquet,
+    _progress,
+    run_name,
+    start_values,
+)
 
 #: What a calibration of impacts fits with (the continuation over horizons,
 #: the secant steps and the robust warm-up are for rollouts).
@@ -103,9 +110,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     data, train, held, digest, source = load(dataset, cfg, hold_out)
     fixed = dict(data.fixed_params)
     free = cfg.fit or [n for n in data.read_coefficients() if n not in fixed]
-    values = dict(fixed)
-    values.update(start or {})
-    values.update(cfg.start)
+    values = start_values(fixed, free, start, cfg.start)
+    track = settings.for_dataset(track, cfg.model_key or data.name)
     train = train.with_coefficients([*free, *values])
     held = held.with_coefficients([*free, *values]) if held is not None else None
     layout = train.model.layout
@@ -158,7 +164,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                               layout.as_dict(layout.vector(values)), data.truth)
         shown = set(free) | set(data.read_coefficients())  # (the layout holds every slot)
         doc["params"] = {n: v for n, v in doc["params"].items() if n in shown}
-        doc.update(fit_s=fit_s, noise_m=None,
+        doc.update(fit_s=fit_s, noise_m=None, **registry.uris(track),
                    gate={"registered": ok, "reason": reason, "rms_limit_m": None},
                    verdict=("impacts carry no noise estimate (one sample before and one after "
                             "each): the residual is reported, not gated against a noise"))
@@ -184,7 +190,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             c, track, run_id, {"dataset": data.name, "dataset_digest": digest[:16],
                                "loss": result.loss, "kind": "impacts"})
         run.registered(version)
-        doc.update(model_version=version, first_champion=first)
+        doc.update(model_version=version, first_champion=first, **registry.uris(track, version))
         tracking.log_files(c, run_id, {"fit.json": report.dumps(doc)})
         tracking.set_tags(c, run_id, {"model_version": version or "",
                                       **({"champion": "first"} if first else {})})

@@ -372,9 +372,7 @@ def _free_and_start(loaded, cfg, start, baseline=None):
     here, before any run exists."""
     fixed = loaded.ds.fixed_params
     free = cfg.fit or [n for n in loaded.train.model.layout.coefficients if n not in fixed]
-    values = dict(fixed)
-    values.update(start or {})
-    values.update(cfg.start)
+    values = start_values(fixed, free, start, cfg.start)
     names = [*free, *values, *(baseline or {})]
     loaded = replace(loaded, train=loaded.train.with_coefficients(names),
                      test=loaded.test.with_coefficients(names) if loaded.test is not None
@@ -407,6 +405,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         loaded = load(dataset, cfg, need_test=hold_out)
         c, exp_id = store.result()
     loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
+    track = settings.for_dataset(track, cfg.model_key or loaded.ds.name)
     cfg = cfg.chosen(loaded.train)
     logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
                 f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
@@ -451,7 +450,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                   loaded.train.model.layout.as_dict(_vector(loaded, start)),
                                   loaded.ds.truth)
             doc.update(fit_s=fit_s, noise_m=noise,
-                       gate={"registered": ok, "reason": refusal, "rms_limit_m": limit})
+                       gate={"registered": ok, "reason": refusal, "rms_limit_m": limit},
+                       **registry.uris(track))
             if report.converged(result) and report.above(scores.get("train_rms_m"), limit):
                 # The optimiser stopped, but not at the noise: no "converged" verdict.
                 doc.update(converged=False, status=report.ABOVE_NOISE, message=refusal)
@@ -473,7 +473,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                       if not result.identifiability[n]["identifiable"])}
         )
         run.registered(version)
-        doc.update(model_version=version, first_champion=first)
+        doc.update(model_version=version, first_champion=first,
+                   **registry.uris(track, version))
         # fit.json and the report again, now with the version they describe.
         tracking.log_files(c, run_id, {"fit.json": report.dumps(doc),
                                        "report.html": report.report_html(doc, conv_png, over_png)})
@@ -482,6 +483,28 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     logger.info(f"calibrated {loaded.ds.name}: loss {result.loss:.6e}, "
                 f"{result.nit} iterations, model version {version}, run {run_id}")
     return doc
+
+
+def start_values(fixed, free, start, given):
+    """A calibration's start: the dataset's ``fixed`` values, then ``start``
+    (a champion's coefficients) except where the dataset fixes a
+    coefficient the fit does not free, then the config's ``given`` starts."""
+    values = dict(fixed)
+    held = {P.canonical(n) for n in fixed} - {P.canonical(n) for n in free}
+    values.update({k: v for k, v in (start or {}).items() if P.canonical(k) not in held})
+    values.update(given)
+    return values
+
+
+def registry_key(dataset, cfg):
+    """The registry key of a calibration of ``dataset`` under ``cfg``: its
+    ``model_key``, else the dataset's name (``dataset.yaml`` ``name``, else
+    the directory's), read without loading the tables."""
+    if cfg.model_key:
+        return cfg.model_key
+    meta = D.safe_yaml(Path(dataset) / "dataset.yaml") if (
+        Path(dataset) / "dataset.yaml").is_file() else None
+    return (meta or {}).get("name") or Path(dataset).resolve().name
 
 
 def _run_params(loaded, cfg, start, free, n_shards):
@@ -556,7 +579,7 @@ def recalibrate(dataset: str, config: dict | None = None):
     server.own_signals()
     logger = get_run_logger()
     cfg = settings.calibration(**(config or {}))
-    track = settings.tracking()
+    track = settings.for_dataset(settings.tracking(), registry_key(dataset, cfg))
     c, _ = tracking.client(track)
     champ = registry.champion(c, track)
     if champ is None:

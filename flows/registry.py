@@ -1,5 +1,8 @@
 """The model registry: fitted coefficient sets as versions, ``champion`` alias.
 
+Each dataset (or registry key, :func:`flows.settings.for_dataset`) has its
+own registered model; the functions here take the settings of that one.
+
 Each successful calibration registers a version holding its coefficients as
 a pyfunc model (:mod:`flows.pyfunc_model`); the first version of a name
 becomes the champion.  :func:`promote` moves the alias under a lock:
@@ -35,6 +38,15 @@ SIGNATURE = ModelSignature(
     outputs=Schema([ColSpec("string", "dataset"), ColSpec("string", "scenario_id"),
                     ColSpec("long", "body_id")]
                    + [ColSpec("double", c) for c in ("t", "x", "y", "z", "vx", "vy", "vz")]))
+
+
+def uris(settings, version=None):
+    """``fit.json``'s registry keys: the dataset's registered model, the URI
+    of this fit's version (None until registered) and of its champion."""
+    name = settings.registered_model
+    return {"registered_model": name,
+            "model_uri": f"models:/{name}/{version}" if version else None,
+            "champion_uri": f"models:/{name}@{settings.champion_alias}"}
 
 
 def register(c, settings, run_id, params, tags, laws=None, spin=False):

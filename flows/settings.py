@@ -17,6 +17,12 @@ key                    environment variable
 The default store is a SQLite file ``mlflow.db`` in the working directory
 (artifacts under ``./mlruns``), so a fresh machine needs no server.
 
+``registered_model`` is the registry's prefix: each dataset (or each
+``model_key`` a calibration config names) has a registered model of its
+own, ``<registered_model>-<dataset name>`` (:func:`for_dataset`), with its
+own versions and ``champion``, so that no dataset's fit ever competes with,
+or starts from, another's.
+
 Calibration options (:class:`CalibrationConfig`) come from a YAML file
 (``--config``) whose keys are the field names below; an unknown key or a
 value of the wrong kind is an error naming the file and the key.
@@ -65,6 +71,23 @@ class Tracking:
     registered_model: str
     champion_alias: str
     source: str = "defaults"
+
+
+def model_name(prefix, key):
+    """The registered model of registry ``key`` (a dataset's name, or a
+    config's ``model_key``): ``<prefix>-<key>``, the key's characters other
+    than letters, digits, ``_``, ``.`` and ``-`` written as ``_``."""
+    slug = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.-") else "_"
+                   for ch in str(key)).strip("._-") or "dataset"
+    return f"{prefix}-{slug}"
+
+
+def for_dataset(track, key):
+    """``track`` with ``registered_model`` the model of registry ``key``
+    (:func:`model_name`)."""
+    from dataclasses import replace
+
+    return replace(track, registered_model=model_name(track.registered_model, key))
 
 
 def tracking(path=None):
@@ -192,6 +215,9 @@ class CalibrationConfig(BaseModel):
     dask_address: StrictStr | None = None  # None with dask: a local cluster
     # recalibration test split when the data has none
     test_fraction: Annotated[Number, _want(lambda v: 0 < v < 1, "in (0, 1)")] = 0.25
+    # the registry key: fits with the same key share a registered model and
+    # its champion (None: the dataset's name)
+    model_key: StrictStr | None = None
     # the challenger must beat the champion by this fraction
     promote_margin: Annotated[Number, _want(lambda v: 0 <= v < 1, "in [0, 1)")] = 0.01
     overlays: Annotated[Count, _AT_LEAST_0] = 6  # scenarios drawn in the overlay plot

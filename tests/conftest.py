@@ -14,4 +14,10 @@ def store(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
     track = settings.tracking()
     c, exp = tracking.client(track)
+    # mlflow's process-wide URIs too: a command that loads a registered model
+    # sets them, and a later test's ``models:/`` URI must mean its own store.
+    import mlflow
+
+    mlflow.set_tracking_uri(track.tracking_uri)
+    mlflow.set_registry_uri(track.registry_uri)
     return track, c, exp

@@ -23,6 +23,11 @@ TABLE = str(Path("datasets/synthetic-table").resolve())
 INFORMED = ["mu_s", "mu_k", "v_th", "mu_bb", "e_bb", "mu_w", "e_bw"]
 
 
+def _table(track):
+    """The registered model of the synthetic table's fits (one per dataset)."""
+    return settings.model_name(track.registered_model, "synthetic-table")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def harness():
     # A busy 2-core machine can take longer than Prefect's 30 s to start the
@@ -80,9 +85,9 @@ def test_calibrate_logs_the_run_and_registers_the_champion(store):
     fit = json.loads(Path(c.download_artifacts(run.info.run_id, "fit.json")).read_text())
     assert fit["model_version"] == doc["model_version"] == "1"
     # The registry: version 1 is champion and simulates a dataset.
-    mv = c.get_model_version_by_alias(track.registered_model, "champion")
+    mv = c.get_model_version_by_alias(_table(track), "champion")
     assert str(mv.version) == "1" and mv.run_id == run.info.run_id
-    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    model = mlflow.pyfunc.load_model(f"models:/{_table(track)}@champion")
     out = model.predict(pd.DataFrame({"dataset": [TABLE]}))
     assert len(out) == int(p["rows_trajectories"])
     assert {"scenario_id", "body_id", "t", "x", "y", "z"} <= set(out.columns)
@@ -98,9 +103,9 @@ def test_a_failed_fit_leaves_the_run_failed_and_the_alias_in_place(store):
     runs = _runs(c, exp)
     assert [r.info.status for r in runs] == ["FINISHED", "FAILED"]
     assert "did not converge" in runs[1].data.tags["error"]
-    versions = c.search_model_versions(f"name = '{track.registered_model}'")
+    versions = c.search_model_versions(f"name = '{_table(track)}'")
     assert [str(v.version) for v in versions] == ["1"]
-    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == \
+    assert str(c.get_model_version_by_alias(_table(track), "champion").version) == \
         first["model_version"]
 
 
@@ -142,23 +147,68 @@ def test_an_exception_inside_the_flow_marks_the_run_failed(store, monkeypatch):
 
 def test_recalibrate_promotes_a_better_challenger_and_keeps_a_champion_otherwise(store):
     track, c, exp = store
-    # A poor champion: the defaults, registered from a run of their own.
-    run_id = tracking.start_run(c, exp, "defaults", {})
     from simcore import params as P
 
-    registry.register(c, track, run_id, P.DEFAULTS, {})
+    # Another dataset's champion, far off: never this dataset's start nor its rival.
+    run_id = tracking.start_run(c, exp, "elsewhere", {})
+    registry.register(c, settings.for_dataset(track, "billiards"), run_id,
+                      dict(P.DEFAULTS, mu_k=0.9), {})
+    tracking.finish(c, run_id)
+    # A poor champion of the table: the defaults, registered from a run of their own.
+    run_id = tracking.start_run(c, exp, "defaults", {})
+    registry.register(c, settings.for_dataset(track, "synthetic-table"), run_id, P.DEFAULTS, {})
     tracking.finish(c, run_id)
     doc = pipeline.recalibrate(TABLE)
     assert doc["decision"] == "promoted"
     assert doc["challenger_test_loss"] < 0.99 * doc["champion_test_loss"]
-    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == \
+    assert str(c.get_model_version_by_alias(_table(track), "champion").version) == \
         doc["model_version"] == "2"
     # Again on the same data: the challenger is not better by the margin.
     again = pipeline.recalibrate(TABLE)
     assert again["decision"] == "kept" and again["model_version"] == "3"
-    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "2"
+    assert str(c.get_model_version_by_alias(_table(track), "champion").version) == "2"
     tags = c.get_run(again["mlflow_run_id"]).data.tags
     assert tags["decision"] == "kept" and tags["champion_after"] == "2"
+    assert again["champion_uri"] == f"models:/{_table(track)}@champion"
+    assert again["model_uri"] == f"models:/{_table(track)}/3"
+    other = settings.model_name(track.registered_model, "billiards")
+    assert [str(v.version) for v in c.search_model_versions(f"name = '{other}'")] == ["1"]
+
+
+def test_a_start_never_changes_what_the_dataset_fixes():
+    """A champion's coefficients start a recalibration, except one the
+    dataset fixes and the fit holds (the dataset's value stays)."""
+    fixed = {"mu_s": 0.5, "v_th": 1e-9}
+    champion = {"mu_s": 0.28, "v_th": 0.04, "mu_k": 0.21}
+    assert pipeline.start_values(fixed, ["mu_k"], champion, {}) == {
+        "mu_s": 0.5, "v_th": 1e-9, "mu_k": 0.21}
+    assert pipeline.start_values(fixed, ["mu_k", "mu_s"], champion, {"mu_k": 0.3}) == {
+        "mu_s": 0.28, "v_th": 1e-9, "mu_k": 0.3}
+
+
+def test_simulate_refuses_a_model_fitted_under_another_motion_model_or_laws(store, tmp_path,
+                                                                          capsys):
+    """The billiards' spinning fit on the sliding table, or a fit under other
+    laws, is one line and exit 1, not a silent simulation of another model."""
+    from simcore import params as P
+
+    track, c, exp = store
+    run_id = tracking.start_run(c, exp, "spin", {})
+    registry.register(c, track, run_id, dict(P.DEFAULTS), {}, laws={}, spin=True)
+    tracking.finish(c, run_id)
+    assert main(["simulate", TABLE, "--params", f"models:/{track.registered_model}/1",
+                 "--out", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fitted under the spinning model" in err[0]
+    run_id = tracking.start_run(c, exp, "laws", {})
+    registry.register(c, track, run_id, dict(P.DEFAULTS), {},
+                      laws={"body_body": "frictional_inelastic"})
+    tracking.finish(c, run_id)
+    assert main(["simulate", TABLE, "--params", f"models:/{track.registered_model}/2",
+                 "--out", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "body_body frictional_inelastic (fit) against impulse" in err[0]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_champion_decisions_are_serialised(store):
@@ -300,7 +350,7 @@ def test_the_scheduled_deployment_is_defined_and_a_triggered_run_completes(store
     final = asyncio.run(state())
     assert final.is_completed(), final
     track, c, exp = store
-    assert str(c.get_model_version_by_alias(track.registered_model, "champion").version) == "1"
+    assert str(c.get_model_version_by_alias(_table(track), "champion").version) == "1"
 
 
 def _start_mlflow_server(tmp_path):
@@ -370,7 +420,9 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
     assert len(hist) == doc["iterations"]
     arts = {f["path"] for f in get("artifacts/list", run_id=doc["mlflow_run_id"])["files"]}
     assert {"fit.json", "report.html", "model"} <= arts
-    alias = get("registered-models/alias", name="contactfit-coefficients", alias="champion")
+    alias = get("registered-models/alias", name="contactfit-coefficients-synthetic-table",
+                alias="champion")
+    assert doc["champion_uri"] == "models:/contactfit-coefficients-synthetic-table@champion"
     assert alias["model_version"]["version"] == "1"
 
 
@@ -518,7 +570,7 @@ def test_cli_fits_per_material_coefficients_and_logs_them_under_encoded_keys(sto
     assert run.data.params["theta0_e_bb.resin.rubber"] == run.data.params["theta0_e_bb"]
     assert "e_bb@resin+rubber" in capsys.readouterr().out
     # The fitted set simulates the dataset again (the registry's pyfunc too).
-    model = mlflow.pyfunc.load_model(f"models:/{track.registered_model}@champion")
+    model = mlflow.pyfunc.load_model(doc["champion_uri"])
     assert len(model.predict(pd.DataFrame({"dataset": [str(ds)]}))) > 0
 
 
@@ -637,7 +689,8 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     assert b"marked FAILED" in err and b"Traceback" not in err
     (run,) = c.search_runs([running[0].info.experiment_id])
     assert run.info.status == "FAILED" and "interrupted by SIG" in run.data.tags["error"]
-    assert c.search_model_versions("name = 'contactfit-coefficients'") == []
+    assert [m.name for m in c.search_registered_models()
+            if c.search_model_versions(f"name = '{m.name}'")] == []
     for pid in children:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(
             f"/proc/{pid}/status").read_text().lower(), pid
@@ -974,7 +1027,9 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert "Fazeli" in out and "e_bg" in out and "mu_s" not in out
     # the registered set predicts the impacts again (loaded from the version's
     # source: another test's simulate may have pointed mlflow's global URI elsewhere)
-    mv = c.get_model_version_by_alias(track.registered_model, "champion")
+    assert doc["registered_model"] == settings.model_name(track.registered_model,
+                                                          "fazeli-ellipse")
+    mv = c.get_model_version_by_alias(doc["registered_model"], "champion")
     assert mv.run_id == doc["mlflow_run_id"]
     model = mlflow.pyfunc.load_model(mv.source)
     pred = model.predict(pd.DataFrame({"dataset": [IMPACTS]}))
