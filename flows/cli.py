@@ -597,31 +597,40 @@ def _server_lost():
 
 
 def _run_flow(args, which):
-    from flows import pipeline, report, server, settings, tracking
+    from flows import settings
+    from simcore.data import dataset as D
+    from simcore.data import impacts as measured_impacts
 
     cfg = _fit_config(args)
     config = cfg.as_dict()
+    print(f"reading and checking {args.dataset} ...", flush=True)
+    # A bad dataset, or a config that does not fit it, is reported before any
+    # flow starts, and before Prefect and MLflow are even imported (seconds).
+    impacts_data = measured_impacts.is_impacts(args.dataset)
+    if impacts_data:
+        if which != "calibrate":
+            raise ValueError(f"{args.dataset}: {which} reads trajectories; a dataset of "
+                             "measured impacts is fitted by contactfit calibrate")
+        measured_impacts.read(args.dataset)
+    else:
+        ds, rep, _ = D.validate(args.dataset, summary=False)  # no collision-detection pass
+        if rep:
+            raise D.DatasetError(f"{args.dataset}: invalid dataset\n{rep.text()}", rep)
+        settings.check_against(cfg, ds, str(args.config) if args.config else "options")
+    from flows import pipeline, report, server, tracking
+
     # A bad mlflow.yml or environment, or a store locked elsewhere, is named
     # before any flow starts (and stale runs on the store are reaped here).
     c, _ = tracking.client(settings.tracking())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flow_fn = pipeline.calibrate if which == "calibrate" else pipeline.recalibrate
-    print(f"reading and checking {args.dataset} ...", flush=True)
-    # A bad dataset, or a config that does not fit it, is reported before any flow starts.
-    from simcore.data import impacts as measured_impacts
-
-    if measured_impacts.is_impacts(args.dataset):
+    if impacts_data:
         from flows import impacts
 
-        if which != "calibrate":
-            raise ValueError(f"{args.dataset}: {which} reads trajectories; a dataset of "
-                             "measured impacts is fitted by contactfit calibrate")
-        measured_impacts.read(args.dataset)
         flow_fn = impacts.calibrate
     else:
-        ds = pipeline.preload(args.dataset)
-        settings.check_against(cfg, ds, str(args.config) if args.config else "options")
+        pipeline.preload(args.dataset, ds)  # the flow's load reuses it
     cold = _compile_notice(which)
     try:
         with server.kept_signals({s: _interrupted for s in INTERRUPTS}):

@@ -133,12 +133,12 @@ def _validated(path):
     return ds
 
 
-def preload(path):
+def preload(path, ds=None):
     """Read and validate ``path`` now (a bad dataset raises
-    :class:`~simcore.data.dataset.DatasetError` before any flow or run exists);
-    the next ``load`` of the same path in this process reuses it.  Returns
-    the dataset."""
-    _VALIDATED[str(path)] = _validated(path)
+    :class:`~simcore.data.dataset.DatasetError` before any flow or run exists),
+    or take ``ds``, read and validated already; the next ``load`` of the same
+    path in this process reuses it.  Returns the dataset."""
+    _VALIDATED[str(path)] = _validated(path) if ds is None else ds
     return _VALIDATED[str(path)]
 
 

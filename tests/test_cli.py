@@ -1,6 +1,7 @@
 """The command line and the dataset reader, end to end on small synthetic sets."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -245,3 +246,22 @@ def test_ui_prints_its_url_only_once_the_server_answers(tmp_path, monkeypatch, c
     monkeypatch.setattr(subprocess, "Popen", lambda cmd, env=None: Gone())
     assert cli.main(["ui", "--port", "5078"]) == 1
     assert "http://" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["calibrate", "/nonexistent/dataset"], "/nonexistent/dataset: invalid dataset"),
+    (["calibrate", "datasets/synthetic-table", "--fit", "mu_x"], "did you mean"),
+    (["recalibrate", "datasets/fazeli-ellipse"], "reads trajectories"),
+])
+def test_bad_input_is_rejected_before_prefect_or_mlflow_is_imported(argv, words):
+    """A typo is named without loading Prefect and MLflow (which take
+    seconds to import): the check runs first."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from flows.cli import main; rc = main(%r); "
+            "print(rc, 'prefect' in sys.modules, 'mlflow' in sys.modules)" % (argv,))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert done.stdout.split()[-3:] == ["1", "False", "False"], done.stderr[-2000:]
+    assert words in done.stderr and "Traceback" not in done.stderr
