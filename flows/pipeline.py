@@ -498,13 +498,14 @@ def start_values(fixed, free, start, given):
 
 def registry_key(dataset, cfg):
     """The registry key of a calibration of ``dataset`` under ``cfg``: its
-    ``model_key``, else the dataset's name (``dataset.yaml`` ``name``, else
-    the directory's), read without loading the tables."""
+    ``model_key``, else the dataset's name as :class:`~simcore.data.dataset.Dataset`
+    gives it (``dataset.yaml`` ``name``, else the directory's), read without
+    loading the tables."""
     if cfg.model_key:
         return cfg.model_key
     meta = D.safe_yaml(Path(dataset) / "dataset.yaml") if (
         Path(dataset) / "dataset.yaml").is_file() else None
-    return (meta or {}).get("name") or Path(dataset).resolve().name
+    return (meta or {}).get("name", Path(dataset).name)
 
 
 def _run_params(loaded, cfg, start, free, n_shards):
