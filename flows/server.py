@@ -213,6 +213,9 @@ def run_settings():
     # in the run's error.txt): Prefect's own line keeps its message only.
     flow_log = logging.getLogger("prefect.flow_runs")
     flow_log.addFilter(one_line_failures)
+    # The temporary server's start: its address, without a documentation link.
+    prefect_log = logging.getLogger("prefect")
+    prefect_log.addFilter(address_only)
     # Dask's cluster start and stop log a hundred INFO lines; its worker
     # processes read the level from the environment.
     dask_log = logging.getLogger("distributed")
@@ -229,6 +232,16 @@ def run_settings():
         log.setLevel(level)
         dask_log.setLevel(dask_level)
         flow_log.removeFilter(one_line_failures)
+        prefect_log.removeFilter(address_only)
+
+
+def address_only(record):
+    """Keep the first line of Prefect's "Starting temporary server on URL"
+    (its second is a documentation link on every run; a logging filter)."""
+    if str(record.msg).startswith("Starting temporary server"):
+        record.msg = str(record.msg).split("\n", 1)[0]
+        record.args = ()
+    return True
 
 
 def one_line_failures(record):

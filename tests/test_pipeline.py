@@ -537,6 +537,11 @@ def test_run_settings_drop_heartbeats_only_on_the_temporary_server():
             assert get_current_settings().flows.heartbeat_frequency is None
             assert log.getEffectiveLevel() >= logging.WARNING
         assert get_current_settings().flows.heartbeat_frequency is not None
+    # the temporary server's start keeps its address, not the documentation link
+    record = logging.LogRecord("prefect", logging.INFO, "", 0, "Starting temporary server on "
+                               "http://127.0.0.1:1\nSee https://www.prefect.io/docs ...", (), None)
+    assert server.address_only(record) and record.getMessage() == (
+        "Starting temporary server on http://127.0.0.1:1")
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4200/api",
                              PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
         with server.run_settings():
