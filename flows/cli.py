@@ -139,12 +139,12 @@ def cmd_simulate(args):
                                  for k, (a, b) in differ.items()))
         ds = replace(ds, laws=fitted_under)
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
-    cold = _compile_notice("simulate")
+    cold = _compile_notice("simulate", ds)
     notes = []
     tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes,
                                      strict=args.strict)
     if cold:
-        _compiled("simulate")
+        _compiled(cold)
     for line in notes:
         print(line)
     out = Path(args.out)
@@ -631,7 +631,7 @@ def _run_flow(args, which):
         flow_fn = impacts.calibrate
     else:
         pipeline.preload(args.dataset, ds)  # the flow's load reuses it
-    cold = _compile_notice(which)
+    cold = _compile_notice(which, None if impacts_data else ds)
     try:
         with server.kept_signals({s: _interrupted for s in INTERRUPTS}):
             doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
@@ -645,7 +645,7 @@ def _run_flow(args, which):
         print(f"contactfit {which}: error: {exc}", file=sys.stderr)
         return 1
     if cold:
-        _compiled(which)
+        _compiled(cold)
     (out / "fit.json").write_text(report.dumps(doc))
     _print_fit(doc, _artifacts(c, doc, out))
     return 0
@@ -865,22 +865,36 @@ def build_parser():
 COMPILE_S = {"simulate": 55, "calibrate": 70, "recalibrate": 70}
 
 
-def _compile_notice(command):
-    """Say so before a command's first run compiles the kernels (once its
-    input was read and checked); returns whether it will, and then the
-    caller calls :func:`_compiled` once the run succeeded."""
+def _kernels(command, ds=None):
+    """The compile marker of a command's kernels: a recalibration runs a
+    calibration's, and each engine (the sliding, spinning and rigid-body
+    ones) has kernels of its own, so the marker names the dataset's."""
+    base = "calibrate" if command == "recalibrate" else command
+    if ds is None:
+        return base
+    boxes = "shape" in ds.tables["bodies"].column_names and "box" in set(
+        ds.tables["bodies"].column("shape").to_pylist())
+    return f"{base}-{'rigid' if boxes else 'spin' if ds.spin else 'sliding'}"
+
+
+def _compile_notice(command, ds=None):
+    """Say so before a command's first run on this engine compiles its
+    kernels (once its input was read and checked); returns the marker to
+    pass :func:`_compiled` once the run succeeded, or None when they are
+    cached."""
     from simcore.kernel import config
 
-    if command not in COMPILE_S or config.compiled(command):
-        return False
+    marker = _kernels(command, ds)
+    if command not in COMPILE_S or config.compiled(marker):
+        return None
     print(f"compiling the engine, first run only, about {COMPILE_S[command]} s", flush=True)
-    return True
+    return marker
 
 
-def _compiled(command):
+def _compiled(marker):
     from simcore.kernel import config
 
-    config.mark_compiled(command)
+    config.mark_compiled(marker)
 
 
 def main(argv=None):

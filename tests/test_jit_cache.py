@@ -88,6 +88,20 @@ def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
     assert not cli._compile_notice("simulate") and capsys.readouterr().out == ""
     assert cli._compile_notice("calibrate")  # each command compiles its own kernels
     assert not cli._compile_notice("validate")
+    # each engine has its own kernels; a recalibration runs a calibration's
+    from pathlib import Path
+
+    from simcore.data import dataset as D
+
+    shipped = Path(__file__).resolve().parents[1] / "datasets"
+    table, balls = D.read(shipped / "synthetic-table"), D.read(shipped / "billiards")
+    marker = cli._compile_notice("calibrate", table)
+    assert marker == "calibrate-sliding"
+    capsys.readouterr()
+    config.mark_compiled(marker)
+    assert cli._compile_notice("recalibrate", table) is None
+    assert cli._compile_notice("calibrate", balls) == "calibrate-spin"
+    assert "compiling the engine" in capsys.readouterr().out
 
 
 def test_cli_says_nothing_of_compiling_when_the_input_is_bad(tmp_path, monkeypatch, capsys):
