@@ -350,10 +350,13 @@ def overlays_png(measured, simulated, scenario_ids):
     m_sid = np.asarray(measured["scenario_id"], dtype=object)
     col = {k: (np.asarray(measured[k]), np.asarray(simulated[k]))
            for k in ("body_id", "t", "x", "y", "z", "tilt") if k in measured}
+    turned = residual = False  # what the lower panels show
+    bodies = 0
     for k, sid in enumerate(scenario_ids):
         path_ax, res_ax = axes[2 * (k // cols), k % cols], axes[2 * (k // cols) + 1, k % cols]
         here = np.flatnonzero(m_sid == sid)
         for c, b in enumerate(np.unique(col["body_id"][0][here])):
+            bodies = max(bodies, c + 1)
             r = here[col["body_id"][0][here] == b]
             r = r[np.argsort(col["t"][0][r])]
             (mx, sx), (my, sy) = ((col[a][0][r], col[a][1][r]) for a in ("x", "y"))
@@ -370,7 +373,9 @@ def overlays_png(measured, simulated, scenario_ids):
                 turn_ax.set_ylabel("tilt [deg] (grey)", fontsize=8)
                 turn_ax.tick_params(labelsize=7)
                 res_ax.set_ylabel("height [mm]", fontsize=8)
+                turned = True
             else:
+                residual = True
                 res_ax.plot(t, 1e3 * np.hypot(sx - mx, sy - my), lw=1.0,
                             color=f"C{c}", label=f"body {b}")
                 res_ax.set_ylabel("x-y residual [mm]", fontsize=8)
@@ -385,9 +390,15 @@ def overlays_png(measured, simulated, scenario_ids):
         axes[2 * (k // cols), k % cols].axis("off")
         axes[2 * (k // cols) + 1, k % cols].axis("off")
     fig.legend(handles=[Line2D([], [], ls="", marker=".", color="0.3", label="measured"),
-                        Line2D([], [], color="0.3", label="simulated")],
-               loc="upper right", fontsize=8, title="colour: body", title_fontsize=8)
-    fig.suptitle("measured and simulated paths, and the residual over time", fontsize=10)
+                        Line2D([], [], color="0.3", label="simulated")]
+               + [Line2D([], [], color=f"C{c}", lw=3, label=f"body {c + 1} of a scene")
+                  for c in range(bodies if bodies > 1 else 0)],
+               loc="upper right", fontsize=8, title="colour: body (by id order)",
+               title_fontsize=8)
+    below = " and ".join(w for w, on in (("the x-y residual", residual),
+                                         ("height and tilt", turned)) if on)
+    fig.suptitle(f"measured and simulated paths, and {below or 'the residual'} over time",
+                 fontsize=10)
     return _png(fig)
 
 

@@ -272,7 +272,7 @@ def test_spread_reruns_the_predictions_from_perturbed_starts(tmp_path, monkeypat
                                                    rel=0.35)
 
 
-def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
+def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path, monkeypatch):
     from flows import report
     from simcore.data import replay, synth
     assert replay.tilt(np.array([1.0, 0, 0, 0])) == pytest.approx(0.0)
@@ -289,6 +289,11 @@ def test_paths_of_tossed_boxes_carry_height_and_tilt_for_the_report(tmp_path):
     assert np.degrees(np.abs(sim["tilt"][-5:] - meas["tilt"][-5:])).max() < 2.0  # both flat
     png = report.overlays_png(meas, sim, prob.ids)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # the figure says what its lower panels show (height and tilt, not a residual)
+    monkeypatch.setattr(report, "_png", lambda fig: fig)
+    fig = report.overlays_png(meas, sim, prob.ids)
+    assert fig._suptitle.get_text() == ("measured and simulated paths, and height and tilt "
+                                        "over time")
 
 
 def test_import_model_options_are_checked_in_one_line(tmp_path, capsys):

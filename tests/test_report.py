@@ -140,3 +140,17 @@ def test_the_convergence_plot_marks_each_stage_of_the_fit():
     result = SimpleNamespace(history=history, free=tuple(f"c{k}" for k in range(12)),
                              params={f"c{k}": 1.08 for k in range(12)})
     assert report.convergence_png(result)[:4] == b"\x89PNG"
+
+
+def test_the_overlays_name_their_panels_and_bodies(monkeypatch):
+    """Spheres: the lower panels are x-y residuals, said in the title, and a
+    scene's bodies are told apart in the legend."""
+    monkeypatch.setattr(report, "_png", lambda fig: fig)
+    t = np.linspace(0.0, 1.0, 5)
+    cols = {"scenario_id": np.array(["s0"] * 10, dtype=object), "body_id": np.repeat([0, 1], 5),
+            "t": np.r_[t, t], "x": np.r_[t, -t], "y": np.r_[t, t]}
+    fig = report.overlays_png(cols, {**cols, "x": cols["x"] + 0.001}, ["s0"])
+    assert fig._suptitle.get_text() == ("measured and simulated paths, and the x-y residual "
+                                        "over time")
+    labels = [x.get_text() for x in fig.legends[0].get_texts()]
+    assert labels == ["measured", "simulated", "body 1 of a scene", "body 2 of a scene"]
