@@ -292,14 +292,25 @@ def _shard_count(cfg, nscen):
     return max(1, min(n, nscen // 2 or 1))
 
 
-def _progress(logger, history):
-    """The fit callback: MLflow metrics, and a progress line per iteration in
-    the terminal once the fit has run for more than a second."""
-    t0 = time.perf_counter()
+#: The least time [s] between two progress lines of one stage of a fit.
+PROGRESS_EVERY_S = 2.0
+
+
+def _progress(logger, history, every=PROGRESS_EVERY_S, clock=time.perf_counter):
+    """The fit callback: MLflow metrics for every iteration, and in the
+    terminal, once the fit has run for more than a second, a progress line
+    at most every ``every`` seconds (and at each new stage: a horizon, the
+    segments or the rollouts), so that a fast optimiser's hundreds of
+    iterations do not flood it."""
+    t0 = clock()
+    last = {"t": -np.inf, "stage": None}
 
     def callback(rec):
         history(rec)
-        if time.perf_counter() - t0 > 1.0:
+        now = clock()
+        stage = (rec.get("horizon"), rec.get("part"))
+        if now - t0 > 1.0 and (now - last["t"] >= every or stage != last["stage"]):
+            last.update(t=now, stage=stage)
             theta = ", ".join(f"{k}={v:.5g}" for k, v in rec["theta"].items())
             logger.info(f"iteration {rec['iter']:3d} (horizon {rec['horizon']:.2f}) "
                         f"loss {rec['loss']:.6e}  {theta}")

@@ -1058,3 +1058,18 @@ def test_cli_calibrates_measured_impacts_and_registers_them(store, tmp_path, cap
     assert main(["calibrate", IMPACTS, "--config", str(cfg), "--out", str(tmp_path / "n")]) == 1
     assert "no nuisance unknowns" in capsys.readouterr().err
     assert len(_runs(c, exp)) == runs  # refused before any run exists
+
+
+def test_progress_lines_are_throttled_but_every_stage_is_shown():
+    """Every iteration goes to MLflow; the terminal gets a line at most every
+    two seconds of one stage, and one at each new stage."""
+    now = [0.0]
+    seen, lines = [], []
+    logger = type("L", (), {"info": lambda self, msg: lines.append(msg)})()
+    callback = pipeline._progress(logger, seen.append, every=2.0, clock=lambda: now[0])
+    for k in range(1, 301):  # 300 iterations 0.1 s apart, the horizon switching at 200
+        now[0] = 1.0 + 0.1 * k
+        callback({"iter": k, "horizon": 0.5 if k <= 200 else 1.0, "loss": 1.0 / k,
+                  "theta": {"mu_k": 0.2}, "part": "rollouts"})
+    assert len(seen) == 300
+    assert 10 <= len(lines) <= 20 and any("iteration 201 (horizon 1.00)" in x for x in lines)
