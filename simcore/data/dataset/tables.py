@@ -161,6 +161,10 @@ def _check_columns(table, name, path, report, row0=0):
             rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
             report.add_rows("missing value", path, name, c, rows + row0, "empty cell", sids)
             continue
+        if kind in ("float", "int") and pa.types.is_boolean(col.type):
+            report.add("wrong type", f"{path}: table {name}, column {c}",
+                       f"expected {kind} values, got booleans", once=True)
+            continue
         try:
             if kind == "bool":
                 if not pa.types.is_boolean(col.type):

@@ -309,7 +309,7 @@ def _check_parameters(ds, report):
 #: that does not match the numbers, a corrupt file), unless ``dataset.yaml``
 #: sets ``allow_implausible: true`` for unusual data.
 PLAUSIBLE = {"radius": (1e-4, 10.0, "m"), "mass": (1e-6, 1e5, "kg"),
-             "speed": (0.0, 1e3, "m/s"), "force": (0.0, 1e6, "N"),
+             "speed": (0.0, 1e3, "m/s"), "force": (0.0, 1e6, "N"), "position": (0.0, 1e4, "m"),
              "sample rate": (1.0, 1e5, "Hz"), "dt": (1e-6, None, "s")}
 
 
@@ -344,6 +344,13 @@ def _check_plausible(ds, f, scan, report):
             report.add_rows("implausible value", f["bodies"], "bodies", c, bad,
                             f"{c} outside [{lo:g}, {hi:g}] {unit}{_OVERRIDE}", b_sid)
     cols = ds.tables["bodies"].column_names
+    for c in ("x0", "y0", "z0"):
+        if c in cols:
+            bad = np.flatnonzero(np.abs(_col(ds, "bodies", c)) > PLAUSIBLE["position"][1])
+            if bad.size:
+                report.add_rows("implausible value", f["bodies"], "bodies", c, bad,
+                                f"initial position beyond {PLAUSIBLE['position'][1]:g} m of the "
+                                f"origin{_OVERRIDE}", b_sid)
     if all(c in cols for c in ("vx0", "vy0", "vz0")):
         v0 = np.stack([_col(ds, "bodies", c) for c in ("vx0", "vy0", "vz0")], axis=1)
         with np.errstate(over="ignore"):  # 1e300 is reported, not squared
