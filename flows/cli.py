@@ -39,11 +39,11 @@
 ``contactfit serve DATASET [--cron "0 3 * * *"] [--config C.yaml]``
     Serves the scheduled ``recalibrate`` deployment (flows/deploy.py).
 
-``contactfit export FIT --to mujoco --out PATH [--dataset D] [--timestep S]``
+``contactfit export FIT --to mujoco|drake|pooltool --out PATH [--dataset D] [--timestep S]``
     Writes the fit (a ``fit.json`` or a ``models:/`` URI) in the target
-    simulator's own terms (``simcore.export``): MuJoCo's MJCF ``<default>``
-    classes, and with a dataset its whole scene; prints one line per
-    coefficient the target can only approximate.
+    simulator's own terms (``simcore.export``): MuJoCo's MJCF, Drake's
+    SDFormat, pooltool's parameters, with a dataset its scene; prints one
+    line per coefficient the target can only approximate.
 
 ``contactfit ui [--port P]``
     Starts the MLflow UI on 127.0.0.1 for the configured store.
@@ -613,9 +613,7 @@ def _run_flow(args, which):
                              "measured impacts is fitted by contactfit calibrate")
         measured_impacts.read(args.dataset)
     else:
-        ds, rep, _ = D.validate(args.dataset, summary=False)  # no collision-detection pass
-        if rep:
-            raise D.DatasetError(f"{args.dataset}: invalid dataset\n{rep.text()}", rep)
+        ds = D.read(args.dataset)  # (no collision-detection pass)
         settings.check_against(cfg, ds, str(args.config) if args.config else "options")
     from flows import pipeline, report, server, tracking
 

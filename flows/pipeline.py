@@ -126,19 +126,12 @@ def simulate_shard(ref, horizon, method, kwargs):
 _VALIDATED = {}
 
 
-def _validated(path):
-    ds, rep, _ = D.validate(path, summary=False)  # no collision-detection pass
-    if rep:
-        raise D.DatasetError(f"{path}: invalid dataset\n{rep.text()}", rep)
-    return ds
-
-
 def preload(path, ds=None):
     """Read and validate ``path`` now (a bad dataset raises
     :class:`~simcore.data.dataset.DatasetError` before any flow or run exists),
     or take ``ds``, read and validated already; the next ``load`` of the same
     path in this process reuses it.  Returns the dataset."""
-    _VALIDATED[str(path)] = _validated(path) if ds is None else ds
+    _VALIDATED[str(path)] = D.read(path) if ds is None else ds
     return _VALIDATED[str(path)]
 
 
@@ -154,7 +147,7 @@ def load(path, cfg, need_test=False):
 
 
 def _load(path, cfg, need_test):
-    ds = _VALIDATED.pop(str(path), None) or _validated(path)
+    ds = _VALIDATED.pop(str(path), None) or D.read(path)
     has_split = "scenarios" in ds.tables and "split" in ds.tables["scenarios"].column_names
     split = D.split(ds, test_fraction=cfg.test_fraction, seed=cfg.seed)
     source = "dataset" if has_split else f"seeded fraction {cfg.test_fraction}"
