@@ -400,6 +400,8 @@ PLAUSIBILITY = [
     ({"bodies": _set("vx0", 2, 1e300)}, ["bodies, column vx0, row 2", "above 1000 m/s"]),
     ({"bodies": _set("x0", 1, 1e300)}, ["bodies, column x0, row 1",
                                         "beyond 10000 m of the origin"]),
+    ({"trajectories": _set("y", 6, -1e300)}, ["trajectories, column x, row 6",
+                                              "position beyond 10000 m of the origin"]),
     ({"controls": _set("fx", 0, 2e7)}, ["controls, column fx, row 0", "above 1e+06 N"]),
     ({"scenarios": _set("dt", 1, 1e6)}, ["scenarios, column dt, row 1",
                                          "[1e-06 s, the duration]"]),

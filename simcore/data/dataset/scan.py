@@ -183,6 +183,11 @@ def _arrays(table, row0):
 HEAD = 8
 
 
+#: A trajectory position farther than this from the origin [m] is noted
+#: (``validate`` reports it as implausible: a corrupt value or a wrong unit).
+FAR = 1e4
+
+
 class _Scan:
     """The trajectories' row checks, fed batch by batch in file order.
 
@@ -222,7 +227,7 @@ class _Scan:
         self.head_p = np.zeros((nb, HEAD, 3))
         self.closed = np.zeros(len(names), np.bool_)
         self.state = np.array([-1, 1], np.int64)  # last scenario code; rows grouped
-        self.found = {"t": [[], {}, 0], "orphan": [[], {}, 0]}
+        self.found = {"t": [[], {}, 0], "orphan": [[], {}, 0], "far": [[], {}, 0]}
 
     @property
     def grouped(self):
@@ -249,6 +254,13 @@ class _Scan:
                 rows.append(row0 + i)
                 sids[row0 + i] = str(names[code[i]])
             self.found[what][2] = n + int(nfound[k])
+        # positions beyond FAR of the origin (a corrupt value; judged plausible or not later)
+        far = np.flatnonzero((np.abs(x) > FAR) | (np.abs(y) > FAR) | (np.abs(z) > FAR))
+        rows, sids, n = self.found["far"]
+        for i in far[:max(Report.SHOW - len(rows), 0)]:
+            rows.append(row0 + int(i))
+            sids[row0 + int(i)] = str(names[code[i]])
+        self.found["far"][2] = n + int(far.size)
 
     def report(self, f, report, b_sid):
         """The trajectories' row violations (in :data:`KINDS` order); ``f``

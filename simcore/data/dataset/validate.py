@@ -15,7 +15,7 @@ from ...model import MAX_BODIES, TOUCH_TOL
 from .. import targets
 from .contract import BOX_COLS, COM_COLS, TABLES, DatasetError, Report
 from .load import _read
-from .scan import BATCH_ROWS, HEAD, _series_batches, _Unstreamable
+from .scan import BATCH_ROWS, FAR, HEAD, _series_batches, _Unstreamable
 from .scenarios import body_series, fitted_initial_states, groups
 from .tables import _col, _keys, _table_file, _units
 
@@ -309,7 +309,7 @@ def _check_parameters(ds, report):
 #: that does not match the numbers, a corrupt file), unless ``dataset.yaml``
 #: sets ``allow_implausible: true`` for unusual data.
 PLAUSIBLE = {"radius": (1e-4, 10.0, "m"), "mass": (1e-6, 1e5, "kg"),
-             "speed": (0.0, 1e3, "m/s"), "force": (0.0, 1e6, "N"), "position": (0.0, 1e4, "m"),
+             "speed": (0.0, 1e3, "m/s"), "force": (0.0, 1e6, "N"), "position": (0.0, FAR, "m"),
              "sample rate": (1.0, 1e5, "Hz"), "dt": (1e-6, None, "s")}
 
 
@@ -343,6 +343,11 @@ def _check_plausible(ds, f, scan, report):
         if bad.size:
             report.add_rows("implausible value", f["bodies"], "bodies", c, bad,
                             f"{c} outside [{lo:g}, {hi:g}] {unit}{_OVERRIDE}", b_sid)
+    rows, sids, n = scan.found["far"]
+    if n:
+        report.add_rows("implausible value", f["trajectories"], "trajectories", "x", rows,
+                        f"position beyond {PLAUSIBLE['position'][1]:g} m of the origin"
+                        f"{_OVERRIDE}", sids, total=n)
     cols = ds.tables["bodies"].column_names
     for c in ("x0", "y0", "z0"):
         if c in cols:
@@ -359,12 +364,14 @@ def _check_plausible(ds, f, scan, report):
         if bad.size:
             report.add_rows("implausible value", f["bodies"], "bodies", "vx0", bad,
                             f"initial speed above {PLAUSIBLE['speed'][1]:g} m/s{_OVERRIDE}", b_sid)
-        fitted = np.array([v for _, v in scan.initial_states(
-            _col(ds, "bodies", "radius"), ds.ground_z).values()]).reshape(-1, 3)
-        seen = np.linalg.norm(fitted, axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
+            fitted = np.array([v for _, v in scan.initial_states(
+                _col(ds, "bodies", "radius"), ds.ground_z).values()]).reshape(-1, 3)
+            seen = np.linalg.norm(fitted, axis=1)
         n = np.minimum(scan.count, HEAD)
         take = np.arange(HEAD) < n[:, None]
-        noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n)
+        with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
+            noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n)
         step = np.median(np.diff(scan.head_t[n >= 2, :2], axis=1)) if (n >= 2).any() else 0.0
         agree = max(SPEED_AGREE, SPEED_NOISE * noise / step if noise and step > 0 else 0.0)
         far = (np.maximum(speed, seen) > SPEED_RATIO * np.minimum(speed, seen) + agree) & (
