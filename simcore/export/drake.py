@@ -153,7 +153,9 @@ def write(fitted, scene=None, timestep=None):
         notes += said
     stiff = 2.0 * max(v[0] for v in fits.values())
     mu = (max(v[2] for v in fits.values()), max(v[3] for v in fits.values()))
-    ground = (stiff, max(v[1] for v in fits.values()), *mu)
+    # the ground's dissipation the least of the materials': each body's, set
+    # against it, then stays positive (and its friction the largest: harmonic means)
+    ground = (stiff, min(v[1] for v in fits.values()), *mu)
     own = {m: against(ground, v) for m, v in fits.items()}
     if scene.walls:
         notes.append(f"{scene.name}'s walls and body-body contacts are not exported")
