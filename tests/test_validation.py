@@ -68,6 +68,8 @@ RULES = [
     ("trajectories", _set("body_id", 4, 9), ["trajectory without body", "row 4"]),
     ("bodies", lambda df: df.assign(z0=df.z0 - 0.02), ["below the ground", "bodies", "z0", "row 0"]),
     ("bodies", lambda df: df.assign(x0=0.0, y0=0.0), ["overlapping", "bodies 0 and 1"]),
+    ("bodies", _set("x0", 0, 10.0), ["inside a wall at the first sample",
+                                     "bodies, column x0, row 0", "into wall"]),
     ("bodies", lambda df: df.iloc[0:0], ["empty table", "bodies"]),
     ("bodies", lambda df: df.assign(mass=True),
      ["wrong type", "table bodies, column mass", "expected float values, got booleans"]),
@@ -422,7 +424,7 @@ def test_implausible_values_are_reported_unless_allowed(good, tmp_path, edits, w
     meta = yaml.safe_load((bad / "dataset.yaml").read_text())
     (bad / "dataset.yaml").write_text(yaml.safe_dump(dict(meta, allow_implausible=True)))
     _, report, _ = dataset.validate(bad)
-    assert "implausible" not in report.text()
+    assert "implausible value" not in report.text()  # (other rules still hold)
 
 
 # --- what calibrate would refuse, found by validate ----------------------------------

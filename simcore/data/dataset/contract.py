@@ -130,7 +130,7 @@ KINDS = ("missing file", "unreadable or truncated file", "unknown units", "unkno
          "non-positive duration or dt", "sample after the duration", "unknown split",
          "centre of mass outside the body",
          "non-unit quaternion", "below the ground at the first sample",
-         "spheres overlapping at the first sample")
+         "inside a wall at the first sample", "spheres overlapping at the first sample")
 
 
 class Report:

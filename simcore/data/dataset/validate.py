@@ -524,6 +524,7 @@ def _check_first_sample(ds, f, scan, report, b_sid):
                         f"z - radius (a box: its lowest corner) below ground_z by more than "
                         f"{tol:g} m (beyond the 3 mm snap of the initial fit)",
                         {int(b_index[r]): b_sid[r] for r in below[:Report.SHOW]})
+    _check_walls(ds, f, p0, radius, fixed, given, b_index, b_sid, report)
     # Overlaps: every pair of a scenario's bodies, in one pass.
     of_scenario = groups(ds, "bodies")
     rows = np.concatenate(list(of_scenario.values())) if of_scenario else np.zeros(0, np.int64)
@@ -541,6 +542,38 @@ def _check_first_sample(ds, f, scan, report, b_sid):
                        f"{f['trajectories']}: table trajectories, row {int(b_index[b])}",
                        f"bodies {int(body_id[a])} and {int(body_id[b])} overlap by "
                        f"{-gap:.3g} m (more than the {tol:g} m taken as touching)", sid)
+
+
+def _check_walls(ds, f, p0, radius, fixed, given, b_index, b_sid, report):
+    """Spheres on the free side of their scenario's walls at the start (the
+    engine refuses one deeper than ``TOUCH_TOL`` into a wall: a moved body,
+    a wall's sign or offset, a unit)."""
+    if "walls" not in ds.tables or not ds.tables["walls"].num_rows:
+        return
+    sphere = _col(ds, "bodies", "shape").astype(str) == "sphere"
+    body_sid = np.array([str(ds.names[c]) for c in ds.codes["bodies"]], dtype=object)
+    w_sid = np.asarray(ds.tables["walls"]["scenario_id"].to_pylist(), dtype=object)
+    normal = np.stack([_col(ds, "walls", c) for c in ("nx", "ny", "nz")], axis=1)
+    size = np.linalg.norm(normal, axis=1)
+    d = _col(ds, "walls", "d")
+    wall_id = _col(ds, "walls", "wall_id")
+    inside, depth = np.zeros(radius.size, bool), np.zeros(radius.size)
+    for k in np.flatnonzero(size > 0):
+        here = (w_sid[k] == "*") | (body_sid == w_sid[k])
+        gap = (p0 @ normal[k] - d[k]) / size[k] - radius
+        hit = here & sphere & ~fixed & (gap < -TOUCH_TOL) & ~inside
+        depth[hit] = -gap[hit]
+        inside |= hit
+        if hit.any():
+            wall = int(wall_id[k])
+            rows = np.flatnonzero(hit)
+            where = (f["bodies"], "bodies", "x0", rows, b_sid) if given else (
+                f["trajectories"], "trajectories", "x", b_index[rows],
+                {int(b_index[r]): b_sid[r] for r in rows[:Report.SHOW]})
+            report.add_rows("inside a wall at the first sample", *where[:4],
+                            f"the sphere is up to {depth[rows].max():.3g} m into wall {wall} "
+                            f"(more than the {TOUCH_TOL:g} m taken as touching; n . p = d with "
+                            "n into the free side)", where[4])
 
 
 def _box_reach(ds):
