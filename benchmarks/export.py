@@ -54,6 +54,33 @@ PUBLISHED_DRAKE_POS_CM = 1.48
 TIMESTEPS = (0.002, 0.001, 0.0005, 0.00025)
 
 
+def _between(t, h, steps):
+    """Each time of ``t`` between two of ``steps`` steps of ``h``: the
+    earlier step's index and the weight of the later one (``(n, 1)``)."""
+    u = np.asarray(t) / h
+    i = np.minimum(np.floor(u).astype(int), steps - 1)
+    return i, (u - i)[:, None]
+
+
+def _fit_of(params, ds):
+    """The fit a benchmark exports: a ``fit.json`` (``params``), else the
+    dataset's ``truth`` under its laws and motion model."""
+    from simcore.export import Fitted
+
+    doc = json.loads(Path(params).read_text()) if params else {
+        "params": {**ds.fixed_params, **ds.truth},
+        "dataset": {"laws": dict(ds.laws), "model": {"spin": ds.spin}}}
+    return Fitted.from_doc(doc, str(params or "the dataset's truth"))
+
+
+def drake_starts(state, sample_times, body=0):
+    """The starts :func:`drake_predict` reads, one per scenario of ``state``."""
+    return [{"pos": state.body_pos[s, body].tolist(), "quat": state.body_quat[s, body].tolist(),
+             "vel": state.body_vel[s, body].tolist(), "omega": state.body_omega[s, body].tolist(),
+             "times": (np.asarray(ts) - state.time[s]).tolist()}
+            for s, ts in enumerate(sample_times)]
+
+
 def mujoco_predict(xml, state, sample_times, body=0):
     """Positions and orientations (w, x, y, z) of body ``body`` at every
     sample time (rows of all scenarios in order) simulated in MuJoCo from
@@ -83,9 +110,7 @@ def mujoco_predict(xml, state, sample_times, body=0):
         for k in range(steps):
             mujoco.mj_step(model, data)
             xp[k + 1], xq[k + 1] = data.qpos[0:3], data.qpos[3:7]
-        u = t / h
-        i = np.minimum(np.floor(u).astype(int), steps - 1)
-        f = (u - i)[:, None]
+        i, f = _between(t, h, steps)
         pos.append(xp[i] * (1 - f) + xp[i + 1] * f)
         a, b = xq[i], xq[i + 1]
         b = np.where((np.sum(a * b, axis=1) < 0)[:, None], -b, b)
@@ -157,11 +182,7 @@ def drake_figures(fit, scene, test, base):
     from simcore.export import drake
 
     text, _ = drake.write(fit, scene)
-    st = test.state
-    starts = [{"pos": st.body_pos[s, 0].tolist(), "quat": st.body_quat[s, 0].tolist(),
-               "vel": st.body_vel[s, 0].tolist(), "omega": st.body_omega[s, 0].tolist(),
-               "times": (np.asarray(ts) - st.time[s]).tolist()}
-              for s, ts in enumerate(test.targets.sample_times)]
+    starts = drake_starts(test.state, test.targets.sample_times)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "cube.sdf").write_text(text)
         (Path(tmp) / "starts.json").write_text(json.dumps(starts))
@@ -239,13 +260,10 @@ def pooltool_figures(python, params=None, dataset=BILLIARDS):
 
     from simcore.data import dataset as D
     from simcore.engine import simulate
-    from simcore.export import Fitted, Scene, pooltool
+    from simcore.export import Scene, pooltool
 
     ds = D.read(dataset)
-    doc = json.loads(Path(params).read_text()) if params else {
-        "params": {**ds.fixed_params, **ds.truth},
-        "dataset": {"laws": dict(ds.laws), "model": {"spin": ds.spin}}}
-    fit = Fitted.from_doc(doc, str(params or "the dataset's truth"))
+    fit = _fit_of(params, ds)
     text, _ = pooltool.write(fit, Scene.from_dataset(ds, fit))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pooltool.yaml"
@@ -292,14 +310,11 @@ def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
 
     from simcore.data import dataset as D
     from simcore.engine import simulate
-    from simcore.export import Fitted, Scene, mujoco
+    from simcore.export import Scene, mujoco
     from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
-    doc = json.loads(Path(params).read_text()) if params else {
-        "params": {**ds.fixed_params, **ds.truth},
-        "dataset": {"laws": dict(ds.laws), "model": {"spin": ds.spin}}}
-    fit = Fitted.from_doc(doc, str(params or "the dataset's truth"))
+    fit = _fit_of(params, ds)
     problem = Problem.from_dataset(ds, coefficients=list(fit.params))
     layout = problem.model.layout
     theta = layout.vector({k: v for k, v in fit.params.items() if k in layout.names})
@@ -335,9 +350,8 @@ def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
             mj.mj_step(model, data)
             track[k + 1] = (data.qpos[:3 * n].reshape(n, 3)
                             + np.array([b.pos for b in scene.bodies]))
-        u = t / timestep
-        i = np.minimum(np.floor(u).astype(int), steps - 1)
-        f = (u - i)[:, None, None]
+        i, f = _between(t, timestep, steps)
+        f = f[:, :, None]
         theirs[ptr[s]:ptr[s + 1], :n] = track[i] * (1 - f) + track[i + 1] * f
     wall = time.perf_counter() - t0
     meas = problem.targets.measured

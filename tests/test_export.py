@@ -350,12 +350,9 @@ def test_the_cube_flies_in_drake_as_in_contactfit(tmp_path):
     problem = Problem.from_dataset(ds, order=["toss0", "toss1"], coefficients=["com_z"])
     st = problem.state
     times = [t[:6] for t in problem.targets.sample_times]
-    starts = [{"pos": st.body_pos[s, 0].tolist(), "quat": st.body_quat[s, 0].tolist(),
-               "vel": st.body_vel[s, 0].tolist(), "omega": st.body_omega[s, 0].tolist(),
-               "times": (np.asarray(t) - st.time[s]).tolist()} for s, t in enumerate(times)]
-    (tmp_path / "s.json").write_text(json.dumps(starts))
-    from benchmarks.export import drake_predict
+    from benchmarks.export import drake_predict, drake_starts
 
+    (tmp_path / "s.json").write_text(json.dumps(drake_starts(st, times)))
     got = drake_predict(tmp_path / "c.sdf", tmp_path / "s.json", 1e-5, gravity=ds.gravity)
     sim = simulate(problem.model.with_params(problem.model.layout.vector(doc["params"])),
                    st, times)

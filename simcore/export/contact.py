@@ -42,9 +42,8 @@ def drop(fitted, kind, mass, speed, *materials):
     ``materials`` for a body of ``mass`` [kg] met at ``speed`` [m/s] (see
     the module)."""
     law = contact_laws.BY_NAME[fitted.law(kind)]
-    own = dict(zip(("mu_s", "mu", "e"), OWN[kind]))
     if law.family != penalty.FAMILY:
-        return fitted.value(own["e"], *materials), 0.0
+        return fitted.value(OWN[kind][2], *materials), 0.0  # its restitution
     code, row = law.code, law_row(fitted, kind, *materials)
     k, n = penalty.spring(code, row)
     depth = penalty.penetration(code, row, mass, speed, 0.0)  # damping aside: an upper bound

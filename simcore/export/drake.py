@@ -48,6 +48,8 @@ from ..geometry.rigid import quat_matrix
 from ..laws import hunt_crossley, penalty
 from ..laws import registry as contact_laws
 from . import contact
+from .source import number as _num
+from .source import numbers as _vec
 
 #: The impact speed [m/s] the dissipation and stiffness are matched at.
 SPEED = 1.0
@@ -57,10 +59,6 @@ TIMESTEP = 1e-3
 #: (Drake's point contact between a box and a half space is one point, the
 #: deepest: a box on the ground then rocks on it instead of resting on four).
 CORNER_RADIUS = 1e-5
-
-
-def _num(x):
-    return f"{float(x) + 0.0:.10g}"
 
 
 def refuse(fitted):
@@ -173,7 +171,7 @@ def write(fitted, scene=None, timestep=None):
     # the plane's +z turned onto the normal: R_y(ty) R_x(tx), fixed-axis roll tx then pitch ty
     tilt = (float(np.arcsin(-normal[1])), float(np.arctan2(normal[0], normal[2])), 0.0)
     lines += ['    <link name="ground">',
-              f'      <pose>{" ".join(_num(x) for x in (*point, *tilt))}</pose>',
+              f'      <pose>{_vec((*point, *tilt))}</pose>',
               '      <collision name="ground">',
               "        <geometry><plane><normal>0 0 1</normal><size>100 100</size></plane>"
               "</geometry>",
@@ -193,21 +191,21 @@ def write(fitted, scene=None, timestep=None):
                        f"<sphere><radius>{_num(CORNER_RADIUS)}</radius></sphere>")
                       for k in range(8)]
         lines += [f'    <link name="{label}">',
-                  f'      <pose>{" ".join(_num(x) for x in (*b.pos, *_rpy(b.quat)))}</pose>',
+                  f'      <pose>{_vec((*b.pos, *_rpy(b.quat)))}</pose>',
                   "      <inertial>",
-                  f'        <pose>{" ".join(_num(x) for x in (*b.com, 0, 0, 0))}</pose>',
+                  f'        <pose>{_vec((*b.com, 0, 0, 0))}</pose>',
                   f"        <mass>{_num(b.mass)}</mass>",
                   f"        <inertia><ixx>{_num(ixx)}</ixx><iyy>{_num(iyy)}</iyy>"
                   f"<izz>{_num(izz)}</izz><ixy>0</ixy><ixz>0</ixz><iyz>0</iyz></inertia>",
                   "      </inertial>"]
         for name, at, shape in shapes:
             lines += [f'      <collision name="{name}">',
-                      f'        <pose>{" ".join(_num(x) for x in (*at, 0, 0, 0))}</pose>',
+                      f'        <pose>{_vec((*at, 0, 0, 0))}</pose>',
                       f"        <geometry>{shape}</geometry>",
                       _properties(own[b.material], 8), "      </collision>"]
         if b.shape != "sphere":
             lines += [f'      <visual name="{label}"><geometry><box><size>'
-                      f"{' '.join(_num(2 * s) for s in b.size)}</size></box></geometry></visual>"]
+                      f"{_vec(2 * s for s in b.size)}</size></box></geometry></visual>"]
         lines.append("    </link>")
     lines += ["  </model>", "</sdf>"]
     return "\n".join(lines) + "\n", list(dict.fromkeys(notes))

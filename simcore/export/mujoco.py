@@ -66,6 +66,8 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from . import contact
+from .source import number as _num
+from .source import numbers as _vec
 
 #: solimp's dmin = dmax: a constant impedance, near MuJoCo's hard limit (at
 #: its default 0.95 a box's four corner contacts share their regularisation
@@ -113,14 +115,10 @@ class ContactSet:
     duration: float = 0.0
 
     def attrs(self):
-        f = " ".join(_num(x) for x in self.friction)
-        s = " ".join(_num(x) for x in self.solref)
+        f = _vec(self.friction)
+        s = _vec(self.solref)
         imp = f"{_num(IMPEDANCE)} {_num(IMPEDANCE)} 0.001 0.5 2"
         return f'friction="{f}" solref="{s}" solimp="{imp}"'
-
-
-def _num(x):
-    return f"{float(x) + 0.0:.10g}"  # (no "-0")
 
 
 def rebounds(dampratio, timeconst, timestep, gravity=9.81, speed=SPEED, phases=PHASES):
@@ -277,10 +275,6 @@ def notes(fitted, sets, timestep):
     return out
 
 
-def _vec(xs):
-    return " ".join(_num(x) for x in xs)
-
-
 def _cls(prefix, material):
     return f"{prefix}_{material}" if material else prefix
 
@@ -307,6 +301,12 @@ def write(fitted, scene=None, timestep=None):
     walls = scene.walls if scene is not None else ()
     condim = 6 if fitted.value("mu_roll") > 0.0 else 3
     sets, said = [], []  # (label, ContactSet) for the notes
+    memo = {}  # a contact's set, by its kind and arguments: scenes repeat them
+
+    def cached(make, *args):
+        if (make, args) not in memo:
+            memo[make, args] = make(fitted, *args)
+        return memo[make, args]
 
     def remember(label, s):
         sets.append((label, s))
@@ -317,9 +317,9 @@ def write(fitted, scene=None, timestep=None):
         {""} | {k.partition("@")[2] for k in fitted.params if "@" in k and "+" not in k})
     mass_of = {m: next((b.mass for b in bodies if b.material == m), MASS) for m in materials}
     ground = {m: remember(f"body-ground{' ' + m if m else ''}",
-                          _ground_set(fitted, mass_of[m], h, gravity, m)) for m in materials}
+                          cached(_ground_set, mass_of[m], h, gravity, m)) for m in materials}
     wall_mats = sorted({w.material for w in walls}) if walls else [""]
-    wall = {w: _wall_set(fitted, mass_of[materials[0]], h, gravity, materials[0], w)
+    wall = {w: cached(_wall_set, mass_of[materials[0]], h, gravity, materials[0], w)
             for w in wall_mats}
     if walls:
         for w, ws in wall.items():
@@ -352,7 +352,7 @@ def write(fitted, scene=None, timestep=None):
         for b in bodies:
             name = f"body_{b.body_id}"
             kind = "sphere" if b.shape == "sphere" else "box"
-            s = _ground_set(fitted, b.mass, h, gravity, b.material)
+            s = cached(_ground_set, b.mass, h, gravity, b.material)
             if s.solref != ground[b.material].solref:  # another mass than its class's
                 remember(f"{name}-ground", s)
             pairs.append((name, "ground", s))
@@ -368,7 +368,7 @@ def write(fitted, scene=None, timestep=None):
                          f'type="{kind}" size="{_vec(b.size)}" mass="0"/>')
             lines.append("    </body>")
             for w in walls:
-                ws = _wall_set(fitted, b.mass, h, gravity, b.material, w.material)
+                ws = cached(_wall_set, b.mass, h, gravity, b.material, w.material)
                 if ws != wall[w.material]:  # a wall whose coefficient depends on the body's
                     remember(f"{name}-wall {w.wall_id}", ws)
                 pairs.append((name, f"wall_{w.wall_id}", ws))
@@ -377,7 +377,7 @@ def write(fitted, scene=None, timestep=None):
                 m = a.mass * b.mass / (a.mass + b.mass)
                 pairs.append((f"body_{a.body_id}", f"body_{b.body_id}", remember(
                     f"body {a.body_id}-body {b.body_id}",
-                    _pair_set(fitted, m, h, gravity, a.material, b.material))))
+                    cached(_pair_set, m, h, gravity, a.material, b.material))))
         lines.append("  </worldbody>")
         lines.append("  <contact>")  # every pair explicit: its friction rows stiff too
         for g1, g2, s in pairs:

@@ -20,6 +20,16 @@ from ..geometry.rigid import ground_normal
 from ..laws import registry as contact_laws
 
 
+def number(x):
+    """``x`` as a file's text: ten significant digits, never ``-0``."""
+    return f"{float(x) + 0.0:.10g}"
+
+
+def numbers(xs):
+    """:func:`number` of each of ``xs``, space-separated."""
+    return " ".join(number(x) for x in xs)
+
+
 def _material(row):
     """A table row's material name, or "" (no column, null, empty)."""
     value = row.get("material")

@@ -551,7 +551,7 @@ def _check_walls(ds, f, p0, radius, fixed, given, b_index, b_sid, report):
     if "walls" not in ds.tables or not ds.tables["walls"].num_rows:
         return
     sphere = _col(ds, "bodies", "shape").astype(str) == "sphere"
-    body_sid = np.array([str(ds.names[c]) for c in ds.codes["bodies"]], dtype=object)
+    body_sid = np.asarray(ds.names, dtype=object)[ds.codes["bodies"]]
     w_sid = np.asarray(ds.tables["walls"]["scenario_id"].to_pylist(), dtype=object)
     normal = np.stack([_col(ds, "walls", c) for c in ("nx", "ny", "nz")], axis=1)
     size = np.linalg.norm(normal, axis=1)
