@@ -51,7 +51,9 @@ class SimResult:
     final ones.  Rigid bodies (the time-stepper, :mod:`simcore.rigid.rigid_engine`)
     also have ``samp_quat (M, nbody, 4)`` and ``final.body_quat``, the
     orientations, and ``steps (nscen,)``, the steps each scenario took; the
-    time-stepper logs no events (its contacts are forces, not impacts).
+    time-steppers log contact phases (their starts and ends,
+    :mod:`simcore.rigid.phases`), not instantaneous impacts, and only with
+    the samples.
     """
 
     samp_ptr: np.ndarray
@@ -157,7 +159,8 @@ class Sensitivities:
 
     ``final_pos``, ``final_vel (nscen, nbmax, 3, NT)``: d(state at the end
     time); ``event_t (E, NT)``, ``event_dva``, ``event_dvb (E, 3, NT)``: d of
-    each logged event's time and velocity changes (rows as in ``SimResult``);
+    each logged event's time and velocity changes (rows as in ``SimResult``;
+    NaN for the time-steppers' contact phases, which have none);
     ``traj_sse (nscen,)``: the sum of squared position residuals against the
     measured samples, ``traj_grad (nscen, NT)`` = ``J^T r`` and ``traj_gn
     (nscen, NT, NT)`` = ``J^T J`` (symmetric; empty when not asked for);
@@ -350,12 +353,17 @@ def contacts(model, state, s):
                                int(s))
 
 
-def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, measured,
-                    gauss_newton):
+def _simulate_rigid(model, state, samples, parallel, keep, directions, measured,
+                    gauss_newton, event_capacity):
     """:func:`simulate` on the time-stepper (:mod:`simcore.rigid.rigid_engine`),
-    with the sensitivities of :mod:`simcore.rigid.rigid_tangent` when asked."""
+    with the sensitivities of :mod:`simcore.rigid.rigid_tangent` when asked
+    and, with the samples (``keep``) and an ``event_capacity`` (0: none),
+    its contact phases as events (:mod:`simcore.rigid.phases`; the
+    scenarios whose log overflowed run again with room for their events)."""
     m = model
+    samp_ptr, samp_t = samples
     batch = _rigid_batch(model, samp_ptr, samp_t)
+    cap = max(0, int(event_capacity)) if keep else 0
     final = state.copy()
     want = directions is not None or measured is not None
     tan = None
@@ -364,20 +372,33 @@ def _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep, directions, 
         tan = _tangent_buffers(model, np.arange(m.nscen), directions, measured, gauss_newton, 0)
     out = rigid_engine.run(batch, final.body_pos, final.body_vel, final.body_omega,
                            final.body_quat, final.time, parallel, keep, tan,
-                           "moreau" if m.integrator == INTEGRATOR_MOREAU else "penalty")
+                           "moreau" if m.integrator == INTEGRATOR_MOREAU else "penalty", cap)
     status.check(out.status, final.time, m.names)
-    events = {f: np.zeros((0, 3) if f in ("normal", "dva", "dvb") else 0,
-                          np.int64 if f in ("kind", "a", "b", "slip") else np.float64)
-              for f in EVENT_FIELDS}
+    logs = {"f": out.ev_f, "i": out.ev_i}
+    ptr, events = _pack({name: logs[which][..., col] if width == 1
+                         else logs[which][..., col:col + width]
+                         for name, (which, col, width) in FIELD_COLUMNS.items()},
+                        out.ev_count if cap else np.zeros(m.nscen, np.int64), cap)
+    over = np.flatnonzero(out.ev_count > cap) if cap else np.zeros(0, np.int64)
+    if over.size:  # those scenarios again, with room for their events
+        rows = np.concatenate([np.arange(samp_ptr[s], samp_ptr[s + 1]) for s in over])
+        again = _simulate_rigid(
+            m.subset(over), state.subset(over),
+            (np.r_[0, np.cumsum(np.diff(samp_ptr)[over])].astype(np.int64), samp_t[rows]),
+            parallel, keep, directions, None if measured is None else measured[rows],
+            gauss_newton, int(out.ev_count[over].max()))
+        for q, s in enumerate(over):
+            for name, ev in again.events(q).items():
+                events[name][ptr[s]:ptr[s + 1]] = ev
     sens = None
     if want:
         nt = directions.count
         _mark_blown(m, directions, tan)
-        sens = _sensitivities(directions, tan, np.zeros((0, nt)), np.zeros((0, 3, nt)),
-                              np.zeros((0, 3, nt)))
-    return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final,
-                     np.zeros(m.nscen + 1, np.int64),
-                     **{"event_" + f: v for f, v in events.items()}, sens=sens,
+        ne = events["t"].shape[0]  # (contact phases have no tangents: NaN)
+        sens = _sensitivities(directions, tan, np.full((ne, nt), np.nan),
+                              np.full((ne, 3, nt), np.nan), np.full((ne, 3, nt), np.nan))
+    return SimResult(samp_ptr, samp_t, out.out_pos, out.out_vel, final, ptr,
+                     **{"event_" + f: events[f] for f in EVENT_FIELDS}, sens=sens,
                      samp_omega=out.out_omega, samp_quat=out.out_quat, steps=out.steps)
 
 
@@ -408,6 +429,24 @@ def _mark_blown(model, directions, tan):
     tan.nondiff[bad] |= sensitivity.ND_STIFF
 
 
+def _pack(logs, ev_count, cap):
+    """``(ptr, flat)``: the CSR pointers of ``ev_count`` events per scenario
+    and each log of ``logs`` (``(nscen, cap, ...)`` arrays) packed in that
+    order; the rows of a scenario that overflowed its ``cap`` are left zero
+    (for its re-run to fill)."""
+    ptr = np.zeros(ev_count.shape[0] + 1, np.int64)
+    ptr[1:] = np.cumsum(ev_count)
+    keep = ev_count <= cap
+    mask = (np.arange(cap)[None, :] < ev_count[:, None]) & keep[:, None]
+    if keep.all():
+        return ptr, {k: b[mask] for k, b in logs.items()}
+    rows = (ptr[:-1, None] + np.arange(cap)[None, :])[mask]
+    flat = {k: np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for k, b in logs.items()}
+    for k, b in logs.items():
+        flat[k][rows] = b[mask]
+    return ptr, flat
+
+
 def _events(out, tan):
     """The named event fields (:data:`EVENT_FIELDS`) and their tangents
     (``t``, ``dva``, ``dvb``) of a run's logs, per scenario and slot."""
@@ -431,7 +470,9 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
 
     Events are buffered ``event_capacity`` per scenario; a scenario with more
     is run again on its own with room for all of them, so memory follows the
-    events that occur.
+    events that occur.  The time-steppers log their contact phases
+    (:mod:`simcore.rigid.phases`) with the samples only, and none at an
+    ``event_capacity`` of 0.
 
     Sensitivities (``result.sens``): ``directions`` (:class:`Directions`) asks
     for forward-mode tangents along them; ``measured (M, nbmax, 3)``, rows
@@ -453,8 +494,8 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     _refuse_unknown(model, rigid_engine if model.integrator in RIGID
                     else spin_engine if model.spin else sliding_engine)
     if model.integrator in RIGID:
-        return _simulate_rigid(model, state, samp_ptr, samp_t, parallel, keep_samples,
-                               directions, measured, gauss_newton)
+        return _simulate_rigid(model, state, (samp_ptr, samp_t), parallel, keep_samples,
+                               directions, measured, gauss_newton, event_capacity)
     nscen = model.nscen
     cap = max(1, int(event_capacity))
     final = state.copy()
@@ -467,21 +508,10 @@ def simulate(model, state, sample_times=None, event_capacity=64, parallel=True,
     status.check(out.status, final.time, model.names)
     # Pack the events (row-major order of the buffers is CSR order),
     # re-running the scenarios that overflowed their buffer.
-    logs = _events(out, tan)
-    ptr = np.zeros(nscen + 1, np.int64)
-    ptr[1:] = np.cumsum(ev_count)
-    keep = ev_count <= cap
-    mask = (np.arange(cap)[None, :] < ev_count[:, None]) & keep[:, None]
-    if keep.all():
-        flat = {k: b[mask] for k, b in logs.items()}
-    else:
-        rows = (ptr[:-1, None] + np.arange(cap)[None, :])[mask]
-        flat = {k: np.zeros((int(ptr[-1]),) + b.shape[2:], b.dtype) for k, b in logs.items()}
-        for k, b in logs.items():
-            flat[k][rows] = b[mask]
+    ptr, flat = _pack(_events(out, tan), ev_count, cap)
     # The overflowed scenarios again, in batches of like event counts (each
     # batch's buffer holds at most RERUN_EVENTS events), in parallel.
-    over = np.flatnonzero(~keep)
+    over = np.flatnonzero(ev_count > cap)
     over = over[np.argsort(ev_count[over], kind="stable")]
     i = 0
     while i < over.size:

@@ -134,6 +134,15 @@ def test_generate_box_tosses_validates_and_names_its_settings(tmp_path, capsys):
     assert main(["generate", str(tmp_path / "bad"), "--shape", "box",
                  "--materials", "steel"]) == 1
     assert "--materials" in capsys.readouterr().err
+    # Simulated, the tosses' contact phases are the events table's rows.
+    assert main(["simulate", str(out), "--params", str(_truth(out, tmp_path)),
+                 "--out", str(tmp_path / "sim")]) == 0
+    events = pd.read_parquet(tmp_path / "sim" / "events.parquet")
+    assert set(events.kind) == {"body-ground start", "body-ground end"}
+    for _, toss in events.groupby("scenario_id"):
+        assert toss.kind.iloc[0] == "body-ground start" and (toss.body_b == -1).all()
+        ends = toss[toss.kind == "body-ground end"]
+        assert len(ends) >= 1 and (ends.jn > 0).all() and (ends.dvaz > 0).all()
 
 
 def test_serve_refuses_without_a_prefect_server_and_says_how(monkeypatch, capsys):

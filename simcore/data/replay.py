@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from ..engine import simulate
 from ..kernel.config import JIT_PARALLEL
-from ..kernel.events import EVENT_KINDS, EventKind
+from ..kernel.events import BODY_PARTNER_KINDS, EVENT_KINDS
 from ..laws.registry import resolve
 from . import dataset as D
 
@@ -107,7 +107,7 @@ def _events(res, ids):
         ev["t"].append(e["t"])
         ev["kind"] += [EVENT_KINDS[k] for k in e["kind"]]
         ev["body_a"].append(body_ids[e["a"]])
-        body_kind = e["kind"] == EventKind.BODY_BODY
+        body_kind = np.isin(e["kind"], np.array(BODY_PARTNER_KINDS, np.int64))
         ev["body_b"].append(np.where(body_kind, body_ids[np.where(body_kind, e["b"], 0)], e["b"]))
         for d, c in enumerate("xyz"):
             ev["n" + c].append(e["normal"][:, d])

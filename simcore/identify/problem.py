@@ -378,6 +378,8 @@ class Problem:
     def _forward(self, theta, kind, nuis, keep_samples, event_capacity=64):
         """A forward run (no sensitivities) and its loss: ``(sim, LossValue)``."""
         model, state = self.apply(theta, kind, nuis)
+        if model.integrator in RIGID:
+            event_capacity = 0  # (no loss reads the time-steppers' contact phases)
         sim = simulate(model, state, self.targets.sample_times, directions=NO_DIRECTIONS,
                        measured=self.targets.measured,
                        keep_samples=keep_samples or self._turns(), event_capacity=event_capacity)

@@ -15,6 +15,15 @@ Fields of an event (SI units, world frame; :class:`simcore.engine.SimResult`):
 ``jn``, ``jt`` normal and tangential impulse [N s]
 ``dva``, ``dvb (3,)`` velocity change of a and b [m/s]
 ``slip``     1 slipped, 0 stuck, -1 not an impact
+
+The time-steppers (:mod:`simcore.rigid.rigid_engine`) log contact phases, not
+instantaneous impacts: a pair's ``start`` (the first step at whose start
+the two touch) and its ``end`` (the first step at whose start they no longer
+do); the end carries the phase's totals: the normal and tangential impulse
+on ``a``, its velocity change from the contact ``dva = J / m_a`` (``dvb =
+-J / m_b``, 0 for a plane or a fixed body) and the impulse-weighted normal.
+A bounce is a phase that ends; a contact still on at the run's end has no
+end row.
 and, with sensitivities, the tangents of ``t``, ``dva`` and ``dvb``.
 """
 
@@ -37,13 +46,25 @@ class EventKind(enum.IntEnum):
     ROLL_SPIN = 7
     SPIN_REST = 8
     ROLL_SLIDE = 9  # a push makes a rolling ball slip
+    # The time-steppers' contact phases (simcore.rigid.rigid_engine): a pair
+    # begins touching (start) or stops (end), by the partner's kind.
+    BODY_BODY_START = 10
+    BODY_WALL_START = 11
+    BODY_GROUND_START = 12
+    BODY_BODY_END = 13
+    BODY_WALL_END = 14
+    BODY_GROUND_END = 15
 
 
 #: The label of each kind, by value (what tables and reports show).
 EVENT_KINDS = ("body-body", "body-wall", "body-ground", "stop", "start", "slide_roll",
-               "roll_rest", "roll_spin", "spin_rest", "roll_slide")
+               "roll_rest", "roll_spin", "spin_rest", "roll_slide", "body-body start",
+               "body-wall start", "body-ground start", "body-body end", "body-wall end",
+               "body-ground end")
 #: The kinds that are impacts (an impulse between a body and a surface).
 IMPACT_KINDS = (EventKind.BODY_BODY, EventKind.BODY_WALL, EventKind.BODY_GROUND)
+#: The kinds whose ``b`` is a body (the others: a wall index or -1).
+BODY_PARTNER_KINDS = (EventKind.BODY_BODY, EventKind.BODY_BODY_START, EventKind.BODY_BODY_END)
 #: The fields of an event as :meth:`simcore.engine.SimResult.events` returns them.
 EVENT_FIELDS = ("t", "kind", "a", "b", "normal", "jn", "jt", "dva", "dvb", "slip")
 
@@ -62,6 +83,8 @@ EV_ROLL_REST = np.int64(EventKind.ROLL_REST)
 EV_ROLL_SPIN = np.int64(EventKind.ROLL_SPIN)
 EV_SPIN_REST = np.int64(EventKind.SPIN_REST)
 EV_ROLL_SLIDE = np.int64(EventKind.ROLL_SLIDE)
+EV_PHASE_START = np.int64(EventKind.BODY_BODY_START)  # + 0 body, 1 wall, 2 ground
+EV_PHASE_END = np.int64(EventKind.BODY_BODY_END)
 NA = np.int64(-1)
 
 #: Columns of a scenario's float event log ``f (cap, EVF_WIDTH)``: the time,

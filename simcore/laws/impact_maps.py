@@ -275,7 +275,9 @@ def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     ``dM z = dW G p + W dG p + W G dW^T z`` (``p = W^T z``), ``dq = dW v``
     (and the restitution's ``e dN vref`` on approach), and the velocity's
     ``dpost`` gains ``dG p + G dW^T z``.
-    Returns ``(status, lambda, dlambda)``."""
+    Returns ``(status, z, dlambda)``: ``z (nc (1 + nd),)`` the impulses along
+    the rows of ``W`` (the normal ones ``lambda`` first), ``dlambda (nc, nt)``
+    the normal ones' tangents."""
     v, vref, dvref, warm, geo = vv
     nb = nc * nd
     m = nc + nb
@@ -293,7 +295,7 @@ def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     z = np.zeros(n)
     basic = warm[0][:n]
     st = lemke_warm(Mx, q, z, basic, warm[1])
-    lam = z[:nc].copy()  # (the normal impulses)
+    lam = z[:m].copy()  # (the normal impulses, then each contact's edges')
     dlam = np.zeros((nc, nt))
     if st != LCP_OK:
         return STATUS_LCP_FAILED, lam, dlam
@@ -394,10 +396,11 @@ def _poisson(G, W, nc, nd, v, mu, e, dv, dmu, de, post, dpost):
     zero = np.zeros(nc)
     vc = np.zeros(6)
     dvc = np.zeros((6, nt))
-    st, lam, dlam = _newton(G, W, nc, nd, (v, v, dv, cold(), fixed_geometry(nt)), mu, zero, dv, dmu,
-                            np.zeros((nc, nt)), vc, dvc)
+    st, z, dlam = _newton(G, W, nc, nd, (v, v, dv, cold(), fixed_geometry(nt)), mu, zero, dv, dmu,
+                          np.zeros((nc, nt)), vc, dvc)
     if st != STATUS_OK:
         return st
+    lam = z[:nc]
     # restitution's normal impulses e lambda_c
     lr = e * lam
     dlr = np.zeros((nc, nt))
@@ -623,12 +626,13 @@ def step_newton(G, W, v, vref, mu, e, nd, out, warm, tangents):
     same contacts, or :func:`cold`), updated; ``tangents = (dv, dvref (D,
     nt), dmu, de (nc, nt), dW (rows, D, nt), dG (D, D, nt))`` along ``nt``
     directions (0: none; ``dW`` of no rows: rows and masses that do not
-    move).  Returns the status."""
+    move).  Returns ``(status, z)``: the impulses along the rows of ``W``."""
     nc = mu.shape[0]
     dv, dvref, dmu, de, dW, dG = tangents
     post, dpost = out
-    return _newton(G, W, nc, nd, (v, vref, dvref, warm, (dW, dG)), mu, e, dv, dmu, de, post,
-                   dpost)[0]
+    st, z, _ = _newton(G, W, nc, nd, (v, vref, dvref, warm, (dW, dG)), mu, e, dv, dmu, de, post,
+                       dpost)
+    return st, z
 
 
 @jit

@@ -113,7 +113,9 @@ class Work(NamedTuple):
     its contacts link it to; -1: a body that does not move); ``impulses (nb,
     C, 2 + EDGES)``: the last impulses of an island of several bodies, per
     contact, at its root (the start of the next step's sweeps); ``members``,
-    ``slot (nb,)``, ``cs (C,)``: an island's (:func:`_members`)."""
+    ``slot (nb,)``, ``cs (C,)``: an island's (:func:`_members`); ``point (C,
+    3)``: the step's impulse on ``pts.i[c]`` at each contact point (0 where
+    no awake island holds it; :mod:`simcore.rigid.phases`)."""
 
     vref: np.ndarray
     wref: np.ndarray
@@ -129,6 +131,7 @@ class Work(NamedTuple):
     members: np.ndarray
     slot: np.ndarray
     cs: np.ndarray
+    point: np.ndarray
 
 
 @jit
@@ -147,7 +150,7 @@ def work(b, cap, nt):
                 np.zeros((nb, LCP_MAX), np.bool_), np.full((nb, 1), -1, np.int64),
                 np.zeros((nb, 6, nt)), np.full(nb, -1, np.int64),
                 np.zeros((nb, cap, 2 + EDGES)), np.zeros(nb, np.int64),
-                np.zeros(nb, np.int64), np.zeros(cap, np.int64))
+                np.zeros(nb, np.int64), np.zeros(cap, np.int64), np.zeros((max(cap, 1), 3)))
 
 
 @jit(borrow=True)
@@ -341,6 +344,7 @@ def impulses(b, pl, coef, pts, mw, tg, edges, h):
     start (their tangents ``mw.tref``), with their tangents along the
     directions of ``tg``; then its time at rest.  Returns the status."""
     n = pts.count[0]
+    mw.point[:n] = 0.0
     _islands(b, pts, mw, n)
     for r in range(b.count):
         if mw.root[r] != r:
@@ -398,15 +402,23 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     nt = tg.nt if k == 1 else 0
     post = np.zeros(6 * k)
     dpost = np.zeros((6 * k, nt))
+    nc = cs.shape[0]
+    z = np.zeros((nc, 1 + edges))
     if k == 1:
         tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
-        status = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
-                             (mw.basis[r], mw.ridge[r]), tangents)
+        status, zs = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
+                                 (mw.basis[r], mw.ridge[r]), tangents)
+        for q in range(nc):
+            z[q, 0] = zs[q]
+            for a in range(edges):
+                z[q, 1 + a] = zs[nc + q * edges + a]
     else:
         status = step_newton_sweeps(G, W, v, v0, mu, e, edges, post,
-                                    mw.impulses[r, :cs.shape[0], :2 + edges])
+                                    mw.impulses[r, :nc, :2 + edges])
+        z[:, :] = mw.impulses[r, :nc, :1 + edges]
     if status != STATUS_OK:
         return status
+    _point_impulses(pts, cs, z, edges, mw.point)
     for s in range(k):
         i = members[s]
         for a in range(3):
@@ -414,6 +426,22 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
             for p in range(nt):
                 tg.vel[i, a, p], tg.omega[i, a, p] = dpost[a, p], dpost[3 + a, p]
     return STATUS_OK
+
+
+@jit(borrow=True)
+def _point_impulses(pts, cs, z, nd, point):
+    """Each contact's impulse on ``pts.i`` (world frame) into ``point``, from
+    its normal and ``nd`` edge impulses ``z (nc, 1 + nd)``."""
+    for q in range(cs.shape[0]):
+        c = cs[q]
+        n = pts.normal[c]
+        t1, t2 = frame(n)
+        for a in range(3):
+            point[c, a] = z[q, 0] * n[a]
+        for k in range(nd):
+            d = edge(t1, t2, k, nd)
+            for a in range(3):
+                point[c, a] += z[q, 1 + k] * d[a]
 
 
 @jit

@@ -96,8 +96,9 @@ from ..laws.penalty import (
     spring_damper_of,
     stiction,
 )
-from . import moreau, rigid_tangent
+from . import moreau, phases, rigid_tangent
 from .moreau import coefficient_row as _row
+from .phases import Phases
 
 #: The law codes the time-stepper's kernels run, per contact kind (ground,
 #: body, wall; ``laws.registry.KINDS``), and its shape codes (a body that is
@@ -227,7 +228,8 @@ class Work(NamedTuple):
     the friction impulse ``pt (C, 2)`` and rolling impulse ``pr (C,)``
     accumulated over the sweeps; the memory of the previous step's points
     ``mem_key (C,)``, ``mem_vi (C,)``, ``mem_n (1,)``, and where each point's
-    first-touch speed came from ``src (C,)`` (its memory slot; -1: now)."""
+    first-touch speed came from ``src (C,)`` (its memory slot; -1: now); the
+    contact phases ``phases`` (:mod:`simcore.rigid.phases`)."""
 
     pts: Points
     fs: np.ndarray
@@ -248,6 +250,7 @@ class Work(NamedTuple):
     mem_vi: np.ndarray
     mem_n: np.ndarray
     src: np.ndarray
+    phases: Phases
 
 
 @jit(borrow=True)
@@ -687,6 +690,17 @@ def moreau_step(b, pl, coef, w, tg, mw, gravity, h):
 
 
 @jit(borrow=True)
+def _point_impulses(w, h):
+    """The last step's impulse on ``pts.i`` at each contact point into
+    ``w.phases.point``: its normal force over the step and its friction
+    impulse (the rolling resistance, a torque, left out)."""
+    for c in range(w.pts.count[0]):
+        for a in range(3):
+            w.phases.point[c, a] = (h * w.fn[c] * w.pts.normal[c, a] + w.pt[c, 0] * w.dirs[c, 1, a]
+                                    + w.pt[c, 1] * w.dirs[c, 2, a])
+
+
+@jit(borrow=True)
 def _sample(b, out, k):
     """Sample ``k``: the box centres' poses and velocities (``b.centre``
     current)."""
@@ -743,6 +757,10 @@ def _scenario(batch, s, b, pl, coef, w, tg, tan, out, keep):
             if status != STATUS_OK:
                 out.steps[s] = steps
                 return status
+            if out.ev_f.shape[1] and not phases.idle(w.phases, w.pts):
+                _point_impulses(w, h)
+                out.ev_count[s] = phases.log(w.phases, b, w.pts, w.phases.point, t + q * h,
+                                             out.ev_f[s], out.ev_i[s], out.ev_count[s])
             steps += 1
         t = target
         if last:
@@ -801,6 +819,9 @@ def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
                 if status != STATUS_OK:
                     out.time[s], out.steps[s] = t + q * h, steps
                     return status
+                if out.ev_f.shape[1] and not phases.idle(w.phases, w.pts):
+                    out.ev_count[s] = phases.log(w.phases, b, w.pts, mw.point, t + q * h,
+                                                 out.ev_f[s], out.ev_i[s], out.ev_count[s])
                 m = 1
             q += m
             steps += m
@@ -895,7 +916,7 @@ def _setup(batch, s, out, tan):
              np.zeros((cap, 2, 3, 3)), np.zeros((cap, 3)), np.zeros((cap, 3)),
              np.zeros((cap, 2)), np.zeros(cap),
              np.zeros(cap, np.int64), np.zeros(cap), np.zeros(1, np.int64),
-             np.zeros(cap, np.int64))
+             np.zeros(cap, np.int64), phases.phases(nb, nw + 1, cap))
     tg = rigid_tangent.record(nb, nw + 1, cap, table.shape[1], tan.t_param, tan.t_vel,
                               tan.t_omega, table, batch.rows_g, batch.rows_b, batch.rows_w)
     seed(nb, tan.t_pos, tg.pos)
@@ -996,16 +1017,18 @@ def no_tangents(nb, nscen=1):
 
 
 def run(batch, pos, vel, omega, quat, time, parallel=True, keep=True, tan=None,
-        integrator="penalty"):
+        integrator="penalty", cap=0):
     """Run the scenarios of ``batch`` (:class:`Batch`) from the state ``pos``,
     ``vel``, ``omega``, ``quat``, ``time`` (advanced in place); with ``tan``
     (:class:`simcore.kernel.records.TangentIO`) its sensitivities along the
     directions it holds; ``integrator``: ``penalty`` (this module's step) or
-    ``moreau`` (:mod:`simcore.rigid.moreau`).  Returns the
-    :class:`simcore.kernel.records.Outputs`."""
+    ``moreau`` (:mod:`simcore.rigid.moreau`); ``cap``: the contact phases'
+    events logged per scenario (:mod:`simcore.rigid.phases`; 0: none;
+    ``out.ev_count`` counts beyond it).  Returns the :class:`simcore.kernel.records.Outputs`."""
     nscen, nb = batch.body_mass.shape
     rows = batch.samp_t.shape[0] if keep else 0
-    out = outputs(pos, vel, time, omega=omega, quat=quat, rows=rows, spin=True, turn=True)
+    out = outputs(pos, vel, time, omega=omega, quat=quat, rows=rows, spin=True, turn=True,
+                  cap=cap)
     if tan is None:
         tan = no_tangents(nb, nscen)
     drivers.run_each(_run_one_moreau if integrator == "moreau" else _run_one, batch, out, tan,
