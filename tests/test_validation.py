@@ -402,6 +402,9 @@ PLAUSIBILITY = [
     ({"bodies": _set("vx0", 2, 1e300)}, ["bodies, column vx0, row 2", "above 1000 m/s"]),
     ({"bodies": _set("x0", 1, 1e300)}, ["bodies, column x0, row 1",
                                         "beyond 10000 m of the origin"]),
+    # A body moved 0.3 m from where its samples begin (a corrupt or misaligned row).
+    ({"bodies": lambda df: df.assign(y0=df.y0.where(df.index != 3, df.y0 + 0.3))},
+     ["bodies, column x0, row 3", "from the body's first trajectory sample", "the worst 0.3"]),
     ({"trajectories": _set("y", 6, -1e300)}, ["trajectories, column x, row 6",
                                               "position beyond 10000 m of the origin"]),
     ({"controls": _set("fx", 0, 2e7)}, ["controls, column fx, row 0", "above 1e+06 N"]),

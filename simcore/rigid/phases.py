@@ -21,8 +21,9 @@ impulse; the Moreau-Jean stepper's LCP impulses):
   plane's own normal, into its free side, for a wall or the ground).
 
 A start row has the normal of the pair's first point and no impulse.  A
-body-body pair is logged once, with ``a`` the lower index.  Bodies asleep (the Moreau-Jean stepper) keep their contacts and log
-nothing until they wake.  ``slip`` is -1 (not an impact) on every row.
+body-body pair is logged once, with ``a`` the lower index.  Bodies asleep
+(the Moreau-Jean stepper) keep their contacts and log nothing until they
+wake.  ``slip`` is -1 (not an impact) on every row.
 """
 
 from typing import NamedTuple

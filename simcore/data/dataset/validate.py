@@ -156,9 +156,13 @@ def _check_rules(ds, scan, report):
     if not report and not ds.meta.get("allow_implausible", False):
         _check_plausible(ds, f, scan, report)
 
-    # Geometry at the first sample: above the ground, no overlaps.
+    # Geometry at the first sample: above the ground, no overlaps; and the
+    # given start against the first samples (a plausibility rule, after the
+    # geometry so that a body moved into the ground or a wall is named so).
     if not report:
         _check_first_sample(ds, f, scan, report, b_sid)
+        if not ds.meta.get("allow_implausible", False):
+            _check_start(ds, f, scan, report, b_sid)
 
 
 def _check_sizes(ds, f, report, shapes, b_sid):
@@ -407,6 +411,52 @@ def _check_plausible(ds, f, scan, report):
                         f"Hz (times in ms labelled s?){_OVERRIDE}", sids)
     if "scenarios" in ds.tables and "dt" in ds.tables["scenarios"].column_names:
         _check_steps(ds, f, scan, report)
+
+
+#: A given initial position and the body's first sample disagree when they
+#: lie further apart than the larger of ``START_AGREE`` [m] and
+#: ``START_NOISE`` times the positions' noise, once the motion of the given
+#: initial velocity and gravity over the time between them is taken out.
+START_AGREE = 0.02
+
+
+START_NOISE = 10.0
+
+
+def _check_start(ds, f, scan, report, b_sid):
+    """Given initial positions against each body's first sample: the body
+    starts at its scenario's first sample time from ``x0..z0`` (with
+    ``vx0..vz0`` when given, else only where its first sample is at that
+    time) and falls freely until its own first sample; a body found further
+    from that sample than :data:`START_AGREE` or :data:`START_NOISE` times
+    the noise was moved (a corrupt or misaligned row, another frame)."""
+    cols = ds.tables["bodies"].column_names
+    if not all(c in cols for c in ("x0", "y0", "z0")):
+        return
+    p0 = np.stack([_col(ds, "bodies", c) for c in ("x0", "y0", "z0")], axis=1)
+    dt = scan.head_t[:, 0] - _scenario_start(ds, scan)[ds.codes["bodies"]]
+    with np.errstate(invalid="ignore"):
+        dt = np.where(scan.count > 0, dt, np.nan)
+    if all(c in cols for c in ("vx0", "vy0", "vz0")):
+        v0 = np.stack([_col(ds, "bodies", c) for c in ("vx0", "vy0", "vz0")], axis=1)
+        p0 = p0 + v0 * dt[:, None]
+        p0[:, 2] -= 0.5 * ds.gravity * dt ** 2
+    else:
+        dt = np.where(dt == 0.0, dt, np.nan)  # (without a velocity: at the start only)
+    n = np.minimum(scan.count, HEAD)
+    take = np.arange(HEAD) < n[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
+        noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n) or 0.0
+        gap = np.linalg.norm(scan.head_p[:, 0] - p0, axis=1)
+    tol = max(START_AGREE, START_NOISE * noise)
+    bad = np.flatnonzero(np.isfinite(dt) & ~(gap <= tol))
+    if bad.size:
+        worst = int(bad[np.argmax(np.nan_to_num(gap[bad], nan=np.inf))])
+        report.add_rows("implausible value", f["bodies"], "bodies", "x0", bad,
+                        f"the initial position (x0, y0, z0) lies over {tol:.3g} m from the body's "
+                        f"first trajectory sample, after the motion of the initial velocity and "
+                        f"gravity between them (the worst {gap[worst]:.3g} m: trajectories row "
+                        f"{int(scan.first_row[worst])}){_OVERRIDE}", b_sid)
 
 
 def _check_steps(ds, f, scan, report):
