@@ -55,12 +55,16 @@ it never shows a traceback.
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
+
+from flows import progress
+from flows.server import VERBOSE_ENV
 
 
 def _params(path, fixed):
@@ -141,8 +145,11 @@ def cmd_simulate(args):
     ds.layout(values).vector(values)  # a bad name, material or value fails before compiling
     cold = _compile_notice("simulate", ds)
     notes = []
-    tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes,
-                                     strict=args.strict)
+    try:
+        tables = replay.simulate_dataset(ds, values, integrator=args.integrator, notes=notes,
+                                         strict=args.strict)
+    finally:
+        progress.done()
     if cold:
         _compiled(cold)
     for line in notes:
@@ -571,6 +578,8 @@ def _interrupted(signum, frame):
         return
     name = signal.Signals(signum).name
     _ENDING.set()  # the server this handler stops is not "lost" (_server_lost)
+    with contextlib.suppress(Exception):  # (the terminal's cursor back)
+        progress.done()
     tracking.abandon(f"interrupted by {name}")
     with contextlib.suppress(Exception):
         server.stop_temporary_server()
@@ -588,6 +597,8 @@ def _server_lost():
 
     if _ENDING.is_set():  # an interrupt is ending the run and stopped the server itself
         return
+    with contextlib.suppress(Exception):
+        progress.done()
     tracking.abandon("the Prefect server stopped during the run")
     with contextlib.suppress(Exception):
         server.stop_temporary_server()
@@ -632,7 +643,10 @@ def _run_flow(args, which):
     cold = _compile_notice(which, None if impacts_data else ds)
     try:
         with server.kept_signals({s: _interrupted for s in INTERRUPTS}):
-            doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
+            try:
+                doc = pipeline.run(flow_fn, args.dataset, config, on_server_lost=_server_lost)
+            finally:
+                progress.done()
     except pipeline.CalibrationFailed as exc:
         (out / "fit.json").write_text(report.dumps(exc.doc))
         wrote = ", ".join(map(str, _artifacts(c, exc.doc, out)))
@@ -855,6 +869,11 @@ def build_parser():
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.set_defaults(func=cmd_ui)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="more lines: every task run, MLflow's store, Dask's cluster")
+    for command in sub.choices.values():  # (also after the command: contactfit calibrate ... -v)
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="more lines: every task run, MLflow's store, Dask's cluster")
     return parser
 
 
@@ -880,12 +899,21 @@ def _compile_notice(command, ds=None):
     kernels (once its input was read and checked); returns the marker to
     pass :func:`_compiled` once the run succeeded, or None when they are
     cached."""
+    from flows import progress
     from simcore.kernel import config
 
     marker = _kernels(command, ds)
+    engine = marker.partition("-")[2] or "the"
+    then = "and simulating" if command == "simulate" else "and starting the fit"
     if command not in COMPILE_S or config.compiled(marker):
+        progress.waiting("simulating" if command == "simulate" else
+                         "starting the fit (its first evaluations)")
         return None
-    print(f"compiling the engine, first run only, about {COMPILE_S[command]} s", flush=True)
+    text = f"compiling the {engine} engine, first run only, about {COMPILE_S[command]} s"
+    if progress.live():
+        progress.waiting(f"{text}, {then}")
+    else:
+        print(text, flush=True)
     return marker
 
 
@@ -895,10 +923,22 @@ def _compiled(marker):
     config.mark_compiled(marker)
 
 
+#: Loggers that speak at INFO on every run and are quiet unless ``-v``:
+#: MLflow's store creating or migrating its tables, and alembic's migrations.
+CHATTY = ("mlflow.store.db.utils", "alembic")
+
+
 def main(argv=None):
-    # No internet here: Prefect's local server would log a telemetry error at each start.
+    # No internet here: Prefect's local server would log a telemetry error at
+    # each start, and its client prints a telemetry notice on a terminal.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        os.environ[VERBOSE_ENV] = "1"  # (read by flows.server.run_settings, Dask's workers too)
+    else:
+        for name in CHATTY:
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return args.func(args)
     except (ValueError, RuntimeError, OSError) as exc:

@@ -145,8 +145,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         t0 = time.perf_counter()
         try:
             opts = dict(cfg.fit_options(), **FIT_OVERRIDES)
-            result = F.fit(train, params0=values, free=free,
-                           callback=_progress(logger, history), **opts)
+            result = F.fit(train, params0=values, free=free, **opts, callback=_progress(
+                logger, history, opts["max_iter"] or F.MAX_ITER.get(opts["method"], 100)))
         finally:
             history.flush()
         fit_s = time.perf_counter() - t0

@@ -49,7 +49,7 @@ from simcore.data import replay
 from simcore.identify import fit as F
 from simcore.identify.problem import Problem, ShardedProblem
 
-from . import registry, report, server, settings, tracking
+from . import progress, registry, report, server, settings, tracking
 
 
 class CalibrationFailed(RuntimeError):
@@ -289,17 +289,22 @@ def _shard_count(cfg, nscen):
 PROGRESS_EVERY_S = 2.0
 
 
-def _progress(logger, history, every=PROGRESS_EVERY_S, clock=time.perf_counter):
+def _progress(logger, history, budget=100, every=PROGRESS_EVERY_S, clock=time.perf_counter):
     """The fit callback: MLflow metrics for every iteration, and in the
-    terminal, once the fit has run for more than a second, a progress line
-    at most every ``every`` seconds (and at each new stage: a horizon, the
-    segments or the rollouts), so that a fast optimiser's hundreds of
-    iterations do not flood it."""
+    terminal the live display's bar (:func:`flows.progress.iteration`,
+    ``budget`` the stage's ``max_iter``) or, where none draws, once the fit
+    has run for more than a second, a progress line at most every ``every``
+    seconds (and at each new stage: a horizon, the segments or the
+    rollouts), so that a fast optimiser's hundreds of iterations do not
+    flood it."""
     t0 = clock()
     last = {"t": -np.inf, "stage": None}
 
     def callback(rec):
         history(rec)
+        if progress.live():
+            progress.iteration(rec, budget)
+            return
         now = clock()
         stage = (rec.get("horizon"), rec.get("part"))
         if now - t0 > 1.0 and (now - last["t"] >= every or stage != last["stage"]):
@@ -332,8 +337,10 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
     problem = ShardedProblem(loaded.train, [s for s in shards if s], runner)
     history = tracking.History(c, run_id)
     try:
-        result = F.fit(problem, params0=start, free=free, callback=_progress(logger, history),
-                       enough=enough, **cfg.fit_options())
+        opts = cfg.fit_options()
+        budget = opts["max_iter"] or F.MAX_ITER.get(opts["method"], 100)
+        result = F.fit(problem, params0=start, free=free,
+                       callback=_progress(logger, history, budget), enough=enough, **opts)
     finally:
         history.flush()
         for key in [k for k in _PARTS if k[0] in {r.key for r in refs}]:

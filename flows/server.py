@@ -35,6 +35,11 @@ import time
 
 #: The signal handlers a flow run by the CLI keeps: ``{signum: handler}``.
 _KEPT = {}
+#: Set (by ``contactfit -v``) to keep every task run's lines and Dask's.
+VERBOSE_ENV = "CONTACTFIT_VERBOSE"
+#: Prefect's setting of its task-run logger's level (its logging.yml, by the
+#: environment; read by every process a task runner starts).
+TASK_RUNS_LEVEL_ENV = "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL"
 
 
 @contextlib.contextmanager
@@ -195,7 +200,8 @@ def stop_temporary_server(drain=False):
 @contextlib.contextmanager
 def run_settings():
     """Task runs log at WARNING (a line per shard evaluation would drown the
-    fit's progress lines); on Prefect's temporary server (no
+    fit's progress lines) and Dask's cluster too, unless :data:`VERBOSE_ENV`
+    is set; on Prefect's temporary server (no
     ``PREFECT_API_URL``) flow runs send no heartbeats: the server ends with
     the process, nothing watches them, and a flow's end waits up to 1 s for
     the heartbeat thread's sleep (``shared/docs/stack-notes.md``).  A
@@ -206,9 +212,11 @@ def run_settings():
         temporary_settings,
     )
 
+    verbose = bool(os.environ.get(VERBOSE_ENV))
+    set_here = False
     log = logging.getLogger("prefect.task_runs")
     level = log.level
-    log.setLevel(max(level, logging.WARNING))
+    log.setLevel(level if verbose else max(level, logging.WARNING))
     # A failed flow is reported by the CLI in one line (and its traceback is
     # in the run's error.txt): Prefect's own line keeps its message only.
     flow_log = logging.getLogger("prefect.flow_runs")
@@ -220,8 +228,13 @@ def run_settings():
     # processes read the level from the environment.
     dask_log = logging.getLogger("distributed")
     dask_level = dask_log.level
-    dask_log.setLevel(max(dask_level, logging.WARNING))
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    dask_log.setLevel(dask_level if verbose else max(dask_level, logging.WARNING))
+    if not verbose:
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+        # Dask's workers run the task runs in processes of their own, which
+        # read Prefect's logging from the environment.
+        set_here = TASK_RUNS_LEVEL_ENV not in os.environ
+        os.environ.setdefault(TASK_RUNS_LEVEL_ENV, "WARNING")
     try:
         if PREFECT_API_URL.value():
             yield
@@ -231,6 +244,8 @@ def run_settings():
     finally:
         log.setLevel(level)
         dask_log.setLevel(dask_level)
+        if set_here:
+            os.environ.pop(TASK_RUNS_LEVEL_ENV, None)
         flow_log.removeFilter(one_line_failures)
         prefect_log.removeFilter(address_only)
 
