@@ -289,10 +289,11 @@ def _shard_count(cfg, nscen):
 PROGRESS_EVERY_S = 2.0
 
 
-def _progress(logger, history, budget=100, every=PROGRESS_EVERY_S, clock=time.perf_counter):
+def _progress(logger, history, budget=100, note="", every=PROGRESS_EVERY_S,
+              clock=time.perf_counter):
     """The fit callback: MLflow metrics for every iteration, and in the
     terminal the live display's bar (:func:`flows.progress.iteration`,
-    ``budget`` the stage's ``max_iter``) or, where none draws, once the fit
+    ``budget`` the stage's ``max_iter``, ``note`` how it runs) or, where none draws, once the fit
     has run for more than a second, a progress line at most every ``every``
     seconds (and at each new stage: a horizon, the segments or the
     rollouts), so that a fast optimiser's hundreds of iterations do not
@@ -303,7 +304,7 @@ def _progress(logger, history, budget=100, every=PROGRESS_EVERY_S, clock=time.pe
     def callback(rec):
         history(rec)
         if progress.live():
-            progress.iteration(rec, budget)
+            progress.iteration(rec, budget, note)
             return
         now = clock()
         stage = (rec.get("horizon"), rec.get("part"))
@@ -339,8 +340,9 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
     try:
         opts = cfg.fit_options()
         budget = opts["max_iter"] or F.MAX_ITER.get(opts["method"], 100)
+        note = f" · {len(refs)} shard{'s' * (len(refs) > 1)}, {cfg.task_runner}"
         result = F.fit(problem, params0=start, free=free,
-                       callback=_progress(logger, history, budget), enough=enough, **opts)
+                       callback=_progress(logger, history, budget, note), enough=enough, **opts)
     finally:
         history.flush()
         for key in [k for k in _PARTS if k[0] in {r.key for r in refs}]:

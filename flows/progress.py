@@ -5,7 +5,8 @@ On a terminal (standard output and error both a TTY) one live display
 shows, in turn: a spinner with the elapsed time while the engine's kernels
 compile and the fit starts (:func:`waiting`), then a bar per stage of the
 fit (:func:`iteration`: the stage, the iteration, its loss, the elapsed time
-and, against the stage's iteration budget, the most it may still take),
+and, against the stage's iteration budget, the most it may still take:
+``≤0:01:20 left``),
 and Prefect's log lines print above it.  Anywhere else (a pipe, a log file,
 CI) nothing here draws: the command prints its notice line and
 :func:`flows.pipeline._progress` its throttled lines.  :func:`done` ends the
@@ -45,7 +46,7 @@ def _start():
 
     if _state["progress"] is None:
         _state["progress"] = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                      BarColumn(bar_width=20), TimeElapsedColumn(),
+                                      BarColumn(bar_width=10), TimeElapsedColumn(),
                                       TextColumn("{task.fields[left]}"), transient=True)
         _state["progress"].start()
     # Prefect's handlers (made when Prefect sets its logging up, perhaps after
@@ -84,11 +85,11 @@ def waiting(text):
         _state["wait"] = progress.add_task(text, total=None, left="")
 
 
-def iteration(rec, budget):
+def iteration(rec, budget, note=""):
     """The fit's iteration ``rec`` (a history record: ``iter``, ``loss``,
     ``horizon``, ``part``) on its stage's bar; ``budget``: the stage's
     iteration limit (``max_iter``), against which the bar's estimate is the
-    most the stage may still take."""
+    most the stage may still take; ``note``: how it runs (its shards)."""
     if not live():
         return
     with _lock:
@@ -106,11 +107,11 @@ def iteration(rec, budget):
         n = int(rec["iter"]) - _state["first"] + 1
         part = rec.get("part") or "fit"
         horizon = rec.get("horizon")
-        where = f"{part}, horizon {horizon:.2f}" if horizon not in (None, 1.0) else part
+        where = f"{part} h{horizon:.2f}" if horizon not in (None, 1.0) else part
         per = (time.perf_counter() - _state["t0"]) / n
         progress.update(_state["bar"], completed=min(n, _state["budget"]),
-                        description=f"{where}: iteration {n}, loss {rec['loss']:.4e}",
-                        left=f"at most {_clock(per * max(_state['budget'] - n, 0))} more")
+                        description=f"{where} · iteration {n} · loss {rec['loss']:.3e}{note}",
+                        left=f"≤{_clock(per * max(_state['budget'] - n, 0))} left")
 
 
 def done():

@@ -46,15 +46,16 @@ def test_a_wait_then_each_stage_of_the_fit_gets_its_own_bar(live):
     progress.iteration({"iter": 0, "loss": 1.5e-3, "part": "segments", "horizon": 1.0}, 40)
     (bar,) = _tasks().values()  # the wait is over
     assert bar.total == 40 and bar.completed == 1
-    assert bar.description == "segments: iteration 1, loss 1.5000e-03"
-    assert bar.fields["left"].startswith("at most ")
+    assert bar.description == "segments · iteration 1 · loss 1.500e-03"
+    assert bar.fields["left"].startswith("≤") and bar.fields["left"].endswith(" left")
     progress.iteration({"iter": 1, "loss": 1.2e-3, "part": "segments", "horizon": 1.0}, 40)
     assert _tasks()[bar.id].completed == 2
     # A new stage (the rollouts after the segments) starts its count again.
-    progress.iteration({"iter": 2, "loss": 9e-4, "part": "rollouts", "horizon": 0.25}, 40)
+    progress.iteration({"iter": 2, "loss": 9e-4, "part": "rollouts", "horizon": 0.25}, 40,
+                       " · 4 shards, dask")
     (stage,) = _tasks().values()
     assert stage.id != bar.id and stage.completed == 1
-    assert stage.description.startswith("rollouts, horizon 0.25: iteration 1")
+    assert stage.description == "rollouts h0.25 · iteration 1 · loss 9.000e-04 · 4 shards, dask"
     progress.done()
     assert progress._state["progress"] is None and live.console is original
     progress.done()  # (twice: nothing to end)
