@@ -45,6 +45,7 @@ from prefect.utilities.annotations import quote
 
 from simcore import params as P
 from simcore.data import dataset as D
+from simcore.data import flights as FL
 from simcore.data import replay
 from simcore.identify import fit as F
 from simcore.identify.problem import Problem, ShardedProblem
@@ -77,6 +78,9 @@ class Loaded:
     #: ``(n, shards)``: the ``n`` default shards as index ranges of ``train``
     #: (see ``make_shards``).
     shards: tuple = ()
+    #: What the training tosses' flights show (:func:`simcore.data.flights.of_dataset`;
+    #: None: not box tosses).
+    flights: object = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,8 @@ def _load(path, cfg, need_test):
     rows = {name: t.num_rows for name, t in ds.tables.items()}
     return Loaded(str(path), ds, None, rows, whole.subset(np.arange(ntrain)),
                   whole.subset(np.arange(ntrain, whole.nscen)) if test else None, split, source,
-                  (n, [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]))
+                  (n, [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]),
+                  FL.of_dataset(ds, train) if whole.tumbling() else None)
 
 
 @task(cache_policy=NO_CACHE)
@@ -378,6 +383,15 @@ def run_name(dataset, free):
     return f"{dataset} [{names if len(names) <= 60 else f'{len(free)} coefficients'}]"
 
 
+def flights_doc(fit):
+    """``fit.json``'s ``flights``: what the training tosses' flights show."""
+    finite = [float(e) if np.isfinite(e) else None for e in fit.stderr]
+    return {"gravity": fit.gravity, "gravity_stderr": finite[0],
+            "com": [float(c) for c in fit.com], "com_stderr": finite[1:],
+            "tilt_x": fit.tilt_x, "tilt_y": fit.tilt_y, "phases": fit.phases,
+            "rejected": fit.rejected}
+
+
 def _free_and_start(loaded, cfg, start, baseline=None):
     """The free names and start values of a calibration, and ``loaded`` with
     every per-material coefficient they (or the ``baseline``) name in its
@@ -423,6 +437,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
                 f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
                 f"{loaded.rows.get('trajectories', 0)} samples; fitting {', '.join(free)}")
+    if loaded.flights is not None:  # an independent look at the body and the recording
+        logger.info(FL.describe(loaded.flights))
     with tracking.tracked_run(c, exp_id, run_name(loaded.ds.name, free),
                               dict({"contactfit.flow": "calibrate",
                                     "dataset": loaded.ds.name}, **(tags or {})),
@@ -462,6 +478,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             doc = report.fit_json(result, run_id, None, scores, _lineage(loaded),
                                   loaded.train.model.layout.as_dict(_vector(loaded, start)),
                                   loaded.ds.truth)
+            if loaded.flights is not None:
+                doc["flights"] = flights_doc(loaded.flights)
             doc.update(fit_s=fit_s, noise_m=noise,
                        gate={"registered": ok, "reason": refusal, "rms_limit_m": limit},
                        **registry.uris(track))
