@@ -80,9 +80,14 @@ def waiting(text):
         return
     with _lock:
         progress = _start()
-        if _state["wait"] is not None:
-            progress.remove_task(_state["wait"])
+        _end_wait(progress)
         _state["wait"] = progress.add_task(text, total=None, left="")
+
+
+def _end_wait(progress):
+    if _state["wait"] is not None:
+        progress.remove_task(_state["wait"])
+        _state["wait"] = None
 
 
 def iteration(rec, budget, note=""):
@@ -94,9 +99,7 @@ def iteration(rec, budget, note=""):
         return
     with _lock:
         progress = _start()
-        if _state["wait"] is not None:
-            progress.remove_task(_state["wait"])
-            _state["wait"] = None
+        _end_wait(progress)
         stage = (rec.get("part"), rec.get("horizon"))
         if stage != _state["stage"]:
             if _state["bar"] is not None:

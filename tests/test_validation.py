@@ -20,8 +20,8 @@ def good(tmp_path_factory):
     return out
 
 
-def _copy(good, tmp_path, fmt="parquet"):
-    out = tmp_path / "bad"
+def _copy(good, tmp_path, fmt="parquet", name="bad"):
+    out = tmp_path / name
     out.mkdir()
     (out / "dataset.yaml").write_text((good / "dataset.yaml").read_text())
     for f in good.glob("*.parquet"):
@@ -545,15 +545,7 @@ def _flipped(good, tmp_path, fmt, table, seed):
     """A copy of ``good`` in ``fmt`` with ``table``'s file corrupted: one to
     three random bytes XORed (and, in every other CSV, two digits changed:
     numbers that still parse)."""
-    d = tmp_path / f"{fmt}-{table}-{seed}"
-    d.mkdir()
-    (d / "dataset.yaml").write_text((good / "dataset.yaml").read_text())
-    for f in good.glob("*.parquet"):
-        df = pd.read_parquet(f)
-        if fmt == "csv":
-            df.to_csv(d / (f.stem + ".csv"), index=False)
-        else:
-            df.to_parquet(d / f.name)
+    d = _copy(good, tmp_path, fmt, f"{fmt}-{table}-{seed}")
     path = d / f"{table}.{fmt}"
     b = bytearray(path.read_bytes())
     rng = np.random.default_rng(seed)
