@@ -899,7 +899,6 @@ def _compile_notice(command, ds=None):
     kernels (once its input was read and checked); returns the marker to
     pass :func:`_compiled` once the run succeeded, or None when they are
     cached."""
-    from flows import progress
     from simcore.kernel import config
 
     marker = _kernels(command, ds)

@@ -7,9 +7,9 @@ touching at the start of a later one.  :func:`log` writes a ``start`` row
 when a phase begins and an ``end`` row when it ends
 (:mod:`simcore.kernel.events`: ``body-ground start`` ... ``body-body end``);
 the end row carries the phase's totals, summed over its steps from the
-impulse each contact point gave its body ``a`` in the step
-(``Phases.point``: the penalty stepper's ``h fn n`` plus its friction
-impulse; the Moreau-Jean stepper's LCP impulses):
+impulse each contact point gave its body ``a`` in the step (the penalty
+stepper's ``h fn n`` plus its friction impulse; the Moreau-Jean stepper's
+LCP impulses):
 
 - ``jn``: the normal impulse (each point's along its own normal) [N s];
 - ``jt``: the length of the summed tangential impulse (each step's off its
@@ -93,11 +93,12 @@ def idle(ph, pts):
 @jit(borrow=True)
 def log(ph, b, pts, point, t, f, i, count):
     """The phases at the step starting at ``t``, whose contact points are
-    ``pts`` and impulses ``point (C, 3)`` (on ``pts.i``): begin the pairs that touch anew (a
-    start row), add the step's impulses, end the pairs that stopped (an end
-    row with the totals); ``b`` the bodies (:class:`simcore.rigid.rigid_engine.Bodies`),
-    rows into the log ``f``, ``i`` (:class:`simcore.kernel.eventlog.EventLog`'s
-    arrays) from ``count``.  Returns the new count."""
+    ``pts`` and impulses ``point (C, 3)`` (on ``pts.i``): begin the pairs
+    that touch anew (a start row), add the step's impulses, end the pairs
+    that stopped (an end row with the totals); ``b`` the bodies
+    (:class:`simcore.rigid.rigid_engine.Bodies`), rows into the log ``f``,
+    ``i`` (:class:`simcore.kernel.eventlog.EventLog`'s arrays) from
+    ``count``.  Returns the new count."""
     nb = b.count
     ev = EventLog(f, i, ph.no_t, ph.no_dv, ph.no_dv)
     zero = ph.row[0]

@@ -373,9 +373,7 @@ def _check_plausible(ds, f, scan, report):
                 _col(ds, "bodies", "radius"), ds.ground_z).values()]).reshape(-1, 3)
             seen = np.linalg.norm(fitted, axis=1)
         n = np.minimum(scan.count, HEAD)
-        take = np.arange(HEAD) < n[:, None]
-        with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
-            noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n)
+        noise = _head_noise(scan)
         step = np.median(np.diff(scan.head_t[n >= 2, :2], axis=1)) if (n >= 2).any() else 0.0
         agree = max(SPEED_AGREE, SPEED_NOISE * noise / step if noise and step > 0 else 0.0)
         far = (np.maximum(speed, seen) > SPEED_RATIO * np.minimum(speed, seen) + agree) & (
@@ -443,12 +441,9 @@ def _check_start(ds, f, scan, report, b_sid):
         p0[:, 2] -= 0.5 * ds.gravity * dt ** 2
     else:
         dt = np.where(dt == 0.0, dt, np.nan)  # (without a velocity: at the start only)
-    n = np.minimum(scan.count, HEAD)
-    take = np.arange(HEAD) < n[:, None]
     with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
-        noise = targets.position_noise(scan.head_t[take], scan.head_p[take], n) or 0.0
         gap = np.linalg.norm(scan.head_p[:, 0] - p0, axis=1)
-    tol = max(START_AGREE, START_NOISE * noise)
+    tol = max(START_AGREE, START_NOISE * (_head_noise(scan) or 0.0))
     bad = np.flatnonzero(np.isfinite(dt) & ~(gap <= tol))
     if bad.size:
         worst = int(bad[np.argmax(np.nan_to_num(gap[bad], nan=np.inf))])
@@ -457,6 +452,15 @@ def _check_start(ds, f, scan, report, b_sid):
                         f"first trajectory sample, after the motion of the initial velocity and "
                         f"gravity between them (the worst {gap[worst]:.3g} m: trajectories row "
                         f"{int(scan.first_row[worst])}){_OVERRIDE}", b_sid)
+
+
+def _head_noise(scan):
+    """The positions' noise [m] the bodies' first samples show (a fit over
+    them: :func:`simcore.data.targets.position_noise`)."""
+    n = np.minimum(scan.count, HEAD)
+    take = np.arange(HEAD) < n[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):  # a corrupt 1e300 is reported
+        return targets.position_noise(scan.head_t[take], scan.head_p[take], n)
 
 
 def _check_steps(ds, f, scan, report):
