@@ -902,13 +902,13 @@ def _compile_notice(command, ds=None):
     from simcore.kernel import config
 
     marker = _kernels(command, ds)
-    engine = marker.partition("-")[2] or "the"
+    engine = " ".join(filter(None, ("the", marker.partition("-")[2], "engine")))
     then = "and simulating" if command == "simulate" else "and starting the fit"
     if command not in COMPILE_S or config.compiled(marker):
         progress.waiting("simulating" if command == "simulate" else
                          "starting the fit (its first evaluations)")
         return None
-    text = f"compiling the {engine} engine, first run only, about {COMPILE_S[command]} s"
+    text = f"compiling {engine}, first run only, about {COMPILE_S[command]} s"
     if progress.live():
         progress.waiting(f"{text}, {then}")
     else:

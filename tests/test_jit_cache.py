@@ -88,7 +88,8 @@ def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
     assert not cli._compile_notice("simulate") and capsys.readouterr().out == ""
     assert cli._compile_notice("calibrate")  # each command compiles its own kernels
     assert not cli._compile_notice("validate")
-    # each engine has its own kernels; a recalibration runs a calibration's
+    # each engine has its own kernels, and the notice names it; a
+    # recalibration runs a calibration's
     from pathlib import Path
 
     from simcore.data import dataset as D
@@ -101,7 +102,7 @@ def test_cli_says_once_that_it_compiles(tmp_path, monkeypatch, capsys):
     config.mark_compiled(marker)
     assert cli._compile_notice("recalibrate", table) is None
     assert cli._compile_notice("calibrate", balls) == "calibrate-spin"
-    assert "compiling the engine" in capsys.readouterr().out
+    assert "compiling the spin engine, first run only" in capsys.readouterr().out
 
 
 def test_cli_says_nothing_of_compiling_when_the_input_is_bad(tmp_path, monkeypatch, capsys):
