@@ -4,6 +4,7 @@ unless ``-v``."""
 
 import io
 import logging
+import os
 
 import pytest
 from rich.console import Console
@@ -68,18 +69,34 @@ def test_nothing_draws_off_a_terminal(monkeypatch):
     assert progress._state["progress"] is None
 
 
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
 def test_off_a_terminal_or_when_turned_off_it_is_not_live(monkeypatch):
-    """Under pytest the streams are captured (not a TTY)."""
+    """Under pytest the streams are captured (not a TTY); on a terminal it
+    is live unless turned off, or unless either stream or TERM says no."""
     assert not progress.live()
-    monkeypatch.setattr("sys.stdout.isatty", lambda: True, raising=False)
+    monkeypatch.delenv(progress.OFF_ENV, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr("sys.stdout", Terminal())
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert progress.live()
+    monkeypatch.setenv("TERM", "dumb")
+    assert not progress.live()
+    monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setenv(progress.OFF_ENV, "1")
+    assert not progress.live()
+    monkeypatch.delenv(progress.OFF_ENV)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
     assert not progress.live()
 
 
 def test_mlflow_store_lines_are_quiet_unless_verbose(monkeypatch, tmp_path, capsys):
     for name in cli.CHATTY:
         logging.getLogger(name).setLevel(logging.NOTSET)
-    monkeypatch.delenv(cli.VERBOSE_ENV, raising=False)
+    monkeypatch.setenv(cli.VERBOSE_ENV, "")  # (restored, unset, after the test)
     cli.main(["params"])
     assert all(logging.getLogger(n).level == logging.WARNING for n in cli.CHATTY)
     assert cli.build_parser().parse_args(["params", "-v"]).verbose
@@ -89,7 +106,4 @@ def test_mlflow_store_lines_are_quiet_unless_verbose(monkeypatch, tmp_path, caps
         logging.getLogger(name).setLevel(logging.NOTSET)
     cli.main(["-v", "params"])
     assert logging.getLogger(cli.CHATTY[0]).level == logging.NOTSET
-    import os
-
     assert os.environ.get(cli.VERBOSE_ENV) == "1"
-    monkeypatch.delenv(cli.VERBOSE_ENV)
