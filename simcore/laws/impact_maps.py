@@ -105,6 +105,9 @@ CODES = (LAW_NEWTON_LCP, LAW_POISSON_LCP, LAW_STRONGE_ENERGETIC)
 
 #: Edges of the friction pyramid per contact point (default).
 EDGES = 4
+#: ``nd`` of the elliptic cone (:mod:`simcore.laws.elliptic`): no pyramid,
+#: each contact's two tangent axes as its rows.
+DISK = 0
 #: Block Gauss-Seidel (:func:`step_newton_sweeps`): sweeps allowed, and the
 #: violation of the contacts' conditions [m/s], relative to the velocities'
 #: size (at least 1), at which it has converged.
@@ -152,9 +155,19 @@ def frame_tangent(n, t1, dn):
 
 
 @jit
+def tangent_rows(nd):
+    """A contact's tangential rows: the pyramid's ``nd`` edges, or the
+    elliptic cone's two axes (:data:`DISK`)."""
+    return 2 if nd == DISK else nd
+
+
+@jit
 def edge(t1, t2, k, nd):
     """Edge ``k`` of ``nd`` of the friction pyramid over the tangents ``t1``,
-    ``t2``: ``cos(phi) t1 + sin(phi) t2``, ``phi = 2 pi k / nd`` (a 3-tuple)."""
+    ``t2``: ``cos(phi) t1 + sin(phi) t2``, ``phi = 2 pi k / nd`` (a 3-tuple);
+    with ``nd`` :data:`DISK`, axis ``k`` (``t1``, ``t2``)."""
+    if nd == DISK:
+        return t1 if k == 0 else t2
     phi = 2.0 * np.pi * k / nd
     c, s = np.cos(phi), np.sin(phi)
     return c * t1[0] + s * t2[0], c * t1[1] + s * t2[1], c * t1[2] + s * t2[2]
@@ -173,18 +186,18 @@ def jac_row(r, d, out):
 def rows(arms, normals, nd):
     """``W (nc (1 + nd), 6)``: the normal rows of every contact, then each
     contact's ``nd`` edge rows."""
-    nc = arms.shape[0]
-    W = np.zeros((nc * (1 + nd), 6))
+    nc, m = arms.shape[0], tangent_rows(nd)
+    W = np.zeros((nc * (1 + m), 6))
     for c in range(nc):
         jac_row(arms[c], normals[c], W[c])
         t1, t2 = frame(normals[c])
-        for k in range(nd):
-            jac_row(arms[c], edge(t1, t2, k, nd), W[nc + c * nd + k])
+        for k in range(m):
+            jac_row(arms[c], edge(t1, t2, k, nd), W[nc + c * m + k])
     return W
 
 
 @jit
-def _wgw(W, G):
+def wgw(W, G):
     """``W G W^T`` (loops: these matrices are a few rows of 6 columns per
     body, where a BLAS call costs more than its arithmetic; a row's zero
     entries, the bodies it does not touch, skipped)."""
@@ -207,8 +220,8 @@ def _wgw(W, G):
 
 
 @jit
-def _times(W, v):
-    """``W v`` (loops, as :func:`_wgw`)."""
+def times(W, v):
+    """``W v`` (loops, as :func:`wgw`)."""
     out = np.zeros(W.shape[0])
     for i in range(W.shape[0]):
         for k in range(W.shape[1]):
@@ -282,11 +295,11 @@ def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     nb = nc * nd
     m = nc + nb
     nt = dv.shape[1]
-    A = _wgw(W, G)
+    A = wgw(W, G)
     Mx = _contact_lcp(A, nc, nd, mu)
     n = Mx.shape[0]
-    wv = _times(W, v)
-    wref = _times(W[:nc], vref)
+    wv = times(W, v)
+    wref = times(W[:nc], vref)
     q = np.zeros(n)
     for c in range(nc):
         q[c] = wv[c] + e[c] * min(wref[c], 0.0)
@@ -321,9 +334,9 @@ def _newton(G, W, nc, nd, vv, mu, e, dv, dmu, de, post, dpost):
     dz = basis_tangent(Mx, basic, r)
     dpost[:, :] = dv + G @ (W[:m].T @ dz[:m])
     if dW.shape[0]:
-        p = _times(W[:m].T, z[:m])
+        p = times(W[:m].T, z[:m])
         for d in range(nt):
-            dpost[:, d] += _moved(G, dW[:m], dG, z[:m], p, d)
+            dpost[:, d] += moved(G, dW[:m], dG, z[:m], p, d)
     dlam[:, :] = dz[:nc]
     return STATUS_OK, lam, dlam
 
@@ -335,10 +348,10 @@ def _geometry_tangent(G, W, dW, dG, z, at, r):
     nc)``."""
     v, vref, wref, e, nc = at
     m = W.shape[0]
-    p = _times(W.T, z)
-    gp = _times(G, p)
+    p = times(W.T, z)
+    gp = times(G, p)
     for d in range(dW.shape[2]):
-        inner = _moved(G, dW, dG, z, p, d)
+        inner = moved(G, dW, dG, z, p, d)
         for a in range(m):
             s = 0.0
             for k in range(W.shape[1]):
@@ -350,7 +363,7 @@ def _geometry_tangent(G, W, dW, dG, z, at, r):
 
 
 @jit
-def _moved(G, dW, dG, z, p, d):
+def moved(G, dW, dG, z, p, d):
     """``dG p + G dW^T z`` along direction ``d`` (``p = W^T z``): the
     velocity change of impulses ``z`` when the rows and the masses move."""
     D = G.shape[0]
@@ -379,7 +392,7 @@ def drows(darms, normals, nd):
     arms move by ``darms (nc, 3, nt)`` and the normals stay: ``(0, dr x
     d)`` for each row's direction ``d``."""
     nc, _, nt = darms.shape
-    dW = np.zeros((nc * (1 + nd), 6, nt))
+    dW = np.zeros((nc * (1 + tangent_rows(nd)), 6, nt))
     for d in range(nt):
         W = rows(np.ascontiguousarray(darms[:, :, d]), normals, nd)
         for a in range(W.shape[0]):
@@ -669,8 +682,8 @@ def step_newton_sweeps(G, W, v, vref, mu, e, nd, post, z):
                 for i in range(D):
                     a += G[j, i] * Wc[c, k, i]
                 GWt[c, j, k] = a
-        Ml[c] = _contact_lcp(_wgw(Wc[c], G), 1, nd, mu[c:c + 1])
-        bias[c] = e[c] * min(_times(Wc[c, :1], vref)[0], 0.0)
+        Ml[c] = _contact_lcp(wgw(Wc[c], G), 1, nd, mu[c:c + 1])
+        bias[c] = e[c] * min(times(Wc[c, :1], vref)[0], 0.0)
         for k in range(m):
             for j in range(D):
                 vc[j] += GWt[c, j, k] * z[c, k]
@@ -702,7 +715,7 @@ def _local(Wc, GWt, bias, vc, zc, q, m, take):
         for j in range(D):
             vc[j] += sign * GWt[j, k] * zc[k]
     if take:
-        u = _times(Wc, vc)
+        u = times(Wc, vc)
         q[0] = u[0] + bias
         for k in range(1, m):
             q[k] = u[k]
@@ -718,7 +731,7 @@ def _violation(Wc, bias, vc, z, m):
     the restitution's bias, each edge row's plus the slip speed ``z[m]``."""
     worst = 0.0
     for c in range(z.shape[0]):
-        u = _times(Wc[c], vc)
+        u = times(Wc[c], vc)
         for k in range(m):
             w = u[k] + (bias[c] if k == 0 else z[c, m])
             worst = max(worst, abs(w) if z[c, k] > 0.0 else -w)

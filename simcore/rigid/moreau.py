@@ -11,14 +11,17 @@ Each step of size ``h`` (:func:`step`):
    active contacts;
 2. free velocity: ``v_f = v + h g`` (gravity; the angular velocity by
    :func:`simcore.geometry.rigid.angular_kick` without torque);
-3. impulses: per island, the Stewart-Trinkle problem of its active contacts
-   under Newton's restitution and Coulomb friction over a pyramid of
-   ``edges`` edges (:data:`simcore.laws.impact_maps.EDGES`;
-   :func:`simcore.laws.impact_maps.step_newton`, solved
-   exactly by Lemke's pivots): ``0 <= lambda _|_ N v+ + e min(N v, 0) >= 0``
-   with ``v`` the velocity at the step's start, so a contact that closes
-   leaves at ``e`` times its approach speed and a resting one (``N v = 0``)
-   stays at rest;
+3. impulses: per island, the problem of its active contacts under
+   Newton's restitution, ``0 <= lambda _|_ N v+ + e min(N v, 0) >= 0`` with
+   ``v`` the velocity at the step's start (a contact that closes leaves at
+   ``e`` times its approach speed, a resting one, ``N v = 0``, stays at
+   rest), and Coulomb friction over the model's cone (``cone``, as the
+   penalty stepper's): the elliptic cone, the default
+   (:func:`simcore.laws.elliptic.step_elliptic`: isotropic friction, the
+   same in every sliding direction), or a pyramid of ``edges`` edges
+   (:data:`simcore.laws.impact_maps.EDGES`, ``cone: pyramidal``; the
+   Stewart-Trinkle problem, :func:`simcore.laws.impact_maps.step_newton`,
+   solved exactly by Lemke's pivots);
 4. ``drift``: ``x' = x + h v+``, ``q' = exp(h w+/2) q``.
 
 A toss costs what its contact phases cost (:func:`quiet`, :func:`fly`):
@@ -43,8 +46,11 @@ coefficients, the stiction curve, the springs and rolling resistance are
 not read.  Reconstructions: contacts are active from the step in which they
 penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
-approach speed) with no position correction; the friction cone is the
-pyramid (the elliptic cone would take a nonlinear problem per step).
+approach speed) with no position correction.  The elliptic cone holds for
+a body alone against planes and fixed bodies; an island of several
+bodies takes the pyramid's sweeps (its elliptic problem is not solved
+yet: the rounds of aligned pyramids do not converge on two boxes pressed
+face to face).
 Bodies in contact with each other form an island (:func:`_islands`; a
 fixed body, a table as a box, belongs to the world as the ground does),
 whose problem couples them: its rows carry ``(d, r x d)`` at body i's
@@ -85,7 +91,9 @@ from ..geometry.rigid import angular_kick, integrate_orientation, inv_inertia_ti
 from ..kernel.config import T_SLEEP, V_SLEEP, jit
 from ..kernel.lcp import LCP_MAX
 from ..kernel.status import STATUS_OK
+from ..laws.elliptic import step_elliptic
 from ..laws.impact_maps import (
+    DISK,
     EDGES,
     drows,
     edge,
@@ -93,6 +101,7 @@ from ..laws.impact_maps import (
     frame_tangent,
     step_newton,
     step_newton_sweeps,
+    tangent_rows,
 )
 from ..laws.penalty import C_E, C_MU_K
 from . import rigid_tangent
@@ -398,13 +407,22 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     r, members, slot, cs = island
     k = members.shape[0]
     G, v, v0 = _bodies(b, mw, members)
+    if k > 1 and edges == DISK:
+        edges = EDGES  # (several bodies: the pyramid's sweeps; module docstring)
     W, mu, e = _rows(b, pl, coef, pts, slot, cs, edges, 6 * k)
     nt = tg.nt if k == 1 else 0
     post = np.zeros(6 * k)
     dpost = np.zeros((6 * k, nt))
     nc = cs.shape[0]
-    z = np.zeros((nc, 1 + edges))
-    if k == 1:
+    m = tangent_rows(edges)
+    z = np.zeros((nc, 1 + m))
+    last = mw.impulses[r, :nc, :1 + m]
+    if edges == DISK:
+        status = step_elliptic(G, W, v, v0, mu, e, (post, dpost), last,
+                               (mw.basis[r], mw.ridge[r]),
+                               _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt))
+        z[:, :] = last
+    elif k == 1:
         tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
         status, zs = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
                                  (mw.basis[r], mw.ridge[r]), tangents)
@@ -415,7 +433,7 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     else:
         status = step_newton_sweeps(G, W, v, v0, mu, e, edges, post,
                                     mw.impulses[r, :nc, :2 + edges])
-        z[:, :] = mw.impulses[r, :nc, :1 + edges]
+        z[:, :] = last
     if status != STATUS_OK:
         return status
     _point_impulses(pts, cs, z, edges, mw.point)
@@ -431,14 +449,15 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
 @jit(borrow=True)
 def _point_impulses(pts, cs, z, nd, point):
     """Each contact's impulse on ``pts.i`` (world frame) into ``point``, from
-    its normal and ``nd`` edge impulses ``z (nc, 1 + nd)``."""
+    its normal and tangential impulses ``z (nc, 1 + m)`` (``m`` the
+    pyramid's ``nd`` edges, or the elliptic cone's two axes)."""
     for q in range(cs.shape[0]):
         c = cs[q]
         n = pts.normal[c]
         t1, t2 = frame(n)
         for a in range(3):
             point[c, a] = z[q, 0] * n[a]
-        for k in range(nd):
+        for k in range(tangent_rows(nd)):
             d = edge(t1, t2, k, nd)
             for a in range(3):
                 point[c, a] += z[q, 1 + k] * d[a]
@@ -472,8 +491,8 @@ def _rows(b, pl, coef, pts, slot, cs, nd, D):
     contact's ``nd`` edge rows), each ``(d, r x d)`` at body i's columns and
     its negative at body j's (when they are members), and their friction
     and restitution ``mu``, ``e (nc,)``."""
-    nc = cs.shape[0]
-    W = np.zeros((nc * (1 + nd), D))
+    nc, m = cs.shape[0], tangent_rows(nd)
+    W = np.zeros((nc * (1 + m), D))
     mu = np.empty(nc)
     e = np.empty(nc)
     for q in range(nc):
@@ -482,8 +501,8 @@ def _rows(b, pl, coef, pts, slot, cs, nd, D):
         t1, t2 = frame(n)
         row = coef.table[coefficient_row(b, pl, pts, c)]
         mu[q], e[q] = row[C_MU_K], row[C_E]
-        for k in range(nd + 1):
-            w = q if k == 0 else nc + q * nd + k - 1
+        for k in range(m + 1):
+            w = q if k == 0 else nc + q * m + k - 1
             d = (n[0], n[1], n[2]) if k == 0 else edge(t1, t2, k - 1, nd)
             for side in range(2):
                 i = pts.i[c] if side == 0 else pts.j[c]
@@ -581,11 +600,11 @@ def _tilted(b, pts, tg, i, cs, nd, dW):
             if dn[0] == 0.0 and dn[1] == 0.0 and dn[2] == 0.0:
                 continue
             dt1, dt2 = frame_tangent(n, t1, dn)
-            for k in range(-1, nd):
+            for k in range(-1, tangent_rows(nd)):
                 if k < 0:
                     row, dd = q, (dn[0], dn[1], dn[2])
                 else:
-                    row, dd = nc + q * nd + k, edge(dt1, dt2, k, nd)
+                    row, dd = nc + q * tangent_rows(nd) + k, edge(dt1, dt2, k, nd)
                 dW[row, 0, p] += dd[0]
                 dW[row, 1, p] += dd[1]
                 dW[row, 2, p] += dd[2]

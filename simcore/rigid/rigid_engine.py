@@ -85,7 +85,7 @@ from ..kernel.status import (
     STATUS_OVERFLOW,
     STATUS_UNSUPPORTED_PAIR,
 )
-from ..laws.impact_maps import EDGES
+from ..laws.impact_maps import DISK, EDGES
 from ..laws.penalty import (
     C_KV,
     C_MU_ROLL,
@@ -682,7 +682,8 @@ def moreau_step(b, pl, coef, w, tg, mw, gravity, h):
     if tg.nt:
         rigid_tangent.detect(b, pl, w.pts, tg)
     moreau.free_velocity(b, mw, tg, gravity, h)
-    status = moreau.impulses(b, pl, coef, w.pts, mw, tg, EDGES, h)
+    status = moreau.impulses(b, pl, coef, w.pts, mw, tg,
+                             EDGES if coef.cone == CONE_PYRAMIDAL else DISK, h)
     if status != STATUS_OK:
         return status
     drift(b, tg, h)  # (a body asleep has no velocity)

@@ -76,8 +76,8 @@ REGISTRY = (
                family="penalty"),
     Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), True,
                "Moreau-Jean time-stepping of rigid bodies against the ground, walls and each "
-               "other: velocity-level impulses from an LCP per step, Newton restitution, "
-               "Coulomb friction over a pyramid (simcore/rigid/moreau.py); by name only",
+               "other: velocity-level impulses per step, Newton restitution, Coulomb "
+               "friction over the model's cone (simcore/rigid/moreau.py); by name only",
                family="penalty"),
 )
 INTEGRATORS = {i.name: i.code for i in REGISTRY}
