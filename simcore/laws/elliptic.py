@@ -65,6 +65,11 @@ SCAN = 64
 #: The aligned pyramids of :func:`step_elliptic`: edges, and rounds at most.
 ALIGNED_EDGES = 8
 ROUNDS = 40
+#: A round's pyramid answer is the disk's when it meets the disk's
+#: conditions to this many times the sweeps' tolerance, 1e-7 m/s (the
+#: pivots on a face's degenerate contacts, whose ridges the pyramid's
+#: stepper takes as its answers too, leave slips of a few 1e-8 m/s).
+PIVOTS = 100.0
 #: Newton's iterations on an active set (:func:`_polish`), at most.
 POLISH = 20
 #: A contact's states on its active set.
@@ -425,22 +430,26 @@ def _disk_impulses(zs, nc, theta, nd, z):
 
 
 @jit
-def _align(Wc, post, z, theta, states, tol):
-    """Turn each contact's pyramid toward the disk's answer: a slipping
-    contact's first edge opposite its slip, a sticking one's along its
-    friction impulse (where the pyramid's facets, not the disk, bound it);
-    each contact's state into ``states``."""
+def _align(Wc, post, z, theta, states, tol, step):
+    """Turn each contact's pyramid toward the disk's answer, by ``step`` of
+    the way (1: all of it): a slipping contact's first edge opposite its
+    slip, a sticking one's along its friction impulse (where the pyramid's
+    facets, not the disk, bound it); each contact's state into
+    ``states``."""
     for c in range(z.shape[0]):
         u = times(Wc[c], post)
+        target = theta[c]
         if z[c, 0] <= 0.0:
             states[c] = SEPARATE
         elif u[1] * u[1] + u[2] * u[2] > tol * tol:
             states[c] = SLIP
-            theta[c] = np.arctan2(-u[2], -u[1])
+            target = np.arctan2(-u[2], -u[1])
         else:
             states[c] = STICK
             if z[c, 1] != 0.0 or z[c, 2] != 0.0:
-                theta[c] = np.arctan2(z[c, 2], z[c, 1])
+                target = np.arctan2(z[c, 2], z[c, 1])
+        turn = (target - theta[c] + np.pi) % (2.0 * np.pi) - np.pi
+        theta[c] += step * turn
 
 
 @jit
@@ -469,9 +478,13 @@ def _polish(G, W, v, bias, mu, states, z):
 
 @jit
 def _inside(z, mu):
-    """Whether the impulses ``z (nc, 3)`` push and lie in their disks."""
+    """Whether the impulses ``z (nc, 3)`` push and lie in their disks (to
+    rounding: 1e-12 of the largest impulse)."""
+    tiny = 1e-12 * max(np.abs(z).max(), 1e-300)
     for c in range(z.shape[0]):
-        if z[c, 0] < 0.0 or z[c, 1] ** 2 + z[c, 2] ** 2 > (mu[c] * z[c, 0]) ** 2 * (1.0 + 1e-9):
+        if z[c, 0] < -tiny:
+            return False
+        if np.sqrt(z[c, 1] ** 2 + z[c, 2] ** 2) > mu[c] * max(z[c, 0], 0.0) * (1.0 + 1e-9) + tiny:
             return False
     return True
 
@@ -484,13 +497,17 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     ``z (nc, 3)``: the previous step's), each solved exactly by Lemke's pivots
     (:func:`simcore.laws.impact_maps.step_newton`, ``warm`` its start),
     each contact's pyramid turned after a round so that an edge lies
-    opposite its slip, or along its sticking impulse.  A slip along an
+    opposite its slip, or along its sticking impulse (half as far as
+    before after a round that did not lessen the disk's violation: the
+    turns can cycle).  A slip along an
     edge is resisted exactly as by the disk (the edge's vertex lies on the
     circle) and a stick inside the pyramid is inside the disk, so the
     rounds end when the disk's conditions hold at the round's velocity
-    (to :data:`~simcore.laws.impact_maps.SWEEP_TOL`), at most
-    :data:`ROUNDS`, after which the sweeps of :func:`step_elliptic_sweeps`
-    go on from the last round's impulses.  After each round, Newton's
+    (to :data:`PIVOTS` times :data:`~simcore.laws.impact_maps.SWEEP_TOL`:
+    slips slower than that stick), at most
+    :data:`ROUNDS`, after which (or after a round whose pivots met a ray)
+    the sweeps of :func:`step_elliptic_sweeps` go on from the last round's
+    impulses.  After each round, Newton's
     iterations on the round's active set (:func:`_polish`) finish the
     disk's answer.  Unlike the sweeps, the rounds settle the internal
     impulse of two sticking points whose restitution pulls them apart.
@@ -508,6 +525,7 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
             theta[c] = np.arctan2(z[c, 2], z[c, 1])
     start = np.zeros((nc, 3))
     states = np.empty(nc, np.int64)
+    step, last = 1.0, np.inf
     none = (np.zeros((v.shape[0], 0)), np.zeros((v.shape[0], 0)), np.zeros((nc, 0)),
             np.zeros((nc, 0)), np.zeros((0, v.shape[0], 0)), np.zeros((v.shape[0], v.shape[0], 0)))
     if nc == 1:
@@ -516,11 +534,19 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
         st, zs = step_newton(G, _aligned_rows(W, nc, theta, nd), v, vref, mu, e, nd,
                              (post, dpost[:, :0]), warm, none)
         if st != STATUS_OK:
-            return st
+            break  # (the pivots met a ray: the sweeps go on)
         _disk_impulses(zs, nc, theta, nd, z)
         start[:, :] = z
         tol = SWEEP_TOL * max(1.0, np.abs(post).max())
-        _align(Wc, post, z, theta, states, tol)
+        off = _violation(Wc, bias, post, z, mu)
+        if off >= last:  # (a turn that did not help: the next ones shorter)
+            step = max(0.5 * step, 1.0 / 64.0)
+        last = off
+        _align(Wc, post, z, theta, states, PIVOTS * tol, step)
+        if _inside(z, mu) and off <= PIVOTS * tol:
+            if dpost.shape[1]:
+                _tangents(G, W, (v, vref, post), (mu, e, states), z, tangents, dpost)
+            return STATUS_OK
         polished = _polish(G, W, v, bias, mu, states, z)
         if _inside(z, mu) and _violation(Wc, bias, polished, z, mu) <= tol:
             post[:] = polished

@@ -46,11 +46,12 @@ coefficients, the stiction curve, the springs and rolling resistance are
 not read.  Reconstructions: contacts are active from the step in which they
 penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
-approach speed) with no position correction.  The elliptic cone holds for
-a body alone against planes and fixed bodies; an island of several
-bodies takes the pyramid's sweeps (its elliptic problem is not solved
-yet: the rounds of aligned pyramids do not converge on two boxes pressed
-face to face).
+approach speed) with no position correction.  On the elliptic cone a
+body alone against planes and fixed bodies is solved whole
+(:func:`simcore.laws.elliptic.step_elliptic`), an island of several
+bodies by block Gauss-Seidel over its contacts
+(:func:`simcore.laws.elliptic.step_elliptic_sweeps`, each contact's disk
+problem exact in turn), as the pyramid's islands are.
 Bodies in contact with each other form an island (:func:`_islands`; a
 fixed body, a table as a box, belongs to the world as the ground does),
 whose problem couples them: its rows carry ``(d, r x d)`` at body i's
@@ -91,7 +92,7 @@ from ..geometry.rigid import angular_kick, integrate_orientation, inv_inertia_ti
 from ..kernel.config import T_SLEEP, V_SLEEP, jit
 from ..kernel.lcp import LCP_MAX
 from ..kernel.status import STATUS_OK
-from ..laws.elliptic import step_elliptic
+from ..laws.elliptic import step_elliptic, step_elliptic_sweeps
 from ..laws.impact_maps import (
     DISK,
     EDGES,
@@ -397,18 +398,19 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     """One island's impulses: ``island = (root, members, slot, contacts)``
     (``slot``: each body's place among the members, -1: not one).  Its
     bodies' velocities, and with one body its tangents, are replaced by the
-    step's.  One body: its problem solved whole by Lemke's pivots
-    (:func:`simcore.laws.impact_maps.step_newton`, warm-started); several:
-    by block Gauss-Seidel over the contacts
-    (:func:`simcore.laws.impact_maps.step_newton_sweeps`, from the last
+    step's.  ``edges``: the pyramid's, or :data:`~simcore.laws.impact_maps.
+    DISK` (the elliptic cone).  One body: its problem solved whole
+    (:func:`simcore.laws.elliptic.step_elliptic`, from the last step's
+    impulses; :func:`simcore.laws.impact_maps.step_newton`: Lemke's pivots,
+    warm-started); several: by block Gauss-Seidel over the contacts
+    (:func:`simcore.laws.elliptic.step_elliptic_sweeps`,
+    :func:`simcore.laws.impact_maps.step_newton_sweeps`, from the last
     step's impulses), and no tangents: contacts between bodies, whose
     scenario :func:`simcore.rigid.rigid_tangent.detect` flags for
     differences."""
     r, members, slot, cs = island
     k = members.shape[0]
     G, v, v0 = _bodies(b, mw, members)
-    if k > 1 and edges == DISK:
-        edges = EDGES  # (several bodies: the pyramid's sweeps; module docstring)
     W, mu, e = _rows(b, pl, coef, pts, slot, cs, edges, 6 * k)
     nt = tg.nt if k == 1 else 0
     post = np.zeros(6 * k)
@@ -418,9 +420,12 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     z = np.zeros((nc, 1 + m))
     last = mw.impulses[r, :nc, :1 + m]
     if edges == DISK:
-        status = step_elliptic(G, W, v, v0, mu, e, (post, dpost), last,
-                               (mw.basis[r], mw.ridge[r]),
-                               _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt))
+        tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
+        if k == 1:
+            status = step_elliptic(G, W, v, v0, mu, e, (post, dpost), last,
+                                   (mw.basis[r], mw.ridge[r]), tangents)
+        else:
+            status = step_elliptic_sweeps(G, W, v, v0, mu, e, (post, dpost), last, tangents)
         z[:, :] = last
     elif k == 1:
         tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
