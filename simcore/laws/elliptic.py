@@ -12,10 +12,10 @@ its normal ``n`` at row ``c`` and its tangents ``t1``, ``t2``
 2 c + 1`` (the pyramid's ordering with ``nd`` :data:`~simcore.laws.
 impact_maps.DISK`: two axes, not edges), each ``(d, r x d)`` per body;
 its impulse ``p_c = (p_n, p_t1, p_t2)`` along them, ``z`` the impulses
-in row order.  The
-velocity after the step is ``v+ = v + G W^T z``; contact ``c``'s velocity
-``u_c = W_c v+``, its restitution's bias ``b_c = e_c min(n . vref, 0)``
-(``vref``: the velocity at the step's start).  The conditions:
+in row order.  The velocity after the step is ``v+ = v + G W^T z``;
+contact ``c``'s velocity ``u_c = W_c v+``, its restitution's bias ``b_c =
+e_c min(n . vref, 0)`` (``vref``: the velocity at the step's start).  The
+conditions:
 
 * ``0 <= p_n _|_ u_n + b >= 0``;
 * stick: ``|p_t| <= mu p_n`` and ``u_t = 0``; slip: ``p_t = -mu p_n s``
@@ -39,7 +39,8 @@ enumerative local solver, there a quartic).  A body on several contacts
 pyramids turned so that an edge lies along each contact's friction (a
 slip along an edge is resisted as by the disk), each round's active set
 (separate, stick, slip) finished by Newton's iterations on the disk's
-equations, until the disk's conditions hold; failing that, non-smooth
+equations, until the disk's conditions hold (a round's own answer to
+:data:`PIVOTS` times the sweeps' tolerance); failing that, non-smooth
 block Gauss-Seidel over the contacts (Jean and Moreau,
 :func:`step_elliptic_sweeps`), each contact's local problem in turn with
 the others' impulses held, until the conditions hold at the sweep's end
