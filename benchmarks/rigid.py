@@ -22,9 +22,12 @@ sliding and coming to rest), each run for ``S`` seconds:
   ``moreau_speedup``, ``moreau_speedup_parallel``: the Moreau-Jean stepper
   (:mod:`simcore.rigid.moreau`) on the same tosses at the same step, over
   MuJoCo's (its flights taken at once and its resting boxes asleep count
-  as the steps they span); ``moreau_gradient_cost_ratio``: its run with the
-  four directions over its forward run (a run with directions takes every
-  step);
+  as the steps they span), on the elliptic cone (the model's default);
+  ``moreau_gradient_cost_ratio``: its run with the four directions over its
+  forward run (a run with directions takes every step);
+  ``moreau_pyramid_box_steps_per_s``, ``moreau_pyramid_speedup``: on the
+  pyramid of 4 edges (``cone: pyramidal``; MuJoCo's default cone is a
+  pyramid too), one core;
 * ``gradient_cost_ratio``: the same rollouts with the exact sensitivities of
   their final states to four coefficients (``mu_s``, ``mu_k``, ``e_bg``,
   ``k_hc``; :mod:`simcore.rigid.rigid_tangent`) over the forward run alone, one
@@ -96,11 +99,11 @@ def tosses(n, seed=0):
     return pos, vel, omega, q
 
 
-def _ours(n, duration, integrator=None, step=None):
+def _ours(n, duration, integrator=None, step=None, cone="elliptic"):
     """The tosses on the time-stepper (``integrator`` None: the penalty
     stepper at its stable step; ``moreau``: the Moreau-Jean stepper at
-    ``step``): ``(step, run, grads)``, ``run(parallel, directions)`` the box-steps
-    of one rollout of them all."""
+    ``step``) with the friction ``cone``: ``(step, run, grads)``,
+    ``run(parallel, directions)`` the box-steps of one rollout of them all."""
     from simcore import engine as E
     from simcore import model as M
 
@@ -109,7 +112,7 @@ def _ours(n, duration, integrator=None, step=None):
                        quat=[q[k]], t_end=duration, dt=step, shape=("box",),
                        extent=[[HALF] * 3], inertia=[[INERTIA] * 3]) for k in range(n)]
     model, state = M.build(scen, params={"mu_s": 0.3, "mu_k": 0.3, "e_bg": 0.5},
-                           integrator=integrator)
+                           integrator=integrator, cone=cone)
     step = float(model.scen_dt.min())
     model = replace(model, scen_dt=np.full(n, step))  # every scenario at the one step
 
@@ -187,6 +190,9 @@ def main(argv=None):
     out["moreau_box_steps_per_s"] = m_steps / m_forward
     out["moreau_gradient_cost_ratio"] = m_gradient / m_forward
     out["moreau_box_steps_per_s_parallel"] = m_steps / best(lambda: moreau(True), args.repeat)
+    _, pyramid, _ = _ours(args.tosses, args.duration, "moreau", step, "pyramidal")
+    out["moreau_pyramid_box_steps_per_s"] = pyramid(False) / best(lambda: pyramid(False),
+                                                                   args.repeat)
     try:
         import mujoco  # noqa: F401
     except ImportError:
@@ -202,6 +208,8 @@ def main(argv=None):
         out["speedup_parallel"] = (out["box_steps_per_s_parallel"]
                                    / out["mujoco_steps_per_s_parallel"])
         out["moreau_speedup"] = out["moreau_box_steps_per_s"] / out["mujoco_steps_per_s"]
+        out["moreau_pyramid_speedup"] = (out["moreau_pyramid_box_steps_per_s"]
+                                         / out["mujoco_steps_per_s"])
         out["moreau_speedup_parallel"] = (out["moreau_box_steps_per_s_parallel"]
                                           / out["mujoco_steps_per_s_parallel"])
     if not args.no_recovery:
