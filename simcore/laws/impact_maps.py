@@ -184,8 +184,9 @@ def jac_row(r, d, out):
 
 @jit
 def rows(arms, normals, nd):
-    """``W (nc (1 + nd), 6)``: the normal rows of every contact, then each
-    contact's ``nd`` edge rows."""
+    """``W (nc (1 + m), 6)``: the normal rows of every contact, then each
+    contact's ``m`` tangential rows (:func:`tangent_rows`: its ``nd`` edges,
+    or the elliptic cone's two axes)."""
     nc, m = arms.shape[0], tangent_rows(nd)
     W = np.zeros((nc * (1 + m), 6))
     for c in range(nc):
@@ -388,7 +389,7 @@ def fixed_geometry(nt):
 
 @jit
 def drows(darms, normals, nd):
-    """``dW (nc (1 + nd), 6, nt)``: the tangents of :func:`rows` when the
+    """``dW (nc (1 + m), 6, nt)``: the tangents of :func:`rows` when the
     arms move by ``darms (nc, 3, nt)`` and the normals stay: ``(0, dr x
     d)`` for each row's direction ``d``."""
     nc, _, nt = darms.shape
