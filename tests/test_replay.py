@@ -149,10 +149,13 @@ PINNED_ROWS = 49
 #: Relative tolerance against the pinned values.  The same code on the same
 #: machine reproduces them to the bit; across machines glibc's libm picks
 #: other code for sin, cos and exp by CPU (with and without FMA), and the
-#: tumbling cubes amplify those last bits to about 1e-9 of the values
-#: (spins near 1e-8 rad/s on 10 rad/s).  Any change of the physics moves
-#: them far more.
+#: tumbling cubes amplify those last bits: to about 1e-9 of the values on
+#: the machines they were pinned beside, to 1e-6 on another (one toss's
+#: spin, 0.446173480 against 0.446173043 rad/s; the code of the pins gives
+#: the same there), hence the tumbling cubes' own tolerance.  Any change of
+#: the physics moves them far more.
 PINNED_RTOL = 1e-7
+PINNED_RTOL_TUMBLING = 1e-5
 
 
 def _fingerprint(tables):
@@ -192,6 +195,7 @@ def test_shipped_datasets_simulate_to_their_pinned_values(name):
     root = Path(__file__).resolve().parents[1] / "datasets" / name
     got = _fingerprint(replay.simulate_dataset(root))
     want = json.loads((PINNED / f"{name}.json").read_text())
+    rtol = PINNED_RTOL_TUMBLING if name == "cube-toss" else PINNED_RTOL
     assert got.keys() == want.keys()
     for key, w in want.items():
         g = got[key]
@@ -200,7 +204,7 @@ def test_shipped_datasets_simulate_to_their_pinned_values(name):
             continue
         assert g["n"] == w["n"], key
         scale = max(w["abs"] / max(w["n"], 1), 1e-300)
-        np.testing.assert_allclose(g["rows"], w["rows"], rtol=PINNED_RTOL,
-                                   atol=PINNED_RTOL * scale, err_msg=key)
+        np.testing.assert_allclose(g["rows"], w["rows"], rtol=rtol, atol=rtol * scale,
+                                   err_msg=key)
         np.testing.assert_allclose([g["sum"], g["abs"]], [w["sum"], w["abs"]],
-                                   rtol=PINNED_RTOL, atol=PINNED_RTOL * w["abs"], err_msg=key)
+                                   rtol=rtol, atol=rtol * w["abs"], err_msg=key)
