@@ -58,6 +58,7 @@ norm one is taken; ``G W^T dz``, the velocity, is the same for all).
 import numpy as np
 
 from ..kernel.config import jit
+from ..kernel.lcp import solve
 from ..kernel.status import STATUS_IMPACT_JAM, STATUS_OK, STATUS_SWEEPS
 from .impact_maps import SWEEP_TOL, SWEEPS, moved, step_newton, times, wgw
 
@@ -75,32 +76,6 @@ PIVOTS = 100.0
 POLISH = 20
 #: A contact's states on its active set.
 SEPARATE, STICK, SLIP = 0, 1, 2
-
-
-@jit
-def _solve3(A, r):
-    """``A^-1 r`` for a 3 x 3 ``A`` (Gaussian elimination, partial pivots)."""
-    m = A.copy()
-    x = r.copy()
-    for k in range(3):
-        p = k
-        for i in range(k + 1, 3):
-            if abs(m[i, k]) > abs(m[p, k]):
-                p = i
-        for j in range(3):
-            m[k, j], m[p, j] = m[p, j], m[k, j]
-        x[k], x[p] = x[p], x[k]
-        for i in range(k + 1, 3):
-            f = m[i, k] / m[k, k]
-            for j in range(k, 3):
-                m[i, j] -= f * m[k, j]
-            x[i] -= f * x[k]
-    for k in range(2, -1, -1):
-        s = x[k]
-        for j in range(k + 1, 3):
-            s -= m[k, j] * x[j]
-        x[k] = s / m[k, k]
-    return x
 
 
 @jit
@@ -173,9 +148,9 @@ def local(A, u0, b, mu, p):
     if un >= 0.0:
         p[:] = 0.0
         return SEPARATE
-    r = np.empty(3)
-    r[0], r[1], r[2] = -un, -u0[1], -u0[2]
-    x = _solve3(A, r)
+    r = np.empty((3, 1))
+    r[0, 0], r[1, 0], r[2, 0] = -un, -u0[1], -u0[2]
+    x = solve(A, r)[:, 0]
     if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2:
         p[:] = x
         return STICK
@@ -191,17 +166,24 @@ def local(A, u0, b, mu, p):
 
 
 @jit
+def _contact_rows(W, nc):
+    """Each contact's rows ``Wc (nc, 3, D)`` (normal, t1, t2) from ``W``."""
+    Wc = np.zeros((nc, 3, W.shape[1]))
+    for c in range(nc):
+        for k in range(3):
+            Wc[c, k, :] = W[c if k == 0 else nc + 2 * c + k - 1, :]
+    return Wc
+
+
+@jit
 def _blocks(G, W, nc):
     """Each contact's rows ``Wc (nc, 3, D)``, ``G Wc^T (nc, D, 3)`` and
     ``A_cc (nc, 3, 3)``."""
     D = G.shape[0]
-    Wc = np.zeros((nc, 3, D))
+    Wc = _contact_rows(W, nc)
     GWt = np.zeros((nc, D, 3))
     Acc = np.zeros((nc, 3, 3))
     for c in range(nc):
-        for k in range(3):
-            row = c if k == 0 else nc + 2 * c + k - 1
-            Wc[c, k, :] = W[row, :]
         for j in range(D):
             for k in range(3):
                 a = 0.0
@@ -454,12 +436,12 @@ def _align(Wc, post, z, theta, states, tol, step):
 
 
 @jit
-def _polish(G, W, v, bias, mu, states, z):
-    """Newton's iterations on the active set ``states`` (:func:`_jacobian`)
-    from the impulses ``z (nc, 3)``, replaced: the disk's answer where the
-    pyramid's states are the disk's.  Returns the velocity after them."""
+def _polish(G, W, A, v, bias, mu, states, z):
+    """Newton's iterations on the active set ``states`` (:func:`_jacobian`;
+    ``A = W G W^T``) from the impulses ``z (nc, 3)``, replaced: the disk's
+    answer where the pyramid's states are the disk's.  Returns the velocity
+    after them."""
     nc = mu.shape[0]
-    A = wgw(W, G)
     wv = times(W, v)
     zr = _rowed(z, nc)
     for _ in range(POLISH):
@@ -514,9 +496,12 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     impulse of two sticking points whose restitution pulls them apart.
     Arguments and the answer in ``z`` as :func:`step_elliptic_sweeps`'s."""
     nc = mu.shape[0]
+    if nc == 1:  # (one contact: its local problem is the whole one)
+        return step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents)
     nd = ALIGNED_EDGES
     post, dpost = out
-    Wc, _, _ = _blocks(G, W, nc)
+    Wc = _contact_rows(W, nc)
+    A = wgw(W, G)
     bias = np.empty(nc)
     for c in range(nc):
         bias[c] = e[c] * min(times(Wc[c, :1], vref)[0], 0.0)
@@ -529,8 +514,6 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     step, last = 1.0, np.inf
     none = (np.zeros((v.shape[0], 0)), np.zeros((v.shape[0], 0)), np.zeros((nc, 0)),
             np.zeros((nc, 0)), np.zeros((0, v.shape[0], 0)), np.zeros((v.shape[0], v.shape[0], 0)))
-    if nc == 1:
-        return step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents)
     for _ in range(ROUNDS):
         st, zs = step_newton(G, _aligned_rows(W, nc, theta, nd), v, vref, mu, e, nd,
                              (post, dpost[:, :0]), warm, none)
@@ -548,7 +531,7 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
             if dpost.shape[1]:
                 _tangents(G, W, (v, vref, post), (mu, e, states), z, tangents, dpost)
             return STATUS_OK
-        polished = _polish(G, W, v, bias, mu, states, z)
+        polished = _polish(G, W, A, v, bias, mu, states, z)
         if _inside(z, mu) and _violation(Wc, bias, polished, z, mu) <= tol:
             post[:] = polished
             if dpost.shape[1]:
