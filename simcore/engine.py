@@ -289,12 +289,14 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
 
 def _refuse_unknown(model, engine):
     """Refuse a model whose contact laws or body shapes the kernels of
-    ``engine`` (an engine module: its ``LAWS`` per contact kind and its
-    ``SHAPES``) do not run, naming the law or shape, the contact kind and the
-    engine: a law or shape registered without a kernel there must never run
-    as another one."""
+    ``engine`` (an engine module: its ``LAWS`` per contact kind, the
+    Moreau-Jean stepper's ``MOREAU_LAWS``, and its ``SHAPES``) do not run,
+    naming the law or shape, the contact kind and the engine: a law or shape
+    registered without a kernel there must never run as another one."""
     which = engine.__name__.rpartition(".")[2].replace("_", " ")
-    for kind, code, runs in zip(registry.KINDS, model.layout.law_codes.tolist(), engine.LAWS):
+    laws = (engine.MOREAU_LAWS if engine is rigid_engine and model.integrator == INTEGRATOR_MOREAU
+            else engine.LAWS)
+    for kind, code, runs in zip(registry.KINDS, model.layout.law_codes.tolist(), laws):
         if code not in runs:
             names = {law.code: law.name for law in registry.REGISTRY}
             raise ValueError(f"contact law {names.get(code, f'code {code}')!r} "

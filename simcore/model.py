@@ -26,7 +26,7 @@ from .geometry.collision import SHAPE_NAMES, SHAPE_SPHERE, check_shapes
 from .geometry.rigid import ground_normal
 from .laws import penalty
 from .laws import registry as contact_laws
-from .sliding.integrate import choose
+from .sliding.integrate import RIGID, choose
 
 MAX_BODIES = 32
 
@@ -607,19 +607,31 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         raise ValueError(f"cone = {cone!r}: expected one of {list(penalty.CONES)}")
     boxes = any("box" in tuple(sc.shape or ()) for sc in scenarios)
     laws = contact_laws.resolve(laws, None, boxes, impacts=False)
-    rigid_model = contact_laws.family(laws) == penalty.FAMILY
+    family = contact_laws.family(laws)
     layout = _layout(scenarios, materials, coefficients, params, laws, spin, gravity)
     vec = (layout.vector(params) if params is None or isinstance(params, dict)
            else np.asarray(params, np.float64))
     layout.validate(vec)
+    arrays_of = [_check_scenario(sc, s) for s, sc in enumerate(scenarios)]
+    if not arrays_of:
+        raise ValueError("no scenarios")
+    shapes = {SHAPE_NAMES[c] for a in arrays_of for c in np.unique(a[6])}
+    chosen = choose(shapes, integrator, family)
+    rigid_model = chosen.code in RIGID
+    # the patent's sliding spheres on the Moreau-Jean stepper: they do not turn
+    frozen = rigid_model and family != penalty.FAMILY
+    if frozen:
+        _refuse_on_moreau(laws, spin)
     checked, rigids = [], []
-    for s, sc in enumerate(scenarios):
-        arrays = _check_scenario(sc, s)
+    for s, (sc, arrays) in enumerate(zip(scenarios, arrays_of)):
         if rigid_model:
             rigids.append(_check_rigid(_label(sc, s), sc, arrays[6], arrays[0], arrays[1],
                                        arrays[2], arrays[3], arrays[4],
                                        _ground(layout, vec, ground_z)))
             spun = (rigids[-1][4], np.full(arrays[4].shape[0], np.nan))
+            if frozen:
+                _check_spin(_label(sc, s), sc, *arrays[:6], ground_z, gravity, False)
+                _no_torques(_label(sc, s), arrays[5])
         else:
             if sc.dt is None:
                 raise ValueError(f"{_label(sc, s)}: dt = None: expected a step > 0 (only the "
@@ -627,18 +639,12 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
             _check_geometry(_label(sc, s), arrays[0], arrays[2], arrays[4], ground_z)
             spun = _check_spin(_label(sc, s), sc, arrays[0], arrays[1], arrays[2], arrays[3],
                                arrays[4], arrays[5], ground_z, gravity, spin)
-            if not spin and np.any(arrays[5][:, 6:9] != 0.0):
-                raise ValueError(f"{_label(sc, s)}: controls give torques (tx, ty, tz), which "
-                                 "turn spinning balls (model: {spin: true}) and rigid bodies "
-                                 "only: the sliding model's spheres do not rotate")
+            if not spin:
+                _no_torques(_label(sc, s), arrays[5])
         checked.append(arrays + spun)
-    if not checked:
-        raise ValueError("no scenarios")
     fields, state = _pack(scenarios, checked, layout)
-    shapes = {SHAPE_NAMES[c] for a in checked for c in np.unique(a[6])}
     if not rigid_model:
         check_shapes(shapes)
-    chosen = choose(shapes, integrator, contact_laws.family(laws))
     names = tuple(sc.name or str(s) for s, sc in enumerate(scenarios))
     model = Model(**fields, params=vec, layout=layout, gravity=float(gravity),
                   ground_z=float(ground_z), integrator=chosen.code, names=names)
@@ -649,7 +655,32 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
                              "step has no stiffness to choose one from)")
         model = _with_rigid(model, state, checked, rigids, penalty.CONES.index(cone), strict,
                             guard=not moreau)
+        if frozen:
+            model.body_inertia[...] = np.inf
     return model, state
+
+
+def _refuse_on_moreau(laws, spin):
+    """The patent's impulse-law models the Moreau-Jean stepper runs: the
+    sliding spheres under the ``impulse`` law on every contact kind (a
+    ``ValueError`` names the kind or the spinning model it does not run)."""
+    if spin:
+        raise ValueError("integrator moreau does not run the spinning model (model: {spin: "
+                         "true}): its balls' rolling and spinning friction are the spinning "
+                         "engine's; use integrator exact")
+    for kind, name in laws.items():
+        if name != contact_laws.DEFAULT:
+            raise ValueError(f"integrator moreau runs the impulse family's {contact_laws.DEFAULT!r} "
+                             f"law only; {kind}: {name!r} has no Moreau-Jean counterpart (use "
+                             "integrator exact)")
+
+
+def _no_torques(label, controls):
+    """Refuse controls with torques on spheres that do not turn."""
+    if np.any(controls[:, 6:9] != 0.0):
+        raise ValueError(f"{label}: controls give torques (tx, ty, tz), which turn spinning balls "
+                         "(model: {spin: true}) and rigid bodies only: the sliding model's "
+                         "spheres do not rotate")
 
 
 def _pack(scenarios, checked, layout):

@@ -379,11 +379,17 @@ class Layout:
         """The vector rows of the penalty laws' coefficient columns
         (:data:`simcore.laws.penalty.OWN` of the kind, then ``SHARED``; -1: not
         held): ``(ground (nmat, 15), body (nmat, nmat, 15), wall (nmat, nmat,
-        15))``, indexed by material ids as ``bg``, ``bb``, ``bw``."""
+        15))``, indexed by material ids as ``bg``, ``bb``, ``bw``.  A layout
+        of the patent's impulse law (no ``v_e2``: the Moreau-Jean stepper's
+        sliding spheres) has the ground's ``v_e1`` and ``v_e2`` at ``v_th``:
+        the step from ``mu_s`` to ``mu_k`` at ``v_th`` of claim 9."""
         row = {n: k for k, n in enumerate(self.names)}
         labels = ("",) + self.materials
         nmat = len(labels)
         cols = {kind: own + penalty.SHARED for kind, own in penalty.OWN.items()}
+        if "v_e2" not in row:
+            cols["body_ground"] = tuple("v_th" if r in ("v_e1", "v_e2") else r
+                                        for r in cols["body_ground"])
         ground = np.array([[_pick(row, r, labels[a]) for r in cols["body_ground"]]
                            for a in range(nmat)], np.int64)
         body = np.array([[[_pick(row, r, labels[a], labels[b]) for r in cols["body_body"]]

@@ -233,7 +233,7 @@ def test_integrator_is_chosen_by_capability():
     assert integrate.choose({"sphere"}, family="penalty").name == "penalty"
     with pytest.raises(ValueError, match=r"no integrator runs shapes \['box'\] with impulse"):
         integrate.choose({"box"}, family="impulse")
-    with pytest.raises(ValueError, match=r"integrator 'exact' resolves contacts with impulse"):
+    with pytest.raises(ValueError, match=r"integrator 'exact' runs sphere under impulse laws; this model's laws are penalty"):
         integrate.choose({"sphere"}, "exact", family="penalty")
     model, _ = simcore.build([one()])
     assert model.integrator == integrate.INTEGRATOR_EXACT

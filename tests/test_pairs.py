@@ -17,7 +17,7 @@ def test_every_body_shape_has_its_rows():
     the time-stepper's, with the contact points of simcore/faces.py)."""
     from simcore.sliding.integrate import REGISTRY
 
-    shapes = {s for it in REGISTRY if it.family == "impulse" for s in it.shapes}
+    shapes = {s for it in REGISTRY if it.kind == "event-driven" for s in it.shapes}
     C.check_shapes(shapes)
     for a in shapes:
         assert C.pair(a, "plane").shapes == (a, "plane") == C.pair("plane", a).shapes

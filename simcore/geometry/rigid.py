@@ -138,7 +138,10 @@ def free_spin(q, omega, inertia, tau, h):
 
 @jit(borrow=True)
 def gyroscopic(inertia, w0, w1, w2, h):
-    """``h w x (I w)`` (body frame, a tuple)."""
+    """``h w x (I w)`` (body frame, a tuple; zero at ``w = 0``, also for a
+    body of infinite inertia)."""
+    if w0 == 0.0 and w1 == 0.0 and w2 == 0.0:
+        return 0.0, 0.0, 0.0
     l0, l1, l2 = inertia[0] * w0, inertia[1] * w1, inertia[2] * w2
     return h * (w1 * l2 - w2 * l1), h * (w2 * l0 - w0 * l2), h * (w0 * l1 - w1 * l0)
 

@@ -87,7 +87,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..geometry.faces import bounding_radius
+from ..geometry.faces import KIND_GROUND, bounding_radius
 from ..geometry.rigid import angular_kick, integrate_orientation, inv_inertia_times
 from ..kernel.config import T_SLEEP, V_SLEEP, jit
 from ..kernel.lcp import LCP_MAX
@@ -104,7 +104,8 @@ from ..laws.impact_maps import (
     step_newton_sweeps,
     tangent_rows,
 )
-from ..laws.penalty import C_E, C_MU_K
+from ..laws.penalty import C_E, C_MU_K, C_MU_S, C_VE2
+from ..laws.registry import LAW_IMPULSE
 from . import rigid_tangent
 
 
@@ -411,7 +412,7 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     r, members, slot, cs = island
     k = members.shape[0]
     G, v, v0 = _bodies(b, mw, members)
-    W, mu, e = _rows(b, pl, coef, pts, slot, cs, edges, 6 * k)
+    W, mu, e = _rows(b, pl, coef, pts, mw, slot, cs, edges, 6 * k)
     nt = tg.nt if k == 1 else 0
     post = np.zeros(6 * k)
     dpost = np.zeros((6 * k, nt))
@@ -420,7 +421,7 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
     z = np.zeros((nc, 1 + m))
     last = mw.impulses[r, :nc, :1 + m]
     if edges == DISK:
-        tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
+        tangents = _tangents(b, pl, coef, pts, mw, tg, members[0], cs, edges, nt)
         if k == 1:
             status = step_elliptic(G, W, v, v0, mu, e, (post, dpost), last,
                                    (mw.basis[r], mw.ridge[r]), tangents)
@@ -428,7 +429,7 @@ def _island(b, pl, coef, pts, mw, tg, edges, island):
             status = step_elliptic_sweeps(G, W, v, v0, mu, e, (post, dpost), last, tangents)
         z[:, :] = last
     elif k == 1:
-        tangents = _tangents(b, pl, pts, mw, tg, members[0], cs, edges, nt)
+        tangents = _tangents(b, pl, coef, pts, mw, tg, members[0], cs, edges, nt)
         status, zs = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
                                  (mw.basis[r], mw.ridge[r]), tangents)
         for q in range(nc):
@@ -489,13 +490,28 @@ def _bodies(b, mw, members):
     return G, v, v0
 
 
+@jit(borrow=True)
+def friction_column(b, pl, coef, pts, mw, c):
+    """The column of point ``c``'s row that its cone reads: the kind's
+    kinetic coefficient ``C_MU_K``; under the patent's impulse law, a ground
+    contact's follows its body's speed regime at the step's start, as the
+    sliding model's (claim 9): ``C_MU_S`` (``mu_s``) while the horizontal
+    speed is below ``v_th`` (the row's ``C_VE2``), ``C_MU_K`` at or above."""
+    kind = pts.kind[c]
+    if kind != KIND_GROUND or coef.laws[kind] != LAW_IMPULSE:
+        return C_MU_K
+    i = pts.i[c]
+    speed = np.sqrt(mw.vref[i, 0] ** 2 + mw.vref[i, 1] ** 2)
+    return C_MU_K if speed >= coef.table[coefficient_row(b, pl, pts, c)][C_VE2] else C_MU_S
+
+
 @jit
-def _rows(b, pl, coef, pts, slot, cs, nd, D):
+def _rows(b, pl, coef, pts, mw, slot, cs, nd, D):
     """The contacts' rows ``W (nc (1 + nd), D)`` (the ordering of
     :func:`simcore.laws.impact_maps.rows`: the normal rows, then each
     contact's ``nd`` edge rows), each ``(d, r x d)`` at body i's columns and
     its negative at body j's (when they are members), and their friction
-    and restitution ``mu``, ``e (nc,)``."""
+    (:func:`friction_column`) and restitution ``mu``, ``e (nc,)``."""
     nc, m = cs.shape[0], tangent_rows(nd)
     W = np.zeros((nc * (1 + m), D))
     mu = np.empty(nc)
@@ -505,7 +521,7 @@ def _rows(b, pl, coef, pts, slot, cs, nd, D):
         n = pts.normal[c]
         t1, t2 = frame(n)
         row = coef.table[coefficient_row(b, pl, pts, c)]
-        mu[q], e[q] = row[C_MU_K], row[C_E]
+        mu[q], e[q] = row[friction_column(b, pl, coef, pts, mw, c)], row[C_E]
         for k in range(m + 1):
             w = q if k == 0 else nc + q * m + k - 1
             d = (n[0], n[1], n[2]) if k == 0 else edge(t1, t2, k - 1, nd)
@@ -533,7 +549,7 @@ def _add_row(r, d, out, sign):
 
 
 @jit
-def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
+def _tangents(b, pl, coef, pts, mw, tg, i, cs, nd, nt):
     """The tangents of one body's problem (:func:`_island` of one member
     ``i``) along ``nt`` of ``tg``'s directions
     (:func:`simcore.laws.impact_maps.step_newton`'s ``tangents``): the free
@@ -565,7 +581,7 @@ def _tangents(b, pl, pts, mw, tg, i, cs, nd, nt):
         for a in range(3):
             normals[q, a] = pts.normal[c, a]
         for p in range(nt):
-            dmu[q, p], de[q, p] = trow[C_MU_K, p], trow[C_E, p]
+            dmu[q, p], de[q, p] = trow[friction_column(b, pl, coef, pts, mw, c), p], trow[C_E, p]
             if dmu[q, p] != 0.0 or de[q, p] != 0.0:
                 tg.used[p] += 1
             for a in range(3):

@@ -86,6 +86,7 @@ from ..kernel.status import (
     STATUS_UNSUPPORTED_PAIR,
 )
 from ..laws.impact_maps import DISK, EDGES
+from ..laws.registry import LAW_IMPULSE
 from ..laws.penalty import (
     C_KV,
     C_MU_ROLL,
@@ -105,6 +106,9 @@ from .phases import Phases
 #: not a sphere is taken as a box): :func:`simcore.engine.simulate` refuses
 #: anything else.
 LAWS = (CODES, CODES, CODES)
+#: The Moreau-Jean stepper's: the penalty laws' coefficients, and the
+#: patent's impulse law on the sliding spheres (:mod:`simcore.rigid.moreau`).
+MOREAU_LAWS = tuple(codes + (LAW_IMPULSE,) for codes in LAWS)
 SHAPES = (SHAPE_SPHERE, SHAPE_BOX)
 #: The coefficients held only when named that this engine reads.
 READS = tuple(p.name for p in BODY_PARAMETERS + SCENE_PARAMETERS)

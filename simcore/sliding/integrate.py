@@ -50,37 +50,67 @@ RIGID = (INTEGRATOR_PENALTY, INTEGRATOR_MOREAU)
 class Integrator:
     """A registered integrator: its name (``build(integrator=...)``,
     ``contactfit simulate --integrator``), its code in the kernels, and its
-    capabilities: the shapes it can run and whether its sensitivities are
-    exact (``differentiable``), and the family of contact laws it resolves
-    contacts with (``impulse``: impacts; ``penalty``: forces from
-    penetration, :mod:`simcore.laws.penalty`)."""
+    capabilities: ``runs``, the shapes it can run under each family of
+    contact laws (``impulse``: impacts, the patent's laws; ``penalty``:
+    forces from penetration, :mod:`simcore.laws.penalty`), whether its
+    sensitivities are exact (``differentiable``), and its kind
+    (``event-driven``: exact impact times; ``time-stepping``: a fixed step,
+    impacts within a step; ``002_*``'s two ways)."""
 
     name: str
     code: int
-    shapes: tuple
+    runs: tuple
     differentiable: bool
     meaning: str
-    family: str = "impulse"
+    kind: str
 
+    @property
+    def shapes(self):
+        """Every shape it runs, under any family."""
+        return tuple(dict.fromkeys(s for _, shapes in self.runs for s in shapes))
+
+    @property
+    def families(self):
+        return tuple(f for f, _ in self.runs)
+
+    def covers(self, shapes, family=None):
+        """Whether it runs ``shapes`` under laws of ``family`` (None: any)."""
+        return any(family in (None, f) and not set(shapes) - set(s) for f, s in self.runs)
+
+
+EVENT_DRIVEN, TIME_STEPPING = "event-driven", "time-stepping"
 
 #: The integrators, in order of preference: :func:`choose` takes the first
-#: whose capabilities cover a batch.
+#: whose capabilities cover a batch (a dataset's choice between an
+#: event-driven and a time-stepping one follows the events' density:
+#: :mod:`simcore.data.dataset.choice`).
 REGISTRY = (
-    Integrator("exact", INTEGRATOR_EXACT, ("sphere",), True,
-               "event-exact: closed-form motion between events, exact event times"),
-    Integrator("symplectic", INTEGRATOR_SYMPLECTIC, ("sphere",), False,
-               "the patent's symplectic Euler over the dt grid, impacts found exactly"),
-    Integrator("penalty", INTEGRATOR_PENALTY, ("sphere", "box"), True,
+    Integrator("exact", INTEGRATOR_EXACT, (("impulse", ("sphere",)),), True,
+               "event-exact: closed-form motion between events, exact event times",
+               EVENT_DRIVEN),
+    Integrator("symplectic", INTEGRATOR_SYMPLECTIC, (("impulse", ("sphere",)),), False,
+               "the patent's symplectic Euler over the dt grid, impacts found exactly",
+               EVENT_DRIVEN),
+    Integrator("penalty", INTEGRATOR_PENALTY, (("penalty", ("sphere", "box")),), True,
                "time-stepping rigid bodies (semi-implicit Euler, sub-stepped to the "
                "contacts' stable step) under penalty contact laws (simcore/rigid_engine.py)",
-               family="penalty"),
-    Integrator("moreau", INTEGRATOR_MOREAU, ("sphere", "box"), True,
+               TIME_STEPPING),
+    Integrator("moreau", INTEGRATOR_MOREAU,
+               (("penalty", ("sphere", "box")), ("impulse", ("sphere",))), True,
                "Moreau-Jean time-stepping of rigid bodies against the ground, walls and each "
                "other: velocity-level impulses per step, Newton restitution, Coulomb "
-               "friction over the model's cone (simcore/rigid/moreau.py); by name only",
-               family="penalty"),
+               "friction over the model's cone (simcore/rigid/moreau.py); the sliding "
+               "spheres of the patent's impulse law too, where their events are dense",
+               TIME_STEPPING),
 )
 INTEGRATORS = {i.name: i.code for i in REGISTRY}
+BY_CODE = {i.code: i for i in REGISTRY}
+
+
+def candidates(shapes, family=None):
+    """The registered integrators that run ``shapes`` under laws of
+    ``family`` (None: any), in order of preference."""
+    return tuple(it for it in REGISTRY if it.covers(shapes, family))
 
 
 def choose(shapes, name=None, family=None):
@@ -96,13 +126,14 @@ def choose(shapes, name=None, family=None):
         if shapes - set(it.shapes):
             raise ValueError(f"integrator {name!r} cannot run shapes "
                              f"{sorted(shapes - set(it.shapes))} (it runs {list(it.shapes)})")
-        if family is not None and it.family != family:
-            raise ValueError(f"integrator {name!r} resolves contacts with {it.family} laws; "
-                             f"this model's laws are {family} laws")
+        if family is not None and not it.covers(shapes, family):
+            runs = "; ".join(f"{', '.join(s)} under {f} laws" for f, s in it.runs)
+            raise ValueError(f"integrator {name!r} runs {runs}; this model's laws are "
+                             f"{family} laws")
         return it
-    for it in REGISTRY:
-        if not shapes - set(it.shapes) and family in (None, it.family):
-            return it
+    found = candidates(shapes, family)
+    if found:
+        return found[0]
     raise ValueError(f"no integrator runs shapes {sorted(shapes)}"
                      + (f" with {family} laws" if family else ""))
 

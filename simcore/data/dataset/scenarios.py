@@ -3,8 +3,11 @@ and the model built from them, each body's measured series, final states,
 time offsets, initial states fitted to the first samples."""
 
 
+from dataclasses import replace
+
 import numpy as np
 
+from ... import choice
 from ...kernel.config import jit
 from ...laws import registry as contact_laws
 from ...model import Scenario, build
@@ -44,8 +47,9 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
     bodies without a ``scenarios.dt`` take the time-stepper's stable step;
     with one over it they sub-step, or with ``strict`` are refused
     (:func:`simcore.model.build`).  ``integrator``: a registered name, else
-    ``dataset.yaml``'s ``model: {integrator: NAME}``, else the first that
-    runs the dataset.
+    ``dataset.yaml``'s ``model: {integrator: NAME}``, else the one the
+    events' density chooses (:func:`simcore.choice.by_events`); the model's
+    first note says which and why.
     """
     bodies = ds.tables["bodies"]
     b_np = {c: bodies[c].to_numpy(zero_copy_only=False) for c in bodies.column_names}
@@ -123,12 +127,21 @@ def scenarios(ds, integrator=None, coefficients=(), strict=False):
         times.append(ts[(ts >= t0) & (ts <= t_end)])
         ids.append((sid, body_ids))
     layout = ds.layout(coefficients)
-    model, state = build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
-                         ground_z=ds.ground_z, materials=layout.materials,
-                         integrator=integrator if integrator is not None else ds.model.integrator,
-                         coefficients=layout.extra, laws=layout.laws, spin=ds.spin,
-                         cone=ds.model.cone,
-                         strict=strict)
+    named = integrator if integrator is not None else ds.model.integrator
+
+    def on(name):
+        return build(out, params=layout.vector(ds.fixed_params), gravity=ds.gravity,
+                     ground_z=ds.ground_z, materials=layout.materials, integrator=name,
+                     coefficients=layout.extra, laws=layout.laws, spin=ds.spin,
+                     cone=ds.model.cone, strict=strict)
+
+    model, state = on(named)
+    if named is None:
+        model, state, line = choice.by_events(model, state, on)
+    else:
+        line = (f"integrator {named}: named by "
+                f"{'--integrator' if integrator is not None else 'dataset.yaml model.integrator'}")
+    model = replace(model, notes=(line,) + tuple(model.notes))
     return model, state, times, ids
 
 
