@@ -477,6 +477,7 @@ def _fit_config(args):
     from flows import settings
 
     overrides = {"method": args.method, "task_runner": args.task_runner,
+                 "integrator": args.integrator,
                  "dask_address": args.dask_address,
                  "fit": [n.strip() for n in args.fit.split(",") if n.strip()] if args.fit
                  else None}
@@ -496,6 +497,8 @@ def _print_fit(doc, written):
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     console.print(f"{doc['status']}: {doc['message']}", markup=False)
     console.print(f"strategy: {doc['strategy']}", markup=False)
+    if doc.get("integrator"):
+        console.print(doc["integrator"], markup=False)
     if doc.get("interval"):
         console.print(f"intervals: {doc['interval']}", markup=False)
     clustered = bool(doc.get("stderr_cluster"))
@@ -767,7 +770,8 @@ def build_parser():
                                       "(models:/NAME@champion, models:/NAME/VERSION)")
     sim.add_argument("--out", required=True, help="output directory")
     sim.add_argument("--integrator", choices=list(INTEGRATORS),
-                     help="default: the first registered integrator that runs the dataset")
+                     help="default: dataset.yaml's model.integrator, else the one the "
+                          "events' density chooses (docs/ARCHITECTURE.md)")
     sim.add_argument("--strict", action="store_true",
                      help="time-stepper (boxes, penalty laws): refuse a dt over the contacts' "
                           "stable step instead of sub-stepping")
@@ -857,6 +861,9 @@ def build_parser():
         cal.add_argument("--fit", help="comma-separated coefficients to fit "
                          "(default: all not fixed by the dataset)")
         cal.add_argument("--method", choices=["lm", "gd", "adam"])
+        cal.add_argument("--integrator", choices=list(INTEGRATORS),
+                         help="default: dataset.yaml's model.integrator, else the one the "
+                              "events' density chooses (docs/ARCHITECTURE.md)")
         cal.add_argument("--out", default="calibration", help="directory of fit.json, report.html, the plots and residuals.parquet")
         cal.add_argument("--task-runner", choices=["threads", "dask"])
         cal.add_argument("--dask-address", help="scheduler address (default: a local cluster)")

@@ -49,6 +49,7 @@ from simcore.data import flights as FL
 from simcore.data import replay
 from simcore.identify import fit as F
 from simcore.identify.problem import Problem, ShardedProblem
+from simcore.sliding.integrate import BY_CODE
 
 from . import progress, registry, report, server, settings, tracking
 
@@ -97,6 +98,8 @@ class ShardRef:
     coefficients: tuple = ()
     #: The whole train problem's scenario count: the shard's loss is a mean over it.
     norm: int = 0
+    #: The integrator the whole problem runs on (a worker builds its shard on it).
+    integrator: str | None = None
 
 
 #: Shard problems built in this process, by ``(ShardRef.key, horizon)``.
@@ -111,7 +114,8 @@ def _part(ref, horizon):
             # A worker of another process: build this shard's scenarios alone.
             base = replace(Problem.from_dataset(D.read(ref.path), dict(ref.weights),
                                                 order=[str(s) for s in ref.ids],
-                                                coefficients=ref.coefficients), norm=ref.norm)
+                                                coefficients=ref.coefficients,
+                                                integrator=ref.integrator), norm=ref.norm)
             _PARTS[(ref.key, 1.0)] = base
         _PARTS[key] = base.truncated(horizon)
     return _PARTS[key]
@@ -168,7 +172,8 @@ def _load(path, cfg, need_test):
     # every shard and both splits are contiguous: views of its arrays.
     n = _shard_count(cfg, len(train))
     groups = [[sid for sid in g if split[sid] == "train"] for g in D.shards(ds, n)]
-    whole = Problem.from_dataset(ds, cfg.weights, order=sum(groups, []) + test)
+    whole = Problem.from_dataset(ds, cfg.weights, order=sum(groups, []) + test,
+                                 integrator=cfg.integrator)
     ntrain = len(train)
     bounds = np.cumsum([0] + [len(g) for g in groups])
     rows = {name: t.num_rows for name, t in ds.tables.items()}
@@ -332,7 +337,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
         ref = ShardRef(f"{loaded.digest[:16]}:{k}:{len(shards)}:"
                        f"{D.stable_hash(repr((weights, extra)))}", loaded.path, weights,
                        np.array([loaded.train.ids[i] for i in ix], dtype=str), extra,
-                       loaded.train.loss_norm)
+                       loaded.train.loss_norm, BY_CODE[loaded.train.model.integrator].name)
         _PARTS[(ref.key, 1.0)] = loaded.train.subset(ix, norm=loaded.train.loss_norm)
         refs.append(ref)
 
@@ -480,6 +485,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
                                   loaded.ds.truth)
             if loaded.flights is not None:
                 doc["flights"] = flights_doc(loaded.flights)
+            doc["integrator"] = loaded.train.model.notes[0] if loaded.train.model.notes else ""
             doc.update(fit_s=fit_s, noise_m=noise,
                        gate={"registered": ok, "reason": refusal, "rms_limit_m": limit},
                        **registry.uris(track))
@@ -547,6 +553,7 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "max_iter": cfg.max_iter,
                 "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
                 "robust": cfg.robust, "secant": cfg.secant, "strategy": cfg.strategy,
+                "integrator": BY_CODE[loaded.train.model.integrator].name,
                 "segment_s": cfg.segment_s, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,
                 **{f"law_{kind}": name for kind, name in layout.laws.items()},

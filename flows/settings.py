@@ -50,6 +50,7 @@ from simcore import params as P
 from simcore.data.dataset import safe_yaml
 from simcore.identify import fit as F
 from simcore.identify import losses as L
+from simcore.sliding.integrate import INTEGRATORS
 
 TRACKING_DEFAULTS = {
     "tracking_uri": "sqlite:///mlflow.db",
@@ -178,6 +179,10 @@ class CalibrationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # the integrator (a registered name); None: dataset.yaml's, else 002's
+    # rule (simcore/choice.py)
+    integrator: Annotated[StrictStr | None, _want(lambda v: v is None or v in INTEGRATORS,
+                                                  f"one of {list(INTEGRATORS)}")] = None
     # free coefficients; None: all not fixed by the dataset
     fit: Annotated[list | None, _want(lambda v: v is None or len(v) > 0,
                                       "at least one coefficient (without the key: every "

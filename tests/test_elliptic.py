@@ -68,6 +68,17 @@ def test_a_translating_contact_is_the_patents_impulse_law(w, mu):
         assert p[1:] == pytest.approx(-ft * u0[1:] / np.hypot(u0[1], u0[2]), rel=1e-12)
 
 
+def test_a_slip_on_the_cones_edge_to_rounding_is_a_stick():
+    """Two balls that do not turn (``A = w I``) pressed along a slip whose
+    ratio to the approach is ``mu`` to the last bit (a Moreau step of a
+    pushed row of balls met one): the stick impulse, not a jam."""
+    A = 11.76470588235294 * np.eye(3)
+    u0 = np.array([-2.6048610483323704e-10, -1.3024305241661854e-11, 1.5950173725319282e-27])
+    p = np.zeros(3)
+    assert EL.local(A, u0, 0.0, 0.05, p) == EL.STICK
+    assert p == pytest.approx(-u0 / A[0, 0], rel=1e-12, abs=1e-40)
+
+
 def _problem(rng, nc):
     arms = rng.normal(size=(nc, 3)) * 0.1
     arms[:, 2] = -0.1 + rng.normal(size=nc) * 0.003

@@ -512,15 +512,19 @@ class Problem:
                 g_traj[i, c] += f_turn[i] * (J.T @ r)
 
     @classmethod
-    def from_dataset(cls, ds, weights=None, split=None, order=None, coefficients=()):
+    def from_dataset(cls, ds, weights=None, split=None, order=None, coefficients=(),
+                     integrator=None):
         """A problem on a dataset's scenarios (``split``: "train", "test" or
         None: all).  ``order``: the scenario ids to build, in that order (a
         subset in its own order; the targets are built for those alone).
         ``coefficients``: per-material entries the layout must have (those
-        to be fitted), besides those of the dataset's ``params`` and ``truth``."""
+        to be fitted), besides those of the dataset's ``params`` and ``truth``.
+        ``integrator``: a registered name (None: the dataset's choice,
+        :func:`simcore.data.dataset.scenarios`)."""
         if isinstance(ds, (str,)) or hasattr(ds, "__fspath__"):
             ds = D.read(ds)
-        model, state, times, ids = D.scenarios(ds, coefficients=coefficients)
+        model, state, times, ids = D.scenarios(ds, coefficients=coefficients,
+                                               integrator=integrator)
         if split is not None:
             if split not in ("train", "test"):
                 raise ValueError(f"split {split!r}: expected 'train', 'test' or None")

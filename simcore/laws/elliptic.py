@@ -64,6 +64,9 @@ from .impact_maps import SWEEP_TOL, SWEEPS, moved, step_newton, times, wgw
 
 #: Angles scanned for a slip direction that has no closed form.
 SCAN = 64
+#: A stick impulse outside the cone by this much of ``(mu p_n)^2`` (rounding)
+#: is a stick (:func:`local`).
+EDGE_TOL = 1e-9
 #: The aligned pyramids of :func:`step_elliptic`: edges, and rounds at most.
 ALIGNED_EDGES = 8
 ROUNDS = 40
@@ -151,7 +154,9 @@ def local(A, u0, b, mu, p):
     r = np.empty((3, 1))
     r[0, 0], r[1, 0], r[2, 0] = -un, -u0[1], -u0[2]
     x = solve(A, r)[:, 0]
-    if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2:
+    # (a stick on the cone's edge to rounding is a stick: the slip there has
+    # no direction to find, its friction's velocity along it being zero)
+    if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2 * (1.0 + EDGE_TOL):
         p[:] = x
         return STICK
     if mu == 0.0:

@@ -43,7 +43,17 @@ The coefficients are the penalty laws' (the same names mean the same
 physics): the kind's restitution (``e_bg``, ``e_bw``, ``e_bb``) and its
 kinetic friction (``mu_k``, ``mu_w``, ``mu_bb``) as the cone; the static
 coefficients, the stiction curve, the springs and rolling resistance are
-not read.  Reconstructions: contacts are active from the step in which they
+not read.  Under the patent's impulse law (the sliding spheres,
+:mod:`simcore.sliding`) the same rows hold the law's coefficients
+(:meth:`simcore.params.Layout.penalty_rows`), the spheres do not turn
+(infinite inertia: the sliding model's bodies translate only), and a ground
+contact's cone is ``mu_s`` while its body's horizontal speed at the step's
+start is below ``v_th``, ``mu_k`` at or above (claim 9, the sliding model's
+regime; :func:`friction_column`): a regime chosen at a step's start moves
+with no coefficient, so ``v_th`` has no tangent.  Body-body contacts keep
+Coulomb's stick (the sliding model's bodies pressed together without
+relative sliding carry no tangential force: a difference only where balls
+rest pressed into each other).  Reconstructions: contacts are active from the step in which they
 penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
 approach speed) with no position correction.  On the elliptic cone a
