@@ -20,6 +20,7 @@ LAYERS = (
     ("params",),                     # the coefficient registry and layout
     ("model",),                      # scenarios built into a batch's constants
     ("engine",),                     # simulate(): one entry for every engine
+    ("choice",),                     # which integrator runs a batch: 002's rule, a pilot run
     ("data",),                       # the dataset contract, reading, replay, synthesis
     ("identify", "export"),          # problems, losses, fits; a fit in other engines' terms
 )
