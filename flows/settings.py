@@ -50,6 +50,7 @@ from simcore import params as P
 from simcore.data.dataset import safe_yaml
 from simcore.identify import fit as F
 from simcore.identify import losses as L
+from simcore.model import integrator_for
 from simcore.sliding.integrate import INTEGRATORS
 
 TRACKING_DEFAULTS = {
@@ -360,8 +361,8 @@ def check_against(cfg, ds, where):
     """Check a calibration ``cfg`` (:class:`CalibrationConfig`) against the
     dataset ``ds`` it will fit: the coefficients it fits and starts from
     exist in the dataset's model (its laws, spin and materials), the start
-    values make a valid vector (``mu_s >= mu_k``), the nuisance fits the
-    model.  Raises ``ValueError`` naming ``where`` and the key."""
+    values make a valid vector (``mu_s >= mu_k``), the integrator runs the
+    dataset's shapes and laws, the nuisance fits the model.  Raises ``ValueError`` naming ``where`` and the key."""
     names = [*(cfg.fit or []), *cfg.start]
     try:
         layout = ds.layout(names)  # with the per-material and held-only-when-named ones
@@ -374,6 +375,12 @@ def check_against(cfg, ds, where):
         layout.vector({**ds.fixed_params, **cfg.start})
     except ValueError as exc:
         raise ValueError(f"{where}: start: {exc}") from None
+    if cfg.integrator is not None:
+        shapes = set(ds.tables["bodies"]["shape"].to_pylist())
+        try:
+            integrator_for(shapes, cfg.integrator, layout.laws, ds.spin)
+        except ValueError as exc:
+            raise ValueError(f"{where}: integrator: {exc}") from None
     if cfg.nuisance == "spin" and not ds.spin:
         raise ValueError(f"{where}: nuisance = 'spin': the dataset's model does not spin "
                          "(nuisance 'spin' fits initial spins; add model: {spin: true} to "

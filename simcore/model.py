@@ -616,12 +616,10 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     if not arrays_of:
         raise ValueError("no scenarios")
     shapes = {SHAPE_NAMES[c] for a in arrays_of for c in np.unique(a[6])}
-    chosen = choose(shapes, integrator, family)
+    chosen = integrator_for(shapes, integrator, laws, spin)
     rigid_model = chosen.code in RIGID
     # the patent's sliding spheres on the Moreau-Jean stepper: they do not turn
     frozen = rigid_model and family != penalty.FAMILY
-    if frozen:
-        _refuse_on_moreau(laws, spin)
     checked, rigids = [], []
     for s, (sc, arrays) in enumerate(zip(scenarios, arrays_of)):
         if rigid_model:
@@ -658,6 +656,17 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
         if frozen:
             model.body_inertia[...] = np.inf
     return model, state
+
+
+def integrator_for(shapes, name, laws, spin):
+    """The :class:`~simcore.sliding.integrate.Integrator` of a batch of
+    these shape names under ``laws`` (resolved, ``{kind: name}``) and
+    ``spin``: ``name``, checked (a ``ValueError`` says what it cannot run),
+    or None for the first registered that runs it."""
+    chosen = choose(shapes, name, contact_laws.family(laws))
+    if chosen.code in RIGID and contact_laws.family(laws) != penalty.FAMILY:
+        _refuse_on_moreau(laws, spin)
+    return chosen
 
 
 def _refuse_on_moreau(laws, spin):

@@ -14,6 +14,9 @@ SHIPPED = Path(__file__).resolve().parents[1] / "datasets"
 
 #: (config text, words the message must hold).
 BAD = [
+    ("integrator: rk4\n", "integrator = 'rk4': expected one of"),
+    ("integrator: penalty\n", "integrator: integrator 'penalty' runs sphere, box under penalty "
+                              "laws; this model's laws are impulse laws"),
     ("shards: -1\n", "shards = -1: expected >= 0"),
     ("method: newton\n", "method = 'newton'"),
     ("fit: [mu_x]\n", "unknown coefficient 'mu_x'"),

@@ -154,9 +154,7 @@ def local(A, u0, b, mu, p):
     r = np.empty((3, 1))
     r[0, 0], r[1, 0], r[2, 0] = -un, -u0[1], -u0[2]
     x = solve(A, r)[:, 0]
-    # (a stick on the cone's edge to rounding is a stick: the slip there has
-    # no direction to find, its friction's velocity along it being zero)
-    if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2 * (1.0 + EDGE_TOL):
+    if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2:
         p[:] = x
         return STICK
     if mu == 0.0:
@@ -164,6 +162,11 @@ def local(A, u0, b, mu, p):
         return SLIP
     phi = _slip_direction(A, u0, un, mu)
     if np.isnan(phi):
+        # a stick on the cone's edge to rounding: the slip there has no
+        # direction to find (its velocity along the friction is zero)
+        if x[0] > 0.0 and x[1] * x[1] + x[2] * x[2] <= (mu * x[0]) ** 2 * (1.0 + EDGE_TOL):
+            p[:] = x
+            return STICK
         return -1
     pn, _, _ = _slip_at(A, u0, un, mu, phi)
     p[0], p[1], p[2] = pn, -mu * pn * np.cos(phi), -mu * pn * np.sin(phi)
