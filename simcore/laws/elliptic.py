@@ -481,6 +481,32 @@ def _inside(z, mu):
 
 
 @jit
+def _warm(G, W, A, v, bias, mu, Wc, states, z, post):
+    """The last step's answer ``z (nc, 3)`` (its contacts the same, in the
+    same order) as this step's start: its active set (a contact that did
+    not push separates, one inside its disk sticks, one on its edge slips)
+    finished by :func:`_polish`; taken, into ``z``, ``states`` and ``post``,
+    when the disk's conditions hold to the sweeps' tolerance (a body that
+    goes on sliding, or resting, on the same face keeps its active set from
+    step to step).  Returns whether it was."""
+    nc = mu.shape[0]
+    if np.abs(z).max() == 0.0:
+        return False
+    for c in range(nc):
+        pt = np.sqrt(z[c, 1] ** 2 + z[c, 2] ** 2)
+        states[c] = (SEPARATE if z[c, 0] <= 0.0 else
+                     STICK if pt < mu[c] * z[c, 0] * (1.0 - 1e-9) else SLIP)
+    trial = z.copy()
+    polished = _polish(G, W, A, v, bias, mu, states, trial)
+    tol = SWEEP_TOL * max(1.0, np.abs(polished).max())
+    if not (_inside(trial, mu) and _violation(Wc, bias, polished, trial, mu) <= tol):
+        return False
+    z[:, :] = trial
+    post[:] = polished
+    return True
+
+
+@jit
 def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     """One body's step problem (module docstring) solved whole: a sequence
     of Stewart-Trinkle problems over pyramids of :data:`ALIGNED_EDGES`
@@ -502,6 +528,7 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     iterations on the round's active set (:func:`_polish`) finish the
     disk's answer.  Unlike the sweeps, the rounds settle the internal
     impulse of two sticking points whose restitution pulls them apart.
+    Before any round, the last step's active set is tried (:func:`_warm`).
     Arguments and the answer in ``z`` as :func:`step_elliptic_sweeps`'s."""
     nc = mu.shape[0]
     if nc == 1:  # (one contact: its local problem is the whole one)
@@ -513,12 +540,16 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     bias = np.empty(nc)
     for c in range(nc):
         bias[c] = e[c] * min(times(Wc[c, :1], vref)[0], 0.0)
+    states = np.empty(nc, np.int64)
+    if _warm(G, W, A, v, bias, mu, Wc, states, z, post):
+        if dpost.shape[1]:
+            _tangents(G, W, (v, vref, post), (mu, e, states), z, tangents, dpost)
+        return STATUS_OK
     theta = np.zeros(nc)
     for c in range(nc):
         if z[c, 1] != 0.0 or z[c, 2] != 0.0:
             theta[c] = np.arctan2(z[c, 2], z[c, 1])
     start = np.zeros((nc, 3))
-    states = np.empty(nc, np.int64)
     step, last = 1.0, np.inf
     none = (np.zeros((v.shape[0], 0)), np.zeros((v.shape[0], 0)), np.zeros((nc, 0)),
             np.zeros((nc, 0)), np.zeros((0, v.shape[0], 0)), np.zeros((v.shape[0], v.shape[0], 0)))
