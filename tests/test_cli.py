@@ -30,7 +30,9 @@ def test_simulate_with_truth_reproduces_measurements(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["simulate", str(small), "--params", str(_truth(small, tmp_path)),
                  "--out", str(out)]) == 0
-    assert "simulated 6 scenarios" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "simulated 6 scenarios" in out_text
+    assert "integrator exact (event-driven): " in out_text  # which, and why, in one line
     sim = pd.read_parquet(out / "trajectories.parquet")
     meas = pd.read_parquet(small / "trajectories.parquet")
     assert list(sim.columns) == ["scenario_id", "body_id", "t", "x", "y", "z", "vx", "vy", "vz"]

@@ -258,10 +258,28 @@ def test_cli_calibrate_writes_fit_json(store, tmp_path, capsys):
         assert (hi - lo) / 2 > 1.96 * doc["stderr"][n]
     out = capsys.readouterr().out
     assert "mu_k" in out and "contactfit ui" in out and "strategy: whole rollouts" in out
+    # which integrator, and why, in one line (002's rule: few events)
+    assert doc["integrator"].startswith("integrator exact (event-driven): ")
+    assert doc["integrator"] in out.splitlines()
     # the report, plots and residuals beside fit.json, their paths printed
     for name in ("report.html", "convergence.png", "overlays.png", "residuals.parquet"):
         assert (tmp_path / "o" / name).stat().st_size > 0 and str(tmp_path / "o" / name) in out
     assert "contactfit calibration" in (tmp_path / "o" / "report.html").read_text()
+
+
+def test_cli_calibrate_on_a_named_integrator(store, tmp_path, capsys):
+    """``--integrator moreau``: the table's spheres fitted on the Moreau-Jean
+    stepper, said in one line, in fit.json and in the run's parameters."""
+    _, c, _ = store
+    cfg = tmp_path / "partial.yaml"
+    cfg.write_text(yaml.safe_dump({"gate_floor_m": PARTIAL["gate_floor_m"]}))
+    assert main(["calibrate", TABLE, "--fit", "mu_k,e_bw", "--integrator", "moreau",
+                 "--config", str(cfg), "--out", str(tmp_path / "o")]) == 0
+    doc = json.loads((tmp_path / "o" / "fit.json").read_text())
+    assert doc["integrator"] == "integrator moreau: named by --integrator"
+    assert doc["integrator"] in capsys.readouterr().out.splitlines()
+    assert c.get_run(doc["mlflow_run_id"]).data.params["integrator"] == "moreau"
+    assert doc["converged"] and abs(doc["params"]["mu_k"] - 0.19) < 0.01
 
 
 def test_cli_calibrate_failure_exits_1_and_still_writes_fit_json(store, tmp_path, capsys):
