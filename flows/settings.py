@@ -362,7 +362,8 @@ def check_against(cfg, ds, where):
     dataset ``ds`` it will fit: the coefficients it fits and starts from
     exist in the dataset's model (its laws, spin and materials), the start
     values make a valid vector (``mu_s >= mu_k``), the integrator runs the
-    dataset's shapes and laws, the nuisance fits the model.  Raises ``ValueError`` naming ``where`` and the key."""
+    dataset's shapes and laws, the nuisance fits the model.  Raises
+    ``ValueError`` naming ``where`` and the key."""
     names = [*(cfg.fit or []), *cfg.start]
     try:
         layout = ds.layout(names)  # with the per-material and held-only-when-named ones

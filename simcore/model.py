@@ -595,7 +595,9 @@ def build(scenarios, params=None, gravity=9.81, ground_z=0.0, integrator=None,
     run on the time-stepper (:mod:`simcore.rigid.rigid_engine`) with the friction
     ``cone`` (``elliptic`` or ``pyramidal``); a scenario whose ``dt`` is over
     its contacts' stable step (or None) is sub-stepped and
-    ``Model.notes`` says so, or, with ``strict``, refused.
+    ``Model.notes`` says so, or, with ``strict``, refused.  The patent's
+    impulse-law spheres on integrator ``moreau`` take an infinite inertia
+    (the sliding model's spheres do not turn; :mod:`simcore.rigid.moreau`).
     """
     if integrator is not None:
         choose((), integrator)  # an unknown name fails before the scenarios are checked

@@ -6,7 +6,9 @@ converging to the event-exact answer with the step, exact sensitivities."""
 import numpy as np
 import pytest
 
-from simcore import choice, engine as E, model as M
+from simcore import choice
+from simcore import engine as E
+from simcore import model as M
 from simcore.engine import Directions
 from simcore.kernel.events import EVENT_KINDS
 from simcore.sliding.integrate import INTEGRATOR_EXACT, INTEGRATOR_MOREAU

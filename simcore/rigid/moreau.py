@@ -53,8 +53,9 @@ regime; :func:`friction_column`): a regime chosen at a step's start moves
 with no coefficient, so ``v_th`` has no tangent.  Body-body contacts keep
 Coulomb's stick (the sliding model's bodies pressed together without
 relative sliding carry no tangential force: a difference only where balls
-rest pressed into each other).  Reconstructions: contacts are active from the step in which they
-penetrate (Moreau's index set at the step's start, ``theta = 0``), so a
+rest pressed into each other).  Reconstructions: contacts are active from
+the step in which they penetrate (Moreau's index set at the step's start,
+``theta = 0``), so a
 body that lands keeps the penetration of that step (at most ``h`` times its
 approach speed) with no position correction.  On the elliptic cone a
 body alone against planes and fixed bodies is solved whole

@@ -86,7 +86,6 @@ from ..kernel.status import (
     STATUS_UNSUPPORTED_PAIR,
 )
 from ..laws.impact_maps import DISK, EDGES
-from ..laws.registry import LAW_IMPULSE
 from ..laws.penalty import (
     C_KV,
     C_MU_ROLL,
@@ -97,6 +96,7 @@ from ..laws.penalty import (
     spring_damper_of,
     stiction,
 )
+from ..laws.registry import LAW_IMPULSE
 from . import moreau, phases, rigid_tangent
 from .moreau import coefficient_row as _row
 from .phases import Phases

@@ -69,10 +69,6 @@ class Integrator:
         """Every shape it runs, under any family."""
         return tuple(dict.fromkeys(s for _, shapes in self.runs for s in shapes))
 
-    @property
-    def families(self):
-        return tuple(f for f, _ in self.runs)
-
     def covers(self, shapes, family=None):
         """Whether it runs ``shapes`` under laws of ``family`` (None: any)."""
         return any(family in (None, f) and not set(shapes) - set(s) for f, s in self.runs)
