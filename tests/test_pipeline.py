@@ -674,6 +674,7 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     its MLflow run is FAILED, nothing is registered, and the temporary Prefect
     server it started is gone."""
     import os
+    import shutil
     import signal
     import subprocess
     import sys
@@ -688,8 +689,15 @@ def test_an_interrupted_calibration_fails_its_run_and_exits_quickly(tmp_path, ho
     env.pop("PREFECT_API_URL", None)
     cfg = tmp_path / "slow.yaml"
     cfg.write_text("starts: 400\n")  # long enough to be interrupted mid-fit
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", TABLE, "--config",
-                             str(cfg), "--out", str(tmp_path / "o")], env=env, cwd=tmp_path,
+    # the table with its integrator named: no pilot of 002's rule compiles
+    # the kernels before the run starts (it would, and the fit then finds them)
+    table = tmp_path / "table"
+    shutil.copytree(TABLE, table)
+    with open(table / "dataset.yaml", "a") as f:
+        f.write("model: {integrator: exact}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "calibrate", str(table),
+                             "--config", str(cfg), "--out", str(tmp_path / "o")], env=env,
+                            cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     c = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
