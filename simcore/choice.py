@@ -27,9 +27,11 @@ chosen when
 
 :data:`DENSE` is where the two integrators' costs cross on the benchmark's
 sample scenes (``python -m benchmarks.integrators``): the event-exact engine
-spends 3-10 us per event, the Moreau-Jean stepper 0.5-20 us per step (a
-sliding ball alone: 0.7; a ball rattling between walls: 12-20), so a
-scene's events must come several to a step before a step is cheaper.  Below
+spends 3-10 us per event, the Moreau-Jean stepper 0.5-70 us per step (a
+sliding ball alone: 0.7; a ball rattling between walls: 12-20; ten balls
+colliding in a box: 4-70), so a scene's events must come several to a step
+before a step is cheaper (a ball rattling in a channel: the stepper 1.75x
+slower at 2.5 events per step, 2x faster, and 14 mm off, at 12.5).  Below
 it the event-driven integrator is both faster and exact (the stepper's
 error is first order in ``dt``).
 
