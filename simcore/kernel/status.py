@@ -35,7 +35,8 @@ STATUSES = (
     Status(STATUS_LCP_FAILED, "the impact's complementarity problem has no solution Lemke's "
            "pivots reach (a ray), or it is larger than the solver's bound"),
     Status(STATUS_IMPACT_JAM, "the normal velocity does not grow under the friction impulse "
-           "(Painleve's jam): the energetic law is not defined for this impact"),
+           "(Painleve's jam): no impulse of the law resolves this contact (Stronge's "
+           "energetic law at an impact; a Moreau-Jean step's contact on the elliptic cone)"),
     Status(STATUS_SLIP_TURNS, "stronge_energetic needs a slip direction that cannot turn "
            "(planar motion or an isotropic contact); this contact couples the tangents"),
     Status(STATUS_ONE_POINT, "stronge_energetic takes an impact at one contact point"),
