@@ -502,18 +502,19 @@ def _bodies(b, mw, members):
 
 
 @jit(borrow=True)
-def friction_column(b, pl, coef, pts, mw, c):
+def friction_column(coef, pts, mw, c, row):
     """The column of point ``c``'s row that its cone reads: the kind's
     kinetic coefficient ``C_MU_K``; under the patent's impulse law, a ground
     contact's follows its body's speed regime at the step's start, as the
     sliding model's (claim 9): ``C_MU_S`` (``mu_s``) while the horizontal
-    speed is below ``v_th`` (the row's ``C_VE2``), ``C_MU_K`` at or above."""
+    speed is below ``v_th`` (``row[C_VE2]``, ``row`` the point's
+    coefficients), ``C_MU_K`` at or above."""
     kind = pts.kind[c]
     if kind != KIND_GROUND or coef.laws[kind] != LAW_IMPULSE:
         return C_MU_K
     i = pts.i[c]
     speed = np.sqrt(mw.vref[i, 0] ** 2 + mw.vref[i, 1] ** 2)
-    return C_MU_K if speed >= coef.table[coefficient_row(b, pl, pts, c)][C_VE2] else C_MU_S
+    return C_MU_K if speed >= row[C_VE2] else C_MU_S
 
 
 @jit
@@ -532,7 +533,7 @@ def _rows(b, pl, coef, pts, mw, slot, cs, nd, D):
         n = pts.normal[c]
         t1, t2 = frame(n)
         row = coef.table[coefficient_row(b, pl, pts, c)]
-        mu[q], e[q] = row[friction_column(b, pl, coef, pts, mw, c)], row[C_E]
+        mu[q], e[q] = row[friction_column(coef, pts, mw, c, row)], row[C_E]
         for k in range(m + 1):
             w = q if k == 0 else nc + q * m + k - 1
             d = (n[0], n[1], n[2]) if k == 0 else edge(t1, t2, k - 1, nd)
@@ -588,11 +589,13 @@ def _tangents(b, pl, coef, pts, mw, tg, i, cs, nd, nt):
             dvref[a, p] = mw.tref[i, a, p]
     for q in range(nc):
         c = cs[q]
-        trow = tg.coef[coefficient_row(b, pl, pts, c)]
+        at = coefficient_row(b, pl, pts, c)
+        trow = tg.coef[at]
+        column = friction_column(coef, pts, mw, c, coef.table[at])
         for a in range(3):
             normals[q, a] = pts.normal[c, a]
         for p in range(nt):
-            dmu[q, p], de[q, p] = trow[friction_column(b, pl, coef, pts, mw, c), p], trow[C_E, p]
+            dmu[q, p], de[q, p] = trow[column, p], trow[C_E, p]
             if dmu[q, p] != 0.0 or de[q, p] != 0.0:
                 tg.used[p] += 1
             for a in range(3):
