@@ -58,6 +58,7 @@ norm one is taken; ``G W^T dz``, the velocity, is the same for all).
 import numpy as np
 
 from ..kernel.config import jit
+from ..kernel.dense import min_norm
 from ..kernel.lcp import solve
 from ..kernel.status import STATUS_IMPACT_JAM, STATUS_OK, STATUS_SWEEPS
 from .impact_maps import SWEEP_TOL, SWEEPS, moved, step_newton, times, wgw
@@ -77,6 +78,10 @@ ROUNDS = 40
 PIVOTS = 100.0
 #: Newton's iterations on an active set (:func:`_polish`), at most.
 POLISH = 20
+#: Singular values of the active set's Jacobian below this fraction of the
+#: largest are zero: its steps and tangents are the least-norm ones
+#: (:func:`simcore.kernel.dense.min_norm`).
+RCOND = 1e-12
 #: A contact's states on its active set.
 SEPARATE, STICK, SLIP = 0, 1, 2
 
@@ -383,7 +388,7 @@ def _tangents(G, W, vv, coefs, zc, tangents, dpost):
             for j in range(2):
                 sj = s1 if j == 0 else s2
                 R[at[1 + k], :] += f * ((1.0 if j == k else 0.0) - sk * sj) * rt[j]
-    dz = np.linalg.lstsq(J, -R, 1e-12)[0]
+    dz = min_norm(J, -R, RCOND)
     dpost[:, :] = dv + G @ (W.T @ dz)
     if dW.shape[0]:
         for d in range(nt):
@@ -459,7 +464,7 @@ def _polish(G, W, A, v, bias, mu, states, z):
         F, J, _, _ = _jacobian(A, u, zr, mu, states, nc)
         if np.abs(F).max() <= 1e-14 * max(1.0, np.abs(u).max(), np.abs(zr).max()):
             break
-        zr += np.linalg.lstsq(J, -F, 1e-12)[0]
+        zr += min_norm(J, -F.reshape(-1, 1), RCOND)[:, 0]
     for c in range(nc):
         if states[c] == SEPARATE:  # (zero, not the solve's rounding)
             zr[c], zr[nc + 2 * c], zr[nc + 2 * c + 1] = 0.0, 0.0, 0.0
