@@ -12,7 +12,8 @@ belongs to a caller that keeps it alive for the call.  The event loop's
 stages are such kernels: they run every pass, and counting the references
 to their records' fields would cost more than their arithmetic.  Numba
 refuses to compile an allocation in a borrowing kernel, so the promise is
-checked at compile time.
+checked at compile time.  A borrowing kernel may call one that allocates
+(the allocating kernel counts its own references).
 
 Numba gives every kernel two entry points besides its own: a CPython
 one (for calls from Python, unboxing every argument) and a C-callable one
@@ -310,8 +311,10 @@ def jit(fn=None, *, borrow=False, python=None, address=False, **overrides):
     python = not borrow if python is None else python
     opts["no_cfunc_wrapper"] = not address
     opts["no_cpython_wrapper"] = not python
-    if borrow:
-        opts["_nrt"] = False
+    # (set either way: numba lets a kernel that leaves it unset inherit it
+    # from the kernel being compiled when it is first called, so a kernel
+    # first compiled from a borrowing caller would lose its allocations)
+    opts["_nrt"] = not borrow
 
     def compile_(f):
         kernel = njit(**opts)(f)

@@ -137,7 +137,10 @@ class Work(NamedTuple):
     contact, at its root (the start of the next step's sweeps); ``members``,
     ``slot (nb,)``, ``cs (C,)``: an island's (:func:`_members`); ``point (C,
     3)``: the step's impulse on ``pts.i[c]`` at each contact point (0 where
-    no awake island holds it; :mod:`simcore.rigid.phases`)."""
+    no awake island holds it; :mod:`simcore.rigid.phases`); ``scratch``: an
+    island's problem, flat, sized for every body and point
+    (:func:`_problem`: its views), so that a step allocates nothing outside
+    its solver."""
 
     vref: np.ndarray
     wref: np.ndarray
@@ -154,6 +157,7 @@ class Work(NamedTuple):
     slot: np.ndarray
     cs: np.ndarray
     point: np.ndarray
+    scratch: np.ndarray
 
 
 @jit
@@ -172,7 +176,17 @@ def work(b, cap, nt):
                 np.zeros((nb, LCP_MAX), np.bool_), np.full((nb, 1), -1, np.int64),
                 np.zeros((nb, 6, nt)), np.full(nb, -1, np.int64),
                 np.zeros((nb, cap, 2 + EDGES)), np.zeros(nb, np.int64),
-                np.zeros(nb, np.int64), np.zeros(cap, np.int64), np.zeros((max(cap, 1), 3)))
+                np.zeros(nb, np.int64), np.zeros(cap, np.int64), np.zeros((max(cap, 1), 3)),
+                np.zeros(_scratch_size(nb, cap)))
+
+
+@jit(borrow=True)
+def _scratch_size(nb, cap):
+    """The floats :func:`_problem` takes for ``nb`` bodies and ``cap``
+    points: ``G``, ``W`` (the pyramid's rows, the most), ``v``, ``v0``,
+    ``post``, ``mu``, ``e``, ``z``."""
+    d, rows = 6 * nb, cap * (1 + EDGES)
+    return d * d + rows * d + 3 * d + 2 * cap + rows
 
 
 @jit(borrow=True)
@@ -359,7 +373,7 @@ def _islands(b, pts, mw, n):
             mw.root[i] = _find(mw.root, i)
 
 
-@jit
+@jit(borrow=True)
 def impulses(b, pl, coef, pts, mw, tg, edges, h):
     """Step 3: the contact impulses of each island of awake bodies (module
     docstring) from the velocities ``mw.vref``, ``mw.wref`` at the step's
@@ -371,7 +385,8 @@ def impulses(b, pl, coef, pts, mw, tg, edges, h):
     for r in range(b.count):
         if mw.root[r] != r:
             continue
-        members, slot, cs = _members(b, pts, mw, r, n)
+        k, nc = _members(b, pts, mw, r, n)
+        members, slot, cs = mw.members[:k], mw.slot, mw.cs[:nc]
         if not _same_contacts(mw, r, pts, cs):
             mw.ridge[r, 0] = -1
             mw.impulses[r, :, :] = 0.0
@@ -385,11 +400,11 @@ def impulses(b, pl, coef, pts, mw, tg, edges, h):
     return STATUS_OK
 
 
-@jit
+@jit(borrow=True)
 def _members(b, pts, mw, r, n):
-    """The island rooted at ``r``: its members, each body's place among them
-    (``slot``, -1: not one) and its contacts among the ``n`` points (views
-    of ``mw``'s arrays)."""
+    """The island rooted at ``r``: its members into ``mw.members``, each
+    body's place among them into ``mw.slot`` (-1: not one) and its contacts
+    among the ``n`` points into ``mw.cs``; returns how many of each."""
     k = 0
     for i in range(b.count):
         mw.slot[i] = -1
@@ -402,65 +417,122 @@ def _members(b, pts, mw, r, n):
         if mw.slot[pts.i[c]] >= 0 or (pts.j[c] >= 0 and mw.slot[pts.j[c]] >= 0):
             mw.cs[nc] = c
             nc += 1
-    return mw.members[:k], mw.slot, mw.cs[:nc]
+    return k, nc
 
 
-@jit
+@jit(borrow=True)
 def _island(b, pl, coef, pts, mw, tg, edges, island):
     """One island's impulses: ``island = (root, members, slot, contacts)``
     (``slot``: each body's place among the members, -1: not one).  Its
     bodies' velocities, and with one body its tangents, are replaced by the
     step's.  ``edges``: the pyramid's, or :data:`~simcore.laws.impact_maps.
-    DISK` (the elliptic cone).  One body: its problem solved whole
+    DISK` (the elliptic cone).  Its problem is gathered into ``mw.scratch``
+    (:func:`_problem`) and solved by :func:`_solve` (with the tangents of
+    ``tg``: :func:`_solve_tangents`).  Returns the status."""
+    r, members, slot, cs = island
+    k, nc = members.shape[0], cs.shape[0]
+    G, W, v, v0, post, mu, e, z = _problem(mw.scratch, 6 * k, nc, edges)
+    _bodies(b, mw, members, G, v, v0)
+    _rows(b, pl, coef, pts, mw, slot, cs, edges, W, mu, e)
+    problem = (G, W, v, v0, mu, e)
+    if tg.nt and k == 1:
+        status = _solve_tangents(b, pl, coef, pts, mw, tg, r, cs, edges, problem, (post, z))
+    else:
+        status = _solve_plain(problem, post, z, edges, k, mw.impulses[r],
+                              (mw.basis[r], mw.ridge[r]))
+    if status != STATUS_OK:
+        return status
+    _point_impulses(pts, cs, z, edges, mw.point)
+    for q in range(k):
+        i = members[q]
+        for a in range(3):
+            b.vel[i, a], b.omega[i, a] = post[6 * q + a], post[6 * q + 3 + a]
+    return STATUS_OK
+
+
+@jit(borrow=True)
+def _problem(scratch, D, nc, edges):
+    """Views of ``scratch`` (:class:`Work`) for an island of ``D`` velocities
+    and ``nc`` contacts: ``G (D, D)``, ``W (nc (1 + m), D)``, ``v``, ``v0``,
+    ``post (D,)``, ``mu``, ``e (nc,)``, ``z (nc, 1 + m)`` (``m``: the
+    cone's tangential rows); ``G`` and ``W`` zeroed."""
+    m = tangent_rows(edges)
+    rows = nc * (1 + m)
+    at = 0
+    G = scratch[at:at + D * D].reshape((D, D))
+    at += D * D
+    W = scratch[at:at + rows * D].reshape((rows, D))
+    at += rows * D
+    G[:, :] = 0.0
+    W[:, :] = 0.0
+    v, v0, post = scratch[at:at + D], scratch[at + D:at + 2 * D], scratch[at + 2 * D:at + 3 * D]
+    at += 3 * D
+    mu, e = scratch[at:at + nc], scratch[at + nc:at + 2 * nc]
+    at += 2 * nc
+    z = scratch[at:at + rows].reshape((nc, 1 + m))
+    return G, W, v, v0, post, mu, e, z
+
+
+@jit
+def _solve_plain(problem, post, z, edges, k, last, warm):
+    """:func:`_solve` without tangents."""
+    G, _, _, _, mu, _ = problem
+    D, nc = G.shape[0], mu.shape[0]
+    none = (np.zeros((D, 0)), np.zeros((D, 0)), np.zeros((nc, 0)), np.zeros((nc, 0)),
+            np.zeros((0, D, 0)), np.zeros((D, D, 0)))
+    return _solve(problem, (post, np.zeros((D, 0))), z, edges, k, last, warm, none)
+
+
+@jit
+def _solve(problem, out, z, edges, k, last, warm, tangents):
+    """An island's problem ``(G, W, v, v0, mu, e)`` (:func:`_problem`) on
+    ``k`` bodies: one body's solved whole
     (:func:`simcore.laws.elliptic.step_elliptic`, from the last step's
     impulses; :func:`simcore.laws.impact_maps.step_newton`: Lemke's pivots,
-    warm-started); several: by block Gauss-Seidel over the contacts
-    (:func:`simcore.laws.elliptic.step_elliptic_sweeps`,
+    warm-started from ``warm``); several: by block Gauss-Seidel over the
+    contacts (:func:`simcore.laws.elliptic.step_elliptic_sweeps`,
     :func:`simcore.laws.impact_maps.step_newton_sweeps`, from the last
-    step's impulses), and no tangents: contacts between bodies, whose
-    scenario :func:`simcore.rigid.rigid_tangent.detect` flags for
-    differences."""
-    r, members, slot, cs = island
-    k = members.shape[0]
-    G, v, v0 = _bodies(b, mw, members)
-    W, mu, e = _rows(b, pl, coef, pts, mw, slot, cs, edges, 6 * k)
-    nt = tg.nt if k == 1 else 0
-    post = np.zeros(6 * k)
-    dpost = np.zeros((6 * k, nt))
-    nc = cs.shape[0]
-    m = tangent_rows(edges)
-    z = np.zeros((nc, 1 + m))
-    last = mw.impulses[r, :nc, :1 + m]
+    step's impulses ``last (C, 2 + EDGES)``, the island root's), and no
+    tangents: contacts between bodies, whose scenario
+    :func:`simcore.rigid.rigid_tangent.detect` flags for differences.
+    ``out = (post (D,), dpost (D, nt))``; ``z (nc, 1 + m)``: the impulses;
+    ``tangents``: :func:`_tangents`'.  Returns the status."""
+    G, W, v, v0, mu, e = problem
+    nc, m = mu.shape[0], tangent_rows(edges)
+    start = last[:nc, :1 + m]
     if edges == DISK:
-        tangents = _tangents(b, pl, coef, pts, mw, tg, members[0], cs, edges, nt)
         if k == 1:
-            status = step_elliptic(G, W, v, v0, mu, e, (post, dpost), last,
-                                   (mw.basis[r], mw.ridge[r]), tangents)
+            status = step_elliptic(G, W, v, v0, mu, e, out, start, warm, tangents)
         else:
-            status = step_elliptic_sweeps(G, W, v, v0, mu, e, (post, dpost), last, tangents)
-        z[:, :] = last
+            status = step_elliptic_sweeps(G, W, v, v0, mu, e, out, start, tangents)
+        z[:, :] = start
     elif k == 1:
-        tangents = _tangents(b, pl, coef, pts, mw, tg, members[0], cs, edges, nt)
-        status, zs = step_newton(G, W, v, v0, mu, e, edges, (post, dpost),
-                                 (mw.basis[r], mw.ridge[r]), tangents)
+        status, zs = step_newton(G, W, v, v0, mu, e, edges, out, warm, tangents)
         for q in range(nc):
             z[q, 0] = zs[q]
             for a in range(edges):
                 z[q, 1 + a] = zs[nc + q * edges + a]
     else:
-        status = step_newton_sweeps(G, W, v, v0, mu, e, edges, post,
-                                    mw.impulses[r, :nc, :2 + edges])
-        z[:, :] = last
-    if status != STATUS_OK:
-        return status
-    _point_impulses(pts, cs, z, edges, mw.point)
-    for s in range(k):
-        i = members[s]
-        for a in range(3):
-            b.vel[i, a], b.omega[i, a] = post[6 * s + a], post[6 * s + 3 + a]
-            for p in range(nt):
-                tg.vel[i, a, p], tg.omega[i, a, p] = dpost[a, p], dpost[3 + a, p]
-    return STATUS_OK
+        status = step_newton_sweeps(G, W, v, v0, mu, e, edges, out[0], last[:nc, :2 + edges])
+        z[:, :] = start
+    return status
+
+
+@jit
+def _solve_tangents(b, pl, coef, pts, mw, tg, r, cs, edges, problem, answer):
+    """:func:`_solve` of one body ``r``'s problem with its tangents along
+    ``tg``'s directions (:func:`_tangents`), ``answer = (post, z)``; the
+    body's velocities' tangents into ``tg``."""
+    post, z = answer
+    nt = tg.nt
+    dpost = np.zeros((6, nt))
+    tangents = _tangents(b, pl, coef, pts, mw, tg, r, cs, edges, nt)
+    status = _solve(problem, (post, dpost), z, edges, 1, mw.impulses[r],
+                    (mw.basis[r], mw.ridge[r]), tangents)
+    for a in range(3):
+        for p in range(nt):
+            tg.vel[r, a, p], tg.omega[r, a, p] = dpost[a, p], dpost[3 + a, p]
+    return status
 
 
 @jit(borrow=True)
@@ -480,15 +552,12 @@ def _point_impulses(pts, cs, z, nd, point):
                 point[c, a] += z[q, 1 + k] * d[a]
 
 
-@jit
-def _bodies(b, mw, members):
-    """The members' inverse mass matrix ``G (6k, 6k)`` (block diagonal), free
-    velocities ``v`` and velocities at the step's start ``vref (6k,)``."""
-    k = members.shape[0]
-    G = np.zeros((6 * k, 6 * k))
-    v = np.empty(6 * k)
-    v0 = np.empty(6 * k)
-    for s in range(k):
+@jit(borrow=True)
+def _bodies(b, mw, members, G, v, v0):
+    """The members' inverse mass matrix into ``G (6k, 6k)`` (block
+    diagonal, zeroed), their free velocities into ``v`` and velocities at
+    the step's start into ``v0 (6k,)``."""
+    for s in range(members.shape[0]):
         i, o = members[s], 6 * s
         for a in range(3):
             G[o + a, o + a] = b.inv_mass[i]
@@ -498,7 +567,6 @@ def _bodies(b, mw, members):
                 G[o + 3 + q, o + 3 + a] = col[q]
             v[o + a], v[o + 3 + a] = b.vel[i, a], b.omega[i, a]
             v0[o + a], v0[o + 3 + a] = mw.vref[i, a], mw.wref[i, a]
-    return G, v, v0
 
 
 @jit(borrow=True)
@@ -517,17 +585,15 @@ def friction_column(coef, pts, mw, c, row):
     return C_MU_K if speed >= row[C_VE2] else C_MU_S
 
 
-@jit
-def _rows(b, pl, coef, pts, mw, slot, cs, nd, D):
-    """The contacts' rows ``W (nc (1 + nd), D)`` (the ordering of
-    :func:`simcore.laws.impact_maps.rows`: the normal rows, then each
-    contact's ``nd`` edge rows), each ``(d, r x d)`` at body i's columns and
-    its negative at body j's (when they are members), and their friction
-    (:func:`friction_column`) and restitution ``mu``, ``e (nc,)``."""
+@jit(borrow=True)
+def _rows(b, pl, coef, pts, mw, slot, cs, nd, W, mu, e):
+    """The contacts' rows into ``W (nc (1 + nd), D)`` (zeroed; the ordering
+    of :func:`simcore.laws.impact_maps.rows`: the normal rows, then each
+    contact's ``nd`` edge rows), each ``(d, r x d)`` at body i's columns
+    and its negative at body j's (when they are members), and their
+    friction (:func:`friction_column`) and restitution into ``mu``, ``e
+    (nc,)``."""
     nc, m = cs.shape[0], tangent_rows(nd)
-    W = np.zeros((nc * (1 + m), D))
-    mu = np.empty(nc)
-    e = np.empty(nc)
     for q in range(nc):
         c = cs[q]
         n = pts.normal[c]
@@ -545,7 +611,6 @@ def _rows(b, pl, coef, pts, mw, slot, cs, nd, D):
                 arm = (pts.point[c, 0] - b.pos[i, 0], pts.point[c, 1] - b.pos[i, 1],
                        pts.point[c, 2] - b.pos[i, 2])
                 _add_row(arm, d, W[w, 6 * slot[i]:6 * slot[i] + 6], sign)
-    return W, mu, e
 
 
 @jit(borrow=True)

@@ -675,7 +675,7 @@ def step(b, pl, coef, w, tg, gravity, h):
     return STATUS_OK
 
 
-@jit
+@jit(borrow=True)
 def moreau_step(b, pl, coef, w, tg, mw, gravity, h):
     """One step of the Moreau-Jean integrator (:mod:`simcore.rigid.moreau`):
     detect, free velocity, impulses, drift, with the tangents of ``tg``;
