@@ -803,10 +803,19 @@ def _uncontrolled(batch, s, t, lag, h, m, mw):
 def _scenario_moreau(batch, s, b, pl, coef, w, tg, tan, out, keep):
     """:func:`_scenario` with the Moreau-Jean step, the quiet steps taken at
     once (:func:`simcore.rigid.moreau.quiet`; not with tangents, which take
-    every step); it allocates (this loop is not a borrowing kernel, the
-    penalty stepper's keeps its own)."""
+    every step): the stepper's geometry and work arrays, then its loop
+    (:func:`_moreau_loop`)."""
     b = _skinned(b)
     mw = moreau.work(b, w.pts.key.shape[0], tg.nt)
+    return _moreau_loop(batch, s, (b, pl, coef, w, tg, mw), tan, out, keep)
+
+
+@jit(borrow=True)
+def _moreau_loop(batch, s, scene, tan, out, keep):
+    """:func:`_scenario_moreau`'s steps, ``scene = (b, pl, coef, w, tg,
+    mw)``: a borrowing kernel (a step counts no references: the scenarios'
+    shared records, ``batch`` and ``tan``, are read by every thread)."""
+    b, pl, coef, w, tg, mw = scene
     g = _gravity(batch, s)
     lag = batch.params[min(s, batch.params.shape[0] - 1)][TIME_OFFSET]
     t, k, steps = out.time[s], batch.samp_ptr[s], 0
