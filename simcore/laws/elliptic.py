@@ -32,8 +32,8 @@ from the normal condition, is parallel to and along ``(cos phi, sin
 phi)``: a root of one smooth function of ``phi``, found from the
 frictionless slip's direction (exact for a contact whose tangent does
 not couple with its normal, a sphere's or a translating body's), else
-bracketed on a scan of :data:`SCAN` angles around it and bisected to
-rounding (the slip case of Bertails-Descoteaux, Acary and Daviet's
+bracketed on a scan of :data:`SCAN` angles around it and narrowed to
+rounding (Illinois' regula falsi) (the slip case of Bertails-Descoteaux, Acary and Daviet's
 enumerative local solver, there a quartic).  A body on several contacts
 (:func:`step_elliptic`): rounds of Stewart-Trinkle problems over
 pyramids turned so that an edge lies along each contact's friction (a
@@ -104,19 +104,33 @@ def _slip_at(A, u0, un, mu, phi):
 
 
 @jit
-def _bisect(A, u0, un, mu, lo, hi, glo):
-    """The root of :func:`_slip_at`'s ``g`` between ``lo`` and ``hi`` (``g``
-    of opposite signs at the ends, ``glo`` at ``lo``), to rounding."""
+def _root(A, u0, un, mu, bracket):
+    """The root of :func:`_slip_at`'s ``g`` in ``bracket = (lo, hi, g_lo,
+    g_hi)`` (``g`` of opposite signs at the ends), to rounding: the Illinois
+    method (regula falsi, the value at an end kept twice in a row halved),
+    bisecting where the secant leaves the bracket."""
+    lo, hi, glo, ghi = bracket
+    side = 0
     for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid == lo or mid == hi:
+        if hi - lo <= 4e-16 * (1.0 + abs(lo) + abs(hi)):
             break
+        mid = (lo * ghi - hi * glo) / (ghi - glo)
+        if not (lo < mid < hi):
+            mid = 0.5 * (lo + hi)
         _, g, _ = _slip_at(A, u0, un, mu, mid)
+        if g == 0.0:
+            return mid
         if (g < 0.0) == (glo < 0.0):
             lo, glo = mid, g
+            if side == -1:
+                ghi *= 0.5
+            side = -1
         else:
-            hi = mid
-    return 0.5 * (lo + hi)
+            hi, ghi = mid, g
+            if side == 1:
+                glo *= 0.5
+            side = 1
+    return lo if abs(glo) <= abs(ghi) else hi
 
 
 @jit
@@ -137,7 +151,7 @@ def _slip_direction(A, u0, un, mu):
         lo = start - np.pi + k * step
         pb, gb, _ = _slip_at(A, u0, un, mu, lo + step)
         if pa > 0.0 and pb > 0.0 and (ga < 0.0) != (gb < 0.0):
-            phi = _bisect(A, u0, un, mu, lo, lo + step, ga)
+            phi = _root(A, u0, un, mu, (lo, lo + step, ga, gb))
             pn, _, along = _slip_at(A, u0, un, mu, phi)
             if pn > 0.0 and along >= 0.0 and abs(phi - start) < gap:
                 best, gap = phi, abs(phi - start)
@@ -307,10 +321,22 @@ def _jacobian(A, u, z, mu, states, nc):
     direction's factor ``(s1, s2, mu p_n / |u_t|)`` (``proj (nc, 3)``) and
     the states taken (``eff``), what the tangents need."""
     n = 3 * nc
-    J = np.zeros((n, n))
-    F = np.zeros(n)
-    proj = np.zeros((nc, 3))
+    J = np.empty((n, n))
+    F = np.empty(n)
+    proj = np.empty((nc, 3))
     eff = np.empty(nc, np.int64)
+    _jacobian_into(A, u, z, mu, states, (F, J, proj, eff))
+    return F, J, proj, eff
+
+
+@jit
+def _jacobian_into(A, u, z, mu, states, out):
+    """:func:`_jacobian` into ``out = (F, J, proj, eff)``."""
+    F, J, proj, eff = out
+    nc = mu.shape[0]
+    J[:, :] = 0.0
+    F[:] = 0.0
+    proj[:, :] = 0.0
     scale = max(1.0, np.abs(u).max())
     for c in range(nc):
         at = (c, nc + 2 * c, nc + 2 * c + 1)
@@ -343,7 +369,6 @@ def _jacobian(A, u, z, mu, states, nc):
             J[a, c] += mu[c] * s[k]
             for j in range(2):
                 J[a, :] += f * ((1.0 if j == k else 0.0) - s[k] * s[j]) * A[at[1 + j], :]
-    return F, J, proj, eff
 
 
 @jit
@@ -455,21 +480,28 @@ def _polish(G, W, A, v, bias, mu, states, z):
     answer where the pyramid's states are the disk's.  Returns the velocity
     after them."""
     nc = mu.shape[0]
+    n = 3 * nc
     wv = times(W, v)
     zr = _rowed(z, nc)
+    u = np.empty(n)
+    F = np.empty(n)
+    J = np.empty((n, n))
+    out = (F, J, np.empty((nc, 3)), np.empty(nc, np.int64))
     for _ in range(POLISH):
-        u = wv + A @ zr
+        for a in range(n):
+            u[a] = wv[a] + _dot(A[a], zr)
         for c in range(nc):
             u[c] += bias[c]
-        F, J, _, _ = _jacobian(A, u, zr, mu, states, nc)
+        _jacobian_into(A, u, zr, mu, states, out)
         if np.abs(F).max() <= 1e-14 * max(1.0, np.abs(u).max(), np.abs(zr).max()):
             break
-        zr += min_norm(J, -F.reshape(-1, 1), RCOND)[:, 0]
+        F *= -1.0
+        zr += min_norm(J, F.reshape((n, 1)), RCOND)[:, 0]
     for c in range(nc):
         if states[c] == SEPARATE:  # (zero, not the solve's rounding)
             zr[c], zr[nc + 2 * c], zr[nc + 2 * c + 1] = 0.0, 0.0, 0.0
         z[c, 0], z[c, 1], z[c, 2] = zr[c], zr[nc + 2 * c], zr[nc + 2 * c + 1]
-    return v + G @ (W.T @ zr)
+    return v + times(G, times(W.T, zr))
 
 
 @jit
