@@ -245,7 +245,7 @@ def step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents):
     bias = np.empty(nc)
     vc = v.copy()
     for c in range(nc):
-        bias[c] = e[c] * min(times(Wc[c, :1], vref)[0], 0.0)
+        bias[c] = e[c] * min(_dot(Wc[c, 0], vref), 0.0)
         _push(GWt[c], z[c], 1.0, vc)
     p = np.empty(3)
     states = np.empty(nc, np.int64)
@@ -258,7 +258,7 @@ def step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents):
                 return STATUS_IMPACT_JAM
             z[c, :] = p
             _push(GWt[c], p, 1.0, vc)
-        if nc == 1 or _violation(Wc, bias, vc, z, mu) <= SWEEP_TOL * max(1.0, np.abs(vc).max()):
+        if nc == 1 or _violation(Wc, bias, vc, z, mu) <= SWEEP_TOL * max(1.0, _absmax(vc)):
             done = True
             break
     if not done:
@@ -278,7 +278,7 @@ def _violation(Wc, bias, vc, z, mu):
     friction must oppose the slip)."""
     worst = 0.0
     for c in range(z.shape[0]):
-        u = times(Wc[c], vc)
+        u = _rows3(Wc[c], vc)
         w = u[0] + bias[c]
         worst = max(worst, abs(w) if z[c, 0] > 0.0 else -w)
         pt = np.sqrt(z[c, 1] ** 2 + z[c, 2] ** 2)
@@ -290,6 +290,21 @@ def _violation(Wc, bias, vc, z, mu):
         along = (u[1] * z[c, 1] + u[2] * z[c, 2]) / pt
         worst = max(worst, abs(u[1] * z[c, 2] - u[2] * z[c, 1]) / pt, along)
     return worst
+
+
+@jit
+def _absmax(x):
+    """``max |x|`` over an array of any shape (0 when empty)."""
+    m = 0.0
+    for v in x.flat:
+        m = max(m, abs(v))
+    return m
+
+
+@jit
+def _rows3(Wc, v):
+    """A contact's velocity ``(u_n, u_t1, u_t2) = Wc v`` (``Wc (3, D)``)."""
+    return _dot(Wc[0], v), _dot(Wc[1], v), _dot(Wc[2], v)
 
 
 @jit
@@ -337,7 +352,7 @@ def _jacobian_into(A, u, z, mu, states, out):
     J[:, :] = 0.0
     F[:] = 0.0
     proj[:, :] = 0.0
-    scale = max(1.0, np.abs(u).max())
+    scale = max(1.0, _absmax(u))
     for c in range(nc):
         at = (c, nc + 2 * c, nc + 2 * c + 1)
         slip = np.sqrt(u[at[1]] ** 2 + u[at[2]] ** 2)
@@ -458,7 +473,7 @@ def _align(Wc, post, z, theta, states, tol, step):
     facets, not the disk, bound it); each contact's state into
     ``states``."""
     for c in range(z.shape[0]):
-        u = times(Wc[c], post)
+        u = _rows3(Wc[c], post)
         target = theta[c]
         if z[c, 0] <= 0.0:
             states[c] = SEPARATE
@@ -493,7 +508,7 @@ def _polish(G, W, A, v, bias, mu, states, z):
         for c in range(nc):
             u[c] += bias[c]
         _jacobian_into(A, u, zr, mu, states, out)
-        if np.abs(F).max() <= 1e-14 * max(1.0, np.abs(u).max(), np.abs(zr).max()):
+        if _absmax(F) <= 1e-14 * max(1.0, _absmax(u), _absmax(zr)):
             break
         F *= -1.0
         zr += min_norm(J, F.reshape((n, 1)), RCOND)[:, 0]
@@ -508,7 +523,7 @@ def _polish(G, W, A, v, bias, mu, states, z):
 def _inside(z, mu):
     """Whether the impulses ``z (nc, 3)`` push and lie in their disks (to
     rounding: 1e-12 of the largest impulse)."""
-    tiny = 1e-12 * max(np.abs(z).max(), 1e-300)
+    tiny = 1e-12 * max(_absmax(z), 1e-300)
     for c in range(z.shape[0]):
         if z[c, 0] < -tiny:
             return False
@@ -527,7 +542,7 @@ def _warm(G, W, A, v, bias, mu, Wc, states, z, post):
     goes on sliding, or resting, on the same face keeps its active set from
     step to step).  Returns whether it was."""
     nc = mu.shape[0]
-    if np.abs(z).max() == 0.0:
+    if _absmax(z) == 0.0:
         return False
     for c in range(nc):
         pt = np.sqrt(z[c, 1] ** 2 + z[c, 2] ** 2)
@@ -535,7 +550,7 @@ def _warm(G, W, A, v, bias, mu, Wc, states, z, post):
                      STICK if pt < mu[c] * z[c, 0] * (1.0 - 1e-9) else SLIP)
     trial = z.copy()
     polished = _polish(G, W, A, v, bias, mu, states, trial)
-    tol = SWEEP_TOL * max(1.0, np.abs(polished).max())
+    tol = SWEEP_TOL * max(1.0, _absmax(polished))
     if not (_inside(trial, mu) and _violation(Wc, bias, polished, trial, mu) <= tol):
         return False
     z[:, :] = trial
@@ -576,7 +591,7 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     A = wgw(W, G)
     bias = np.empty(nc)
     for c in range(nc):
-        bias[c] = e[c] * min(times(Wc[c, :1], vref)[0], 0.0)
+        bias[c] = e[c] * min(_dot(Wc[c, 0], vref), 0.0)
     states = np.empty(nc, np.int64)
     if _warm(G, W, A, v, bias, mu, Wc, states, z, post):
         if dpost.shape[1]:
@@ -597,7 +612,7 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
             break  # (the pivots met a ray: the sweeps go on)
         _disk_impulses(zs, nc, theta, nd, z)
         start[:, :] = z
-        tol = SWEEP_TOL * max(1.0, np.abs(post).max())
+        tol = SWEEP_TOL * max(1.0, _absmax(post))
         off = _violation(Wc, bias, post, z, mu)
         if off >= last:  # (a turn that did not help: the next ones shorter)
             step = max(0.5 * step, 1.0 / 64.0)
