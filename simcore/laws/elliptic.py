@@ -33,8 +33,9 @@ phi)``: a root of one smooth function of ``phi``, found from the
 frictionless slip's direction (exact for a contact whose tangent does
 not couple with its normal, a sphere's or a translating body's), else
 bracketed on a scan of :data:`SCAN` angles around it and narrowed to
-rounding (Illinois' regula falsi) (the slip case of Bertails-Descoteaux, Acary and Daviet's
-enumerative local solver, there a quartic).  A body on several contacts
+rounding by Illinois' regula falsi (the slip case of
+Bertails-Descoteaux, Acary and Daviet's enumerative local solver, there a
+quartic).  A body on several contacts
 (:func:`step_elliptic`): rounds of Stewart-Trinkle problems over
 pyramids turned so that an edge lies along each contact's friction (a
 slip along an edge is resisted as by the disk), each round's active set
