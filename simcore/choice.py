@@ -77,7 +77,7 @@ def by_events(model, state, rebuild):
     runs it; ``rebuild(name)`` builds it on integrator ``name`` (a
     ``ValueError`` when that one does not run it after all)."""
     first = BY_CODE[model.integrator]
-    shapes = {SHAPE_NAMES[c] for c in _shapes(model)}
+    shapes = {SHAPE_NAMES[c] for c in engine.shape_codes(model)}
     family = registry.family(model.layout.laws)
     steppers = [it for it in candidates(shapes, family) if it.kind == TIME_STEPPING]
     if first.kind == TIME_STEPPING:
@@ -105,9 +105,3 @@ def by_events(model, state, rebuild):
            f"{density:.3g} events per step on {n} pilot scenario(s), {DENSE:g} or more")
     it, model, state = stepped
     return model, state, f"integrator {it.name} ({TIME_STEPPING}): {why}"
-
-
-def _shapes(model):
-    count = model.body_count[:, None] > np.arange(model.body_shape.shape[1])[None, :]
-    return np.unique(model.body_shape[count])
-

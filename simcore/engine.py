@@ -287,6 +287,13 @@ def _dispatch(model, scen, st, samp_ptr, samp_t, cap, parallel, tan, keep=True):
     return sliding_engine.run(batch, st.body_pos, st.body_vel, st.time, cap, parallel, tan, keep)
 
 
+def shape_codes(model):
+    """The shape codes of the bodies ``model``'s scenarios hold (not their
+    padding), once each."""
+    count = model.body_count[:, None] > np.arange(model.body_shape.shape[1])[None, :]
+    return np.unique(model.body_shape[count])
+
+
 def _refuse_unknown(model, engine):
     """Refuse a model whose contact laws or body shapes the kernels of
     ``engine`` (an engine module: its ``LAWS`` per contact kind, the
@@ -312,8 +319,7 @@ def _refuse_unknown(model, engine):
     shape = model.body_shape
     if shape.size and set(range(int(shape.min()), int(shape.max()) + 1)) <= set(engine.SHAPES):
         return
-    count = model.body_count[:, None] > np.arange(shape.shape[1])[None, :]
-    for code in np.unique(shape[count]):
+    for code in shape_codes(model):
         if int(code) not in engine.SHAPES:
             shapes = collision.SHAPE_NAMES
             name = shapes[code] if 0 <= code < len(shapes) else f"code {int(code)}"
