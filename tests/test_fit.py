@@ -584,3 +584,38 @@ def test_a_coefficient_the_fit_leaves_on_its_bound_is_flagged(table):
     assert "on its bound mu_s >= mu_k" in r.identifiability["mu_k"]["reason"]
     assert r.identifiability["e_bb"]["bound"] == ""
     assert "on a bound (one-sided interval): mu_k (mu_s >= mu_k)" in r.message
+
+
+class _Bowl:
+    """A problem whose whole rollouts' loss is a bowl at ``at`` (the rollouts'
+    basin), for the rollouts' check of a segmented fit."""
+
+    def __init__(self, at, nscen=3):
+        self.at, self.nscen, self.ids = at, nscen, [f"s{k}" for k in range(nscen)]
+        self.asked = []
+
+    def subset(self, idx):
+        return _Bowl(self.at, len(idx))
+
+    def loss_only(self, theta):
+        self.asked.append(theta)
+        return float(np.sum((np.asarray(theta) - self.at) ** 2))
+
+
+def test_the_rollouts_start_where_their_own_loss_is_least():
+    """The segments' answer (e 0.42) against the global phase's points: the
+    rollouts start from the point of least rollout loss (their basin at
+    0.15, as on the real square drops), and keep the segments' answer when
+    no point beats it."""
+    points = [np.array([0.6]), np.array([0.12]), np.array([0.3])]
+    start, said = F._rollout_phase(_Bowl(0.15), np.array([0.42]), points)
+    assert start[0] == 0.12 and "moved it" in said and "on 3 whole rollouts" in said
+    start, said = F._rollout_phase(_Bowl(0.40), np.array([0.42]), points)
+    assert start[0] == 0.42 and "kept the segments' answer" in said
+
+
+def test_the_rollouts_check_looks_at_the_named_subset():
+    """Past ``GLOBAL_SEGMENTS`` scenarios the check scores a subset of them."""
+    start, said = F._rollout_phase(_Bowl(0.15, nscen=F.GLOBAL_SEGMENTS + 40), np.array([0.42]),
+                                   [np.array([0.2])])
+    assert f"on {F.GLOBAL_SEGMENTS} whole rollouts" in said
