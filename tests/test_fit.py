@@ -592,13 +592,11 @@ class _Bowl:
 
     def __init__(self, at, nscen=3):
         self.at, self.nscen, self.ids = at, nscen, [f"s{k}" for k in range(nscen)]
-        self.asked = []
 
     def subset(self, idx):
         return _Bowl(self.at, len(idx))
 
     def loss_only(self, theta):
-        self.asked.append(theta)
         return float(np.sum((np.asarray(theta) - self.at) ** 2))
 
 
@@ -614,8 +612,10 @@ def test_the_rollouts_start_where_their_own_loss_is_least():
     assert start[0] == 0.42 and "kept the segments' answer" in said
 
 
-def test_the_rollouts_check_looks_at_the_named_subset():
-    """Past ``GLOBAL_SEGMENTS`` scenarios the check scores a subset of them."""
+def test_the_rollouts_check_scores_at_most_global_segments_scenarios():
+    """Past ``GLOBAL_SEGMENTS`` scenarios the check scores that many of them
+    (chosen by name as the global phase's: ``_hashed``, whose order test is
+    in ``tests/test_rigid_identification.py``)."""
     start, said = F._rollout_phase(_Bowl(0.15, nscen=F.GLOBAL_SEGMENTS + 40), np.array([0.42]),
                                    [np.array([0.2])])
     assert f"on {F.GLOBAL_SEGMENTS} whole rollouts" in said

@@ -2,7 +2,7 @@
 of a possibly rank-deficient system by a complete orthogonal
 decomposition (Golub and Van Loan, *Matrix Computations*, 4th ed.,
 sections 5.4.1-5.4.2), what ``numpy.linalg.lstsq`` returns by an SVD, at
-a tenth of its cost on the contact problems' 3-30 unknowns.
+a fifth to a seventh of its cost on the contact problems' 6-24 unknowns.
 
 ``A P = Q [R11 R12; 0 R22]``: Householder QR with column pivoting (the
 column of largest remaining norm first), ``R11`` of rank ``r`` (the
