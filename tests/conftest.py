@@ -1,8 +1,21 @@
 """Fixtures shared by the pipeline and CLI tests."""
 
-import pytest
+import atexit
+import os
+import shutil
+import tempfile
 
-from flows import settings, tracking
+# Each pytest-xdist worker keeps its own Prefect home (its database and
+# storage), so that two workers' ephemeral servers never share one SQLite
+# file; set before Prefect is imported, removed when the worker exits.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(
+        prefix=f"contactfit-prefect-{os.environ['PYTEST_XDIST_WORKER']}-")
+    atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
+
+import pytest  # noqa: E402
+
+from flows import settings, tracking  # noqa: E402
 
 
 @pytest.fixture
