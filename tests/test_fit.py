@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
+from simcore import params as P
 from simcore.identify import fit as F
 from simcore.identify.problem import Problem, project
 
@@ -610,6 +611,35 @@ def test_the_rollouts_start_where_their_own_loss_is_least():
     assert start[0] == 0.12 and "moved it" in said and "on 3 whole rollouts" in said
     start, said = F._rollout_phase(_Bowl(0.40), np.array([0.42]), points)
     assert start[0] == 0.42 and "kept the segments' answer" in said
+
+
+def test_the_rollouts_start_may_be_a_local_point_around_the_segments_answer():
+    """A rollouts' basin narrower than the segments' error (the truth 0.2,
+    the segments' answer 0.23, the global points far): a point of the local
+    hypercube inside it wins, and the line says so. The hypercube spans
+    +-LOCAL_SPAN around the answer, one point per stratum of each
+    coefficient, inside the bounds."""
+    lay = P.Layout.build()
+    theta = lay.vector({"mu_s": 0.5, "mu_k": 0.23, "e_bg": 0.3})
+    free = [lay.index("mu_k"), lay.index("e_bg")]
+    local = F._local_points(theta, free, lay, 1)
+    rel = np.array([p[free] / theta[free] - 1 for p in local])
+    n = F.LOCAL_POINTS * 2
+    assert len(local) == n and np.abs(rel).max() <= F.LOCAL_SPAN
+    for c in range(2):  # one point in each of n strata
+        strata = np.floor((rel[:, c] / F.LOCAL_SPAN + 1) / 2 * n).astype(int)
+        assert sorted(strata) == list(range(n))
+
+    class Needle(_Bowl):
+        def loss_only(self, theta):
+            return 1.0 - np.exp(-(((theta[free[0]] - 0.2) / 0.006) ** 2))
+
+    far = [lay.vector({"mu_k": 0.12, "e_bg": 0.3}), lay.vector({"mu_s": 0.5, "mu_k": 0.4})]
+    start, said = F._rollout_phase(Needle(0.2), theta, far, local)
+    assert abs(start[free[0]] - 0.2) < 0.006
+    assert "moved it to a point around it" in said and f"{n} around the answer" in said
+    start, said = F._rollout_phase(Needle(0.2), theta, far)
+    assert start[free[0]] == 0.23 and "around" not in said
 
 
 def test_the_rollouts_check_scores_at_most_global_segments_scenarios():
