@@ -61,10 +61,10 @@ def flight_gravity(toss, t, z, quat, half, table_z=0.0,
 PHASE_OUTLIER = 3.0
 #: :func:`flight_fit` counts a sample as flight only where its lowest corner
 #: clears the table by this many times the corner height's own noise (from
-#: its second differences, :func:`_noise`) as well as by ``clearance``: with 1 mm
-#: and 0.5 degree noise on a flat box (corners 1.3 mm) a 4 mm clearance let
-#: samples in contact into the flights, where they pulled the free fall to
-#: 7.9 m/s^2 and the centre of mass 0.47 m off at standard errors of mm.
+#: its second differences, :func:`_noise`) as well as by ``clearance``: a
+#: flat box's corner at 1 mm and 0.5 degrees of noise is noisy by 1.3 mm, so
+#: a fixed 4 mm is three of its deviations, and samples in contact that the
+#: noise lifts over it would bend the flights' parabolas.
 CLEARANCE_SIGMAS = 6.0
 
 
@@ -149,9 +149,9 @@ def flight_fit(toss, t, pos, quat, half, clearance=FLIGHT_CLEARANCE,
     sample (:func:`_table`).  The flights: the runs of at least
     ``min_samples`` samples whose lowest corner lies over ``clearance`` [m]
     and over :data:`CLEARANCE_SIGMAS` times the corner height's noise above
-    that plane (noisier poses need more room: a sample in contact
-    whose noise lifts its corner must not count as flight), less the sample
-    at each end (a contact may begin or end between samples).  In flight the centre of mass falls freely, so the
+    that plane (a sample in contact whose noise lifts its corner must not
+    count as flight), less the sample at each end (a contact may begin or
+    end between samples).  In flight the centre of mass falls freely, so the
     recorded centre is ``c(t) = a + b t - g t^2 / 2 e_z - R(t) com``: linear
     in ``g`` and ``com`` (shared by every toss of the one body) once each
     phase's own ``a``, ``b`` are projected out; a phase whose residual is

@@ -751,10 +751,9 @@ def _rollout_phase(problem, start, points, local=()):
     lower at 0.15); and the rollouts' basin around the truth narrows as
     tumbling bodies' paths part, to a few per cent of mu_k on flat boxes
     tossed high and slow, while the segments' answer, started from noisy
-    measured states, can lie 10-15 % off (there the rollouts' local stage
-    ended in a neighbour 8 % off, refused at 16 times the noise).  The
-    rollouts' stage is local.  Returns the start and a line saying what the
-    phase did."""
+    measured states, can lie 10-15 % off: a local stage from there ends in
+    a neighbouring well.  The rollouts' stage is local.  Returns the start
+    and a line saying what the phase did."""
     sub = _hashed(problem, GLOBAL_SEGMENTS)
     local = list(local)
     candidates = [start] + list(points) + local
@@ -795,8 +794,8 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     :func:`_fit_continued` on ``problem`` from its coefficients (from
     ``theta0`` if the segments' fit failed), or from the point of least
     whole-rollout loss among the global phase's points and a hypercube
-    around the segments' answer where that is lower (:func:`_rollout_phase`); history,
-    iterations and evaluations cover all three."""
+    around the segments' answer where that is lower (:func:`_rollout_phase`);
+    history, iterations and evaluations cover all three."""
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
     begin, said, points = _global_phase(seg, theta0, free_idx, global_seed)
