@@ -443,12 +443,8 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     the segments' loss still carries bumps at the scale of a few per cent,
     where 1 % secants stall) over whole segments (no horizon stages: a
     quarter of a segment holds no impact).  The rollout fit then starts
-    there, or from the point of lower whole-rollout loss among the global
-    phase's and a hypercube around the segments' answer
-    (:func:`_rollout_phase`, :func:`_local_points`: the two losses can have
-    their least values in different basins, and the rollouts' well around
-    the truth can be narrower than the segments' error), and gives the
-    estimate.
+    there, or at a point of lower rollout loss, global or around the
+    answer (:func:`_rollout_phase`), and gives the estimate.
     ``enough(result) -> bool``: the caller's yardstick of a fit that reached
     the noise (e.g. the registration gate's).  A segmented fit from one start
     that falls short of it is not trusted: up to ``SEGMENT_STARTS`` starts in
