@@ -105,6 +105,7 @@ def family(name, replicates, tosses, root):
         doc = calibrate(data, store, free, config)
         rows.append((doc, time.perf_counter() - t0))
     out = {"replicates": replicates, "tosses": tosses}
+    reg = np.array([bool(d["gate"]["registered"]) for d, _ in rows])
     for n in free:
         if truth[n]:
             err = np.array([abs(d["params"][n] / truth[n] - 1) * 100 for d, _ in rows])
@@ -112,15 +113,13 @@ def family(name, replicates, tosses, root):
         else:
             err = np.array([abs(d["params"][n] - truth[n]) for d, _ in rows])
             unit = "abs"
-        reg = np.array([bool(d["gate"]["registered"]) for d, _ in rows])
         out[f"err_{n}_{unit}"] = float(err.mean())
         out[f"worst_{n}_{unit}"] = float(err.max())
         out[f"worst_registered_{n}_{unit}"] = float(err[reg].max()) if reg.any() else float("nan")
         lo_hi = [d["ci95"][n] for d, _ in rows]
-        held = [lo <= truth[n] <= hi for lo, hi in lo_hi]
+        held = np.array([lo <= truth[n] <= hi for lo, hi in lo_hi])
         out[f"cover_{n}"] = float(np.mean(held))
-        kept = [h for h, (d, _) in zip(held, rows) if d["gate"]["registered"]]
-        out[f"cover_registered_{n}"] = float(np.mean(kept)) if kept else float("nan")
+        out[f"cover_registered_{n}"] = float(np.mean(held[reg])) if reg.any() else float("nan")
         out[f"halfwidth_{n}_{unit}"] = float(np.median([
             (hi - lo) / 2 / truth[n] * 100 if truth[n] else (hi - lo) / 2
             for lo, hi in lo_hi]))
@@ -130,7 +129,7 @@ def family(name, replicates, tosses, root):
     ratio = [d["scores"]["train_rms_m"] / d["noise_m"] for d, _ in rows
              if d.get("noise_m") and "train_rms_m" in d.get("scores", {})]
     out["rms_over_noise"] = float(np.mean(ratio)) if ratio else float("nan")
-    out["registered"] = float(np.mean([bool(d["gate"]["registered"]) for d, _ in rows]))
+    out["registered"] = float(np.mean(reg))
     out["verdicts"] = dict(Counter(d["status"] for d, _ in rows))
     out["fit_s"] = float(np.mean([s for _, s in rows]))
     return out

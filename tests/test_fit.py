@@ -618,7 +618,7 @@ def test_the_rollouts_start_may_be_a_local_point_around_the_segments_answer():
     the segments' answer 0.23, the global points far): a point of the local
     hypercube inside it wins, and the line says so. The hypercube spans
     +-LOCAL_SPAN around the answer, one point per stratum of each
-    coefficient, inside the bounds."""
+    coefficient."""
     lay = P.Layout.build()
     theta = lay.vector({"mu_s": 0.5, "mu_k": 0.23, "e_bg": 0.3})
     free = [lay.index("mu_k"), lay.index("e_bg")]
