@@ -637,9 +637,13 @@ def test_the_rollouts_start_may_be_a_local_point_around_the_segments_answer():
     far = [lay.vector({"mu_k": 0.12, "e_bg": 0.3}), lay.vector({"mu_s": 0.5, "mu_k": 0.4})]
     start, said = F._rollout_phase(Needle(0.2), theta, far, local)
     assert abs(start[free[0]] - 0.2) < 0.006
-    assert "moved it to a point around it" in said and f"{n} around the answer" in said
+    assert "moved it to a point around it" in said and f"{n} around the segments' answer" in said
     start, said = F._rollout_phase(Needle(0.2), theta, far)
     assert start[free[0]] == 0.23 and "around" not in said
+    # a failed segments' fit: the points surround the fit's start, and the line says so
+    failed = "the fit's start (the segments' fit failed)"
+    start, said = F._rollout_phase(_Bowl(theta), theta, far, local, failed)
+    assert start[free[0]] == 0.23 and f"kept {failed}" in said and f"around {failed}" in said
 
 
 def test_the_rollouts_check_scores_at_most_global_segments_scenarios():

@@ -736,8 +736,9 @@ def _best(points, loss):
     return int(np.argmin(losses))
 
 
-def _rollout_phase(problem, start, points, local=()):
-    """The rollouts' start after the segments: their answer ``start``, or
+def _rollout_phase(problem, start, points, local=(), answer="the segments' answer"):
+    """The rollouts' start after the segments: their answer ``start`` (or,
+    when their fit failed, the fit's own start; ``answer`` names which), or
     the point of lower whole-rollout loss (on at most
     :data:`GLOBAL_SEGMENTS` scenarios, :func:`_hashed`) among the global
     phase's ``points`` and the ``local`` ones around the answer
@@ -749,14 +750,14 @@ def _rollout_phase(problem, start, points, local=()):
     tossed high and slow, while the segments' answer, started from noisy
     measured states, can lie 10-15 % off: a local stage from there ends in
     a neighbouring well.  The rollouts' stage is local.  Returns the start
-    and a line saying what the phase did."""
+    and a line saying what the phase did (naming ``answer``)."""
     sub = _hashed(problem, GLOBAL_SEGMENTS)
     local = list(local)
     candidates = [start] + list(points) + local
     best = _best(candidates, sub.loss_only)
-    what = ("kept the segments' answer" if best == 0 else "moved it to a point around it"
+    what = (f"kept {answer}" if best == 0 else "moved it to a point around it"
             if best > len(points) else "moved it")
-    around = f" and {len(local)} around the answer" if local else ""
+    around = f" and {len(local)} around {answer}" if local else ""
     said = (f"the rollouts' start checked against those points{around} on {sub.nscen} whole "
             f"rollouts ({what})")
     return candidates[best], said
@@ -801,9 +802,11 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     for rec in first.history:
         rec["part"] = "segments"
     lay = problem.model.layout
-    start = lay.vector(first.params) if np.isfinite(first.loss) else theta0
+    failed = not np.isfinite(first.loss)
+    start = theta0 if failed else lay.vector(first.params)
     local = _local_points(start, free_idx, lay, global_seed + 1)
-    start, checked = _rollout_phase(whole, start, points, local)
+    start, checked = _rollout_phase(whole, start, points, local, "the fit's start (the "
+                                    "segments' fit failed)" if failed else "the segments' answer")
     r = _fit_continued(problem, start, free_idx, **kw)
     r.history = first.history + r.history
     r.nit += first.nit
