@@ -153,3 +153,24 @@ def test_a_box_slides_the_coulomb_distance_in_every_direction_on_the_elliptic_co
     assert np.max(np.abs(np.array(disk) - exact)) / exact < 0.005
     pyramid = [_slide(a, "pyramidal") for a in angles]
     assert np.ptp(pyramid) / exact > 0.05  # (its friction depends on the direction)
+
+
+def test_a_real_face_landing_whose_sweeps_cycle_takes_the_last_rounds_answer():
+    """Real square drop 442 (``datasets/fazeli-square``) at mu_k 0.6, e_bg
+    0.45: a face lands turning (four coplanar contacts, impulses not
+    unique), the rounds end 4e-5 m/s off the disk's conditions and the
+    Gauss-Seidel sweeps cycle.  The step takes the last round's exact
+    answer on its turned pyramid (the run failed there before), and the
+    square comes to rest flat on the offset ground."""
+    from pathlib import Path
+
+    from simcore.engine import simulate
+    from simcore.identify.problem import Problem
+
+    ds = Path(__file__).resolve().parents[1] / "datasets" / "fazeli-square"
+    pr = Problem.from_dataset(ds, order=["drop442"], integrator="moreau")
+    theta = pr.model.layout.vector({"mu_s": 0.6, "mu_k": 0.6, "e_bg": 0.45,
+                                    "ground_offset": -0.0011})
+    sim = simulate(pr.model.with_params(theta), pr.state, pr.targets.sample_times)
+    assert abs(sim.final.body_pos[0, 0, 2] - (0.03 - 0.0011)) < 1e-4
+    assert np.abs(sim.final.body_vel[0, 0]).max() < 1e-3

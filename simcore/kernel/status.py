@@ -41,9 +41,9 @@ STATUSES = (
            "(planar motion or an isotropic contact); this contact couples the tangents"),
     Status(STATUS_ONE_POINT, "stronge_energetic takes an impact at one contact point"),
     Status(STATUS_UNKNOWN_LAW, "a law code without an impact map"),
-    Status(STATUS_SWEEPS, "the contact problem of bodies touching each other was not solved "
-           "within the Gauss-Seidel sweeps allowed (a tall stack kept awake: try a smaller "
-           "step)"),
+    Status(STATUS_SWEEPS, "the contact problem of a step (bodies touching each other, or a "
+           "body's contacts its pivots could not solve) was not solved within the Gauss-Seidel "
+           "sweeps allowed (a tall stack kept awake: try a smaller step)"),
 )
 STATUS_MESSAGES = tuple(s.message for s in STATUSES)
 assert all(s.code == k for k, s in enumerate(STATUSES))

@@ -582,6 +582,12 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
     disk's answer.  Unlike the sweeps, the rounds settle the internal
     impulse of two sticking points whose restitution pulls them apart.
     Before any round, the last step's active set is tried (:func:`_warm`).
+    Should the sweeps not converge either (they can cycle on a face's four
+    coplanar contacts, whose impulses are not unique, landing with a turn
+    at a high ``mu`` and ``e``), the last round's answer stands: an exact
+    solution of Newton's restitution with Coulomb's friction on the
+    pyramid turned along each contact's slip, whose edges' vertices lie on
+    the disk (its tangents those of the disk on the round's active set).
     Arguments and the answer in ``z`` as :func:`step_elliptic_sweeps`'s."""
     nc = mu.shape[0]
     if nc == 1:  # (one contact: its local problem is the whole one)
@@ -603,6 +609,8 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
         if z[c, 1] != 0.0 or z[c, 2] != 0.0:
             theta[c] = np.arctan2(z[c, 2], z[c, 1])
     start = np.zeros((nc, 3))
+    kept = np.empty_like(post)  # (the last round's velocity, should the sweeps cycle)
+    solved = False
     step, last = 1.0, np.inf
     none = (np.zeros((v.shape[0], 0)), np.zeros((v.shape[0], 0)), np.zeros((nc, 0)),
             np.zeros((nc, 0)), np.zeros((0, v.shape[0], 0)), np.zeros((v.shape[0], v.shape[0], 0)))
@@ -613,6 +621,8 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
             break  # (the pivots met a ray: the sweeps go on)
         _disk_impulses(zs, nc, theta, nd, z)
         start[:, :] = z
+        kept[:] = post
+        solved = True
         tol = SWEEP_TOL * max(1.0, _absmax(post))
         off = _violation(Wc, bias, post, z, mu)
         if off >= last:  # (a turn that did not help: the next ones shorter)
@@ -630,4 +640,11 @@ def step_elliptic(G, W, v, vref, mu, e, out, z, warm, tangents):
                 _tangents(G, W, (v, vref, post), (mu, e, states), z, tangents, dpost)
             return STATUS_OK
     z[:, :] = start
-    return step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents)
+    st = step_elliptic_sweeps(G, W, v, vref, mu, e, out, z, tangents)
+    if st != STATUS_SWEEPS or not solved:
+        return st
+    z[:, :] = start
+    post[:] = kept
+    if dpost.shape[1]:
+        _tangents(G, W, (v, vref, post), (mu, e, states), z, tangents, dpost)
+    return STATUS_OK
