@@ -14,9 +14,9 @@ Prefect server, an MLflow store in a temporary folder) with nothing but
 defaults.  Printed per family:
 
 * ``err_<name>_pct``: the mean absolute error of each coefficient in per
-  cent of the truth, ``worst_<name>_pct`` the largest, and
-  ``worst_registered_<name>_pct`` the largest of the fits the gate
-  registered (a refused fit says it is off);
+  cent of the truth, ``worst_<name>_pct`` the largest (``worst_seed_<name>``:
+  its replicate's seed, to rerun it), and ``worst_registered_<name>_pct`` the
+  largest of the fits the gate registered (a refused fit says it is off);
 * ``cover_<name>``: the share of replicates whose 95 % interval holds the
   truth (``cover_registered_<name>``: of the registered ones;
   ``halfwidth_<name>_pct``: the median half-width in per cent of the truth),
@@ -115,6 +115,7 @@ def family(name, replicates, tosses, root):
             unit = "abs"
         out[f"err_{n}_{unit}"] = float(err.mean())
         out[f"worst_{n}_{unit}"] = float(err.max())
+        out[f"worst_seed_{n}"] = int(err.argmax())
         out[f"worst_registered_{n}_{unit}"] = float(err[reg].max()) if reg.any() else float("nan")
         lo_hi = [d["ci95"][n] for d, _ in rows]
         held = np.array([lo <= truth[n] <= hi for lo, hi in lo_hi])
