@@ -4,7 +4,7 @@ contactfit's own prediction is; the billiards shots re-simulated in
 pooltool.
 
 ``python -m benchmarks.export [--json] [--params fit.json] [--timesteps S ...]
-[--no-drake] [--pooltool-python PY [--billiards-params fit.json]]``: reads
+[--match N] [--no-drake] [--pooltool-python PY [--billiards-params fit.json]]``: reads
 ``datasets/cube-toss``, takes the coefficients of ``--params`` (a
 calibration's ``fit.json``; default: fits them on the training tosses as
 ``benchmarks.cube_toss`` does, a few minutes), exports them with the
@@ -14,7 +14,11 @@ its last sample.  Printed: contactfit's own figures (``contactfit_*``, those
 of ``benchmarks.cube_toss``); per MuJoCo timestep ``dt_<ms>ms``:
 ``mujoco_pos_cm``, ``mujoco_rot_deg``, ``mujoco_e_q``,
 ``mujoco_right_face``, their ratios to contactfit's (``ratio_pos``,
-``ratio_rot``) and ``mujoco_s`` (MuJoCo's wall time); under ``drake`` the
+``ratio_rot``) and ``mujoco_s`` (MuJoCo's wall time); with ``--match N``,
+``dt_<ms>ms_matched`` the same for the export whose contact is matched on
+contactfit's trajectories of the first N training tosses (``contactfit
+export --match N``, :mod:`simcore.export.mujoco_match`; ``match_s`` its
+wall time); under ``drake`` the
 same for Drake (point contact, TAMSI at :data:`DRAKE_STEP`); and the models
 the published study identified on the same recording (Acosta, Yang, Posa
 2022: MuJoCo 2.4 cm, Drake 1.48 cm).  Needs the ``export`` extra (``pip
@@ -83,40 +87,10 @@ def drake_starts(state, sample_times, body=0):
 
 def mujoco_predict(xml, state, sample_times, body=0):
     """Positions and orientations (w, x, y, z) of body ``body`` at every
-    sample time (rows of all scenarios in order) simulated in MuJoCo from
-    ``xml`` with each scenario's start in ``state`` (a
-    :class:`simcore.model.State`: the centre's position and velocity, the
-    world-frame angular velocity, the orientation)."""
-    import mujoco
+    sample time simulated in MuJoCo from ``xml`` (:func:`simcore.export.mujoco_match.rollout`)."""
+    from simcore.export.mujoco_match import rollout
 
-    from simcore.geometry.rigid import quat_matrix
-
-    model = mujoco.MjModel.from_xml_string(xml)
-    data = mujoco.MjData(model)
-    h = model.opt.timestep
-    pos, quat = [], []
-    for s, ts in enumerate(sample_times):
-        mujoco.mj_resetData(model, data)
-        q0 = state.body_quat[s, body]
-        data.qpos[0:3] = state.body_pos[s, body]
-        data.qpos[3:7] = q0
-        data.qvel[0:3] = state.body_vel[s, body]
-        data.qvel[3:6] = quat_matrix(q0).T @ state.body_omega[s, body]  # body frame
-        t = np.asarray(ts) - state.time[s]
-        steps = int(np.ceil(t[-1] / h)) + 1
-        xp = np.empty((steps + 1, 3))
-        xq = np.empty((steps + 1, 4))
-        xp[0], xq[0] = data.qpos[0:3], data.qpos[3:7]
-        for k in range(steps):
-            mujoco.mj_step(model, data)
-            xp[k + 1], xq[k + 1] = data.qpos[0:3], data.qpos[3:7]
-        i, f = _between(t, h, steps)
-        pos.append(xp[i] * (1 - f) + xp[i + 1] * f)
-        a, b = xq[i], xq[i + 1]
-        b = np.where((np.sum(a * b, axis=1) < 0)[:, None], -b, b)
-        q = a * (1 - f) + b * f
-        quat.append(q / np.linalg.norm(q, axis=1, keepdims=True))
-    return np.concatenate(pos), np.concatenate(quat)
+    return rollout(xml, state, sample_times, body)
 
 
 BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
@@ -371,10 +345,10 @@ def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
             "mujoco_s": wall}
 
 
-def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=True):
+def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=True, match=0):
     from flows import settings
     from simcore.data import dataset as D
-    from simcore.export import Fitted, Scene, mujoco
+    from simcore.export import Fitted, Scene, mujoco, mujoco_match
     from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
@@ -395,15 +369,24 @@ def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=
     ours, _ = cube_toss._predict(test, theta)
     out = {"test_tosses": len(test_ids), **cube_toss.summary(ours, "contactfit_"),
            "published_mujoco_pos_cm": PUBLISHED_MUJOCO_POS_CM, **fitted}
+    on = whole.subset(np.arange(min(match, len(train_ids))))  # (the CLI's first N training ids)
     for h in timesteps:
         xml, _ = mujoco.write(fit, scene, h)
-        t0 = time.perf_counter()
-        pos, quat = mujoco_predict(xml, test.state, test.targets.sample_times)
-        row = cube_toss.summary(cube_toss._score(test, pos, quat), "mujoco_")
-        row["mujoco_s"] = time.perf_counter() - t0
-        row["ratio_pos"] = row["mujoco_pos_cm"] / out["contactfit_pos_cm"]
-        row["ratio_rot"] = row["mujoco_rot_deg"] / out["contactfit_rot_deg"]
-        out[f"dt_{1e3 * h:g}ms"] = row
+        kinds = [("", xml)]
+        if match:
+            t0 = time.perf_counter()
+            kinds.append(("_matched", mujoco_match.match(xml, on, theta, h)[0]))
+            match_s = time.perf_counter() - t0
+        for suffix, text in kinds:
+            t0 = time.perf_counter()
+            pos, quat = mujoco_predict(text, test.state, test.targets.sample_times)
+            row = cube_toss.summary(cube_toss._score(test, pos, quat), "mujoco_")
+            row["mujoco_s"] = time.perf_counter() - t0
+            row["ratio_pos"] = row["mujoco_pos_cm"] / out["contactfit_pos_cm"]
+            row["ratio_rot"] = row["mujoco_rot_deg"] / out["contactfit_rot_deg"]
+            if suffix:
+                row["match_s"] = match_s
+            out[f"dt_{1e3 * h:g}ms{suffix}"] = row
     if with_drake:
         out["drake"] = drake_figures(fit, scene, test, out)
     return out
@@ -422,8 +405,11 @@ def main(argv=None):
                                               "re-simulate the billiards shots there")
     ap.add_argument("--billiards-params", help="a fit.json of datasets/billiards (default: "
                                                "the dataset's truth)")
+    ap.add_argument("--match", type=int, default=0, metavar="N",
+                    help="also export with the contact matched on contactfit's trajectories "
+                         "of the first N training tosses (contactfit export --match N)")
     args = ap.parse_args(argv)
-    out = run(args.params, args.timesteps, with_drake=not args.no_drake)
+    out = run(args.params, args.timesteps, with_drake=not args.no_drake, match=args.match)
     out["spheres"] = sphere_figures(args.sphere_params)
     if args.pooltool_python:
         out["pooltool"] = pooltool_figures(args.pooltool_python, args.billiards_params)

@@ -39,11 +39,13 @@
 ``contactfit serve DATASET [--cron "0 3 * * *"] [--config C.yaml]``
     Serves the scheduled ``recalibrate`` deployment (flows/deploy.py).
 
-``contactfit export FIT --to mujoco|drake|pooltool --out PATH [--dataset D] [--timestep S]``
+``contactfit export FIT --to mujoco|drake|pooltool --out PATH [--dataset D] [--timestep S] [--match N]``
     Writes the fit (a ``fit.json`` or a ``models:/`` URI) in the target
     simulator's own terms (``simcore.export``): MuJoCo's MJCF, Drake's
     SDFormat, pooltool's parameters, with a dataset its scene; prints one
-    line per coefficient the target can only approximate.
+    line per coefficient the target can only approximate.  ``--match N``
+    (MuJoCo, with a dataset): the contact matched in MuJoCo on contactfit's
+    own trajectories of N training scenarios (``simcore.export.mujoco_match``).
 
 ``contactfit ui [--port P]``
     Starts the MLflow UI on 127.0.0.1 for the configured store.
@@ -232,6 +234,9 @@ def cmd_export(args):
         ds = dataset.read(args.dataset)
         scene = export.Scene.from_dataset(ds, fitted)
     text, notes = export.write(fitted, args.to, scene, args.timestep)
+    if args.match:
+        text, line = _matched(text, fitted, ds if args.dataset else None, scene, args)
+        notes = (*notes, line)
     out = Path(args.out)
     if out.is_dir() or args.out.endswith(("/", "\\")):
         out = out / f"contactfit{export.TARGETS[args.to][1]}"
@@ -244,6 +249,35 @@ def cmd_export(args):
     for line in notes:
         print(f"  approximated: {line}")
     return 0
+
+
+def _matched(xml, fitted, ds, scene, args):
+    """``export --match N``: the MJCF ``xml`` with its body-ground contact
+    matched on contactfit's trajectories of the dataset's first ``N``
+    training scenarios (:mod:`simcore.export.mujoco_match`), and its line."""
+    from simcore import params as P
+    from simcore.data import dataset
+    from simcore.export import mujoco, mujoco_match
+    from simcore.identify.problem import Problem
+
+    if args.to != "mujoco" or ds is None:
+        raise ValueError("--match: give --to mujoco and --dataset (the scenes it matches on)")
+    if args.match < 1:
+        raise ValueError(f"--match {args.match}: expected a number of scenarios >= 1")
+    try:
+        import mujoco as _  # noqa: F401
+    except ImportError:
+        raise ValueError("--match runs MuJoCo, which is not installed: pip install "
+                         "'contactfit[export]'") from None
+    split = dataset.split(ds)
+    ids = sorted(s for s, v in split.items() if v == "train") or sorted(split)
+    names = [k for k in fitted.params if "@" in k or P.BY_NAME[P.base(k)].named]
+    problem = Problem.from_dataset(ds, order=ids[:args.match], coefficients=names)
+    layout = problem.model.layout
+    theta = layout.vector({k: v for k, v in fitted.params.items() if k in layout.names})
+    mujoco_match.check(problem, scene)
+    h = mujoco.TIMESTEP if args.timestep is None else args.timestep
+    return mujoco_match.match(xml, problem, theta, h)
 
 
 def cmd_validate(args):
@@ -789,6 +823,10 @@ def build_parser():
     exp.add_argument("--timestep", type=float,
                      help="the target's timestep [s] the contacts are matched at (MuJoCo: "
                           "default 0.002)")
+    exp.add_argument("--match", type=int, default=0, metavar="N",
+                     help="MuJoCo with --dataset: match the contact on contactfit's own "
+                          "trajectories of the dataset's first N training scenarios (runs "
+                          "MuJoCo; needs the export extra)")
     exp.set_defaults(func=cmd_export)
     val = sub.add_parser("validate", help="check a dataset against the contract")
     val.add_argument("dataset")

@@ -204,6 +204,66 @@ def test_the_cube_flies_in_mujoco_as_in_contactfit(tmp_path, capsys):
     assert np.abs(np.abs(np.sum(quat * sim.samp_quat[:, 0], axis=1)) - 1).max() < 1e-8
 
 
+def test_the_match_scales_only_the_ground_pairs():
+    """``scaled`` multiplies a body-ground pair's friction, solref and
+    solreffriction time constant by the factors; a wall's pair is left."""
+    from simcore.export.mujoco_match import scaled
+
+    xml = ('<pair geom1="body_0" geom2="ground" condim="3" friction="0.2 0.2 0 0 0" '
+           'solref="0.004 0.5" solreffriction="0.004 1" solimp="0.99 0.99 0.001 0.5 2"/>\n'
+           '<pair geom1="body_0" geom2="wall_0" condim="3" friction="0.3 0.3 0 0 0" '
+           'solref="0.004 0.5" solreffriction="0.004 1"/>')
+    out = ET.fromstring(f"<c>{scaled(xml, (1.5, 2.0, 0.5, 3.0))}</c>")
+    ground, wall = out.findall("pair")
+    assert [float(x) for x in ground.get("friction").split()] == [0.3, 0.3, 0, 0, 0]
+    assert [float(x) for x in ground.get("solref").split()] == [0.008, 0.25]
+    assert [float(x) for x in ground.get("solreffriction").split()] == [0.012, 1.0]
+    assert ground.get("solimp") == "0.99 0.99 0.001 0.5 2"
+    assert wall.get("friction") == "0.3 0.3 0 0 0" and wall.get("solref") == "0.004 0.5"
+
+
+def test_the_contact_matched_in_mujoco_follows_contactfits_tosses_closer(tmp_path, capsys):
+    """``export --match N``: MuJoCo started from the first real cube tosses
+    follows contactfit's own trajectories of them closer than at the
+    drop-matched values (the printed line gives both distances), the file
+    loads, and the friction's floor and time constants' floor hold."""
+    mujoco = pytest.importorskip("mujoco")
+    import re
+
+    doc = {"params": {"com_z": 0.006, "mu_k": 0.19, "mu_s": 0.19, "e_bg": 0.29,
+                      "ground_offset": -0.002},
+           "dataset": {"laws": {"body_ground": "hunt_crossley"}}}
+    (tmp_path / "fit.json").write_text(json.dumps(doc))
+    out = tmp_path / "cube.xml"
+    assert main(["export", str(tmp_path / "fit.json"), "--to", "mujoco", "--out", str(out),
+                 "--dataset", str(CUBE), "--timestep", "0.002", "--match", "6"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "contact matched" in x][0]
+    before, after = map(float, re.search(r"distance ([0-9.e-]+) -> ([0-9.e-]+) cm", line).groups())
+    assert after < 0.9 * before
+    text = out.read_text()
+    mujoco.MjModel.from_xml_string(text)
+    pair = ET.fromstring(re.search(r'<pair [^>]*geom2="ground"[^>]*/>', text).group(0))
+    assert float(pair.get("solref").split()[0]) >= M.STEPS[0] * 0.002 * (1 - 1e-9)
+    assert float(pair.get("solreffriction").split()[0]) >= M.STEPS[0] * 0.002 * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--to", "drake", "--dataset", str(CUBE)], "--match: give --to mujoco and --dataset"),
+    (["--to", "mujoco"], "--match: give --to mujoco and --dataset"),
+    (["--to", "mujoco", "--dataset", str(CUBE), "--match", "-1"], "expected a number"),
+])
+def test_the_match_refuses_in_one_line(tmp_path, capsys, extra, words):
+    (tmp_path / "fit.json").write_text(json.dumps({"params": {"mu_k": 0.19, "e_bg": 0.29},
+                                                   "dataset": {"laws": {
+                                                       "body_ground": "hunt_crossley"}}}))
+    args = ["export", str(tmp_path / "fit.json"), "--out", str(tmp_path / "x"),
+            "--match", "3", *extra]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
 BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
 
 

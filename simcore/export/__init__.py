@@ -9,6 +9,8 @@ with one line saying so.
 source    what an export reads: a fit (:class:`Fitted`) and a dataset's scene (:class:`Scene`)
 contact   a fitted contact law's rebound ratio and duration (what other engines are set from)
 mujoco    MJCF: default classes, and with a dataset the whole scene
+mujoco_match  the MJCF's body-ground contact matched in MuJoCo on contactfit's own
+          trajectories of a dataset's training scenarios (``--match``; runs MuJoCo)
 pooltool  pooltool 0.6's ball parameters, resolver and cushion height
 drake     SDFormat with drake:proximity_properties (point contact), the dataset's scene
 """
