@@ -148,7 +148,8 @@ def match(xml, problem, theta, timestep, evals=EVALS):
     sim = simulate(problem.model.with_params(theta), problem.state, problem.targets.sample_times)
     target = sim.samp_pos[:, 0]
     floor = STEPS[0] * timestep
-    least_tc = min(min(_numbers(t, "solref")[0], _numbers(t, "solreffriction")[0]) for t in tags)
+    least_tc = min(_numbers(t, "solref")[0] for t in tags)
+    least_tcf = min(_numbers(t, "solreffriction")[0] for t in tags)
     most_mu = max(_numbers(t, "friction")[0] for t in tags)
 
     def factors(z):
@@ -156,7 +157,7 @@ def match(xml, problem, theta, timestep, evals=EVALS):
 
     def cost(z):
         f = factors(z)
-        if least_tc * min(f[1], f[3]) < floor * (1 - 1e-12) or most_mu * f[0] > 5.0:
+        if min(least_tc * f[1], least_tcf * f[3]) < floor * (1 - 1e-12) or most_mu * f[0] > 5.0:
             return np.inf
         return _distance(scaled(xml, f), problem, target)
 
