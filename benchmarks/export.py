@@ -58,14 +58,6 @@ PUBLISHED_DRAKE_POS_CM = 1.48
 TIMESTEPS = (0.002, 0.001, 0.0005, 0.00025)
 
 
-def _between(t, h, steps):
-    """Each time of ``t`` between two of ``steps`` steps of ``h``: the
-    earlier step's index and the weight of the later one (``(n, 1)``)."""
-    u = np.asarray(t) / h
-    i = np.minimum(np.floor(u).astype(int), steps - 1)
-    return i, (u - i)[:, None]
-
-
 def _fit_of(params, ds):
     """The fit a benchmark exports: a ``fit.json`` (``params``), else the
     dataset's ``truth`` under its laws and motion model."""
@@ -83,14 +75,6 @@ def drake_starts(state, sample_times, body=0):
              "vel": state.body_vel[s, body].tolist(), "omega": state.body_omega[s, body].tolist(),
              "times": (np.asarray(ts) - state.time[s]).tolist()}
             for s, ts in enumerate(sample_times)]
-
-
-def mujoco_predict(xml, state, sample_times, body=0):
-    """Positions and orientations (w, x, y, z) of body ``body`` at every
-    sample time simulated in MuJoCo from ``xml`` (:func:`simcore.export.mujoco_match.rollout`)."""
-    from simcore.export.mujoco_match import rollout
-
-    return rollout(xml, state, sample_times, body)
 
 
 BILLIARDS = Path(__file__).resolve().parents[1] / "datasets" / "billiards"
@@ -285,6 +269,7 @@ def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
     from simcore.data import dataset as D
     from simcore.engine import simulate
     from simcore.export import Scene, mujoco
+    from simcore.export.mujoco_match import between
     from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
@@ -324,7 +309,7 @@ def sphere_figures(params=None, dataset=SPHERES, timestep=1e-3):
             mj.mj_step(model, data)
             track[k + 1] = (data.qpos[:3 * n].reshape(n, 3)
                             + np.array([b.pos for b in scene.bodies]))
-        i, f = _between(t, timestep, steps)
+        i, f = between(t, timestep, steps)
         f = f[:, :, None]
         theirs[ptr[s]:ptr[s + 1], :n] = track[i] * (1 - f) + track[i + 1] * f
     wall = time.perf_counter() - t0
@@ -379,7 +364,7 @@ def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=
             match_s = time.perf_counter() - t0
         for suffix, text in kinds:
             t0 = time.perf_counter()
-            pos, quat = mujoco_predict(text, test.state, test.targets.sample_times)
+            pos, quat = mujoco_match.rollout(text, test.state, test.targets.sample_times)
             row = cube_toss.summary(cube_toss._score(test, pos, quat), "mujoco_")
             row["mujoco_s"] = time.perf_counter() - t0
             row["ratio_pos"] = row["mujoco_pos_cm"] / out["contactfit_pos_cm"]

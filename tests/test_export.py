@@ -13,6 +13,7 @@ import pytest
 from flows.cli import main
 from simcore.export import Fitted, Scene, contact
 from simcore.export import mujoco as M
+from simcore.export.mujoco_match import rollout
 
 CUBE = Path(__file__).resolve().parents[1] / "datasets" / "cube-toss"
 
@@ -182,7 +183,6 @@ def test_the_cube_flies_in_mujoco_as_in_contactfit(tmp_path, capsys):
     velocity, the body-frame spin) follows contactfit's to the step's
     truncation, so the frames and the start are MuJoCo's."""
     pytest.importorskip("mujoco")
-    from benchmarks.export import mujoco_predict
     from simcore.data import dataset as D
     from simcore.engine import simulate
     from simcore.identify.problem import Problem
@@ -198,7 +198,7 @@ def test_the_cube_flies_in_mujoco_as_in_contactfit(tmp_path, capsys):
     problem = Problem.from_dataset(ds, order=["toss0", "toss1"], coefficients=["com_z"])
     theta = problem.model.layout.vector({**doc["params"]})
     times = [t[:6] for t in problem.targets.sample_times]  # before the first touch
-    pos, quat = mujoco_predict(out.read_text(), problem.state, times)
+    pos, quat = rollout(out.read_text(), problem.state, times)
     sim = simulate(problem.model.with_params(theta), problem.state, times)
     assert np.abs(pos - sim.samp_pos[:, 0]).max() < 2e-5
     assert np.abs(np.abs(np.sum(quat * sim.samp_quat[:, 0], axis=1)) - 1).max() < 1e-8

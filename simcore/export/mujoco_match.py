@@ -38,6 +38,14 @@ SIMPLEX = 0.3
 _PAIR = re.compile(r'<pair [^>]*geom2="ground"[^>]*/>')
 
 
+def between(t, h, steps):
+    """Each time of ``t`` between two of ``steps`` steps of ``h``: the
+    earlier step's index and the weight of the later one (``(n, 1)``)."""
+    u = np.asarray(t) / h
+    i = np.minimum(np.floor(u).astype(int), steps - 1)
+    return i, (u - i)[:, None]
+
+
 def rollout(xml, state, sample_times, body=0):
     """Positions and orientations (w, x, y, z) of body ``body`` at every
     sample time (rows of all scenarios in order) simulated in MuJoCo from
@@ -68,9 +76,7 @@ def rollout(xml, state, sample_times, body=0):
         for k in range(steps):
             mujoco.mj_step(model, data)
             xp[k + 1], xq[k + 1] = data.qpos[0:3], data.qpos[3:7]
-        u = t / h
-        i = np.minimum(np.floor(u).astype(int), steps - 1)
-        f = (u - i)[:, None]
+        i, f = between(t, h, steps)
         pos.append(xp[i] * (1 - f) + xp[i + 1] * f)
         a, b = xq[i], xq[i + 1]
         b = np.where((np.sum(a * b, axis=1) < 0)[:, None], -b, b)
@@ -155,13 +161,18 @@ def match(xml, problem, theta, timestep, evals=EVALS):
     def factors(z):
         return np.exp(np.asarray(z))
 
+    seen = {}  # (the start is the simplex's first vertex too: run it once)
+
     def cost(z):
         f = factors(z)
         if min(least_tc * f[1], least_tcf * f[3]) < floor * (1 - 1e-12) or most_mu * f[0] > 5.0:
             return np.inf
-        return _distance(scaled(xml, f), problem, target)
+        key = tuple(np.asarray(z, dtype=np.float64))
+        if key not in seen:
+            seen[key] = _distance(scaled(xml, f), problem, target)
+        return seen[key]
 
-    before = _distance(xml, problem, target)
+    before = cost(np.zeros(4))
     simplex = np.vstack([np.zeros(4), SIMPLEX * np.eye(4)])
     res = minimize(cost, np.zeros(4), method="Nelder-Mead",
                    options={"maxfev": int(evals), "initial_simplex": simplex})
