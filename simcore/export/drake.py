@@ -38,8 +38,8 @@ of them for every partner.  contactfit's contacts are per kind and per
 material pair (body-ground, body-wall, body-body), so each body carries one
 set of contact geometries per partner: the ground's on its own link, each
 wall material's and each other body material's on a massless link welded to
-it, and ``drake:collision_filter_group``\ s (Drake filters by link) let each
-set meet only its partner.  A plane (the ground, a wall material) gets
+it, and collision filter groups (``drake:collision_filter_group``; Drake
+filters by link) let each set meet only its partner.  A plane (the ground, a wall material) gets
 ``2 k`` of the stiffest material's fitted contact with it, the least
 dissipation and the largest friction, and each body set the values that
 combine with the plane's into the fitted ones (:func:`against`); a body
