@@ -323,9 +323,8 @@ def write(fitted, scene=None, timestep=None):
         partners = {(m, "ground"): "cf_ground" for m in materials}
         partners.update({(m, ("wall", w)): f"cf_wall{'_' + w if w else ''}"
                          for m in materials for w in wall_mats})
-        partners.update({(m, ("body", n)): names.get((n, ("body", m)))
-                         for m, (kind, n) in (k for k in members if k[1] != "ground")
-                         if kind == "body"})
+        partners.update({(m, p): names[p[1], ("body", m)] for m, p in members
+                         if p != "ground" and p[0] == "body"})
         lines += _group("cf_ground", ["ground"], [])
         for w in wall_mats:
             lines += _group(f"cf_wall{'_' + w if w else ''}",
