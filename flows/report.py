@@ -75,15 +75,18 @@ def rms_limit(noise_m, k, floor_m):
 
 
 def at_noise(limit_m, weights):
-    """``enough`` of :func:`simcore.identify.fit.fit`: whether a fit's
-    trajectory residual (the rms over scenarios of each one's rms 3-d
-    distance, from its weighted ``trajectory`` component) is within
-    ``limit_m``."""
+    """``enough`` of :func:`simcore.identify.fit.fit`: a fit's trajectory
+    residual (the rms over scenarios of each one's rms 3-d distance, from its
+    weighted ``trajectory`` component) over ``limit_m`` (at most 1: at the
+    noise; ``inf`` when the fit has no trajectory residual)."""
     w = float(weights.get("trajectory", 0.0))
 
     def enough(result):
         value = result.components.get("trajectory")
-        return w > 0 and value is not None and not above(float(np.sqrt(value / w)), limit_m)
+        if not w > 0 or value is None:
+            return np.inf
+        rms = float(np.sqrt(value / w))
+        return rms / limit_m if np.isfinite(rms) else np.inf
     return enough
 
 

@@ -66,13 +66,16 @@ def test_a_multi_start_says_which_cause_is_likelier():
 def test_the_fit_is_at_the_noise_when_its_trajectory_residual_is_within_the_limit():
     """``at_noise``: the weighted trajectory component is the mean over
     scenarios of each one's mean squared distance, so its root, unweighted,
-    is the gate's rms."""
+    is the gate's rms; the yardstick is that over the limit (at most 1: at
+    the noise), infinite without a trajectory residual."""
     enough = report.at_noise(2e-3, {"trajectory": 4.0, "orientation": 1.0})
-    assert enough(SimpleNamespace(components={"trajectory": 4.0 * 1.9e-3 ** 2}))
-    assert not enough(SimpleNamespace(components={"trajectory": 4.0 * 2.1e-3 ** 2}))
-    assert not enough(SimpleNamespace(components={}))
-    assert not report.at_noise(1.0, {"orientation": 1.0})(
-        SimpleNamespace(components={"trajectory": 0.0}))
+    assert enough(SimpleNamespace(components={"trajectory": 4.0 * 1.9e-3 ** 2})) == \
+        pytest.approx(0.95)
+    assert enough(SimpleNamespace(components={"trajectory": 4.0 * 2.1e-3 ** 2})) == \
+        pytest.approx(1.05)
+    assert enough(SimpleNamespace(components={})) == np.inf
+    assert report.at_noise(1.0, {"orientation": 1.0})(
+        SimpleNamespace(components={"trajectory": 0.0})) == np.inf
 
 
 def test_a_residual_with_an_unknown_noise_scale_meets_the_floor():

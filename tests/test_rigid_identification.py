@@ -378,28 +378,69 @@ def test_the_global_phase_does_not_depend_on_the_scenarios_order(tosses, monkeyp
     assert not np.array_equal(other, starts[0][0]) or "kept the start" in starts[0][1]
 
 
+def _yardstick(ratios):
+    """An ``enough`` whose i-th distinct result's residual over the limit is
+    ``ratios[i]`` (the last repeated), and the results it has seen."""
+    given = {}
+
+    def enough(r):
+        given.setdefault(id(r), ratios[min(len(given), len(ratios) - 1)])
+        return given[id(r)]
+    return enough, given
+
+
 def test_a_segmented_fit_short_of_the_noise_tries_more_starts(tosses):
     """``enough``: a segmented fit whose first start falls short of the
-    caller's yardstick tries up to ``SEGMENT_STARTS`` starts and keeps the
-    best; one that meets it is the plain fit, bit for bit."""
+    caller's yardstick, far from it, tries ``SEGMENT_STARTS`` starts and
+    keeps the best; one whose first start meets it is the plain fit, bit
+    for bit."""
     prob = Problem.from_dataset(tosses[1.0])
     kw = dict(free=["mu_k", "e_bg"], segments=F.SEGMENT_S, secant=[0.01], step_sigma=0.0,
               max_iter=2)
-    seen = []
-
-    def never(r):
-        seen.append(r.loss)
-        return False
-
-    r = F.fit(prob, enough=never, **kw)
-    assert len(r.starts) == F.SEGMENT_STARTS and len(seen) >= F.SEGMENT_STARTS - 1
+    far, seen = _yardstick([3.0])
+    r = F.fit(prob, enough=far, **kw)
+    assert len(r.starts) == F.SEGMENT_STARTS and len(seen) == F.SEGMENT_STARTS
     assert r.loss == min(s.loss for s in r.starts)
     assert f"{F.SEGMENT_STARTS} starts" in r.strategy and "none reached it" in r.strategy
     # each start drew its own global phase
     assert len({tuple(s.params[n] for n in ("mu_k", "e_bg")) for s in r.starts}) > 1
-    once = F.fit(prob, enough=lambda r: True, **kw)
+    once = F.fit(prob, enough=lambda r: 1.0, **kw)
     plain = F.fit(prob, **kw)
     assert once.starts == [] and once.loss == plain.loss and once.params == plain.params
+
+
+@pytest.mark.parametrize("ratios, count, reached", [
+    ([1.1] * 4 + [0.9], 5, True),  # near the limit: past SEGMENT_STARTS, to the one that meets it
+    ([1.1], 8, False),  # near throughout: SEGMENT_STARTS_NEAR
+    ([3.0, 3.0, 1.2, 3.0, 3.0], 8, False),  # one came near: on from there
+    ([3.0, 0.8], 2, True),  # met at the second
+])
+def test_starts_go_on_past_the_first_four_while_the_best_is_near_the_limit(
+        tosses, monkeypatch, ratios, count, reached):
+    """The starts' budget (``_until_enough``, each start's fit stubbed): up to
+    ``SEGMENT_STARTS_NEAR`` while the best start is within ``NEAR`` times
+    the limit, ``SEGMENT_STARTS`` otherwise, stopping at the first that
+    meets it; the strategy says which."""
+    from types import SimpleNamespace
+
+    assert (F.SEGMENT_STARTS, F.SEGMENT_STARTS_NEAR) == (4, 8) and 1.2 < F.NEAR
+    prob = Problem.from_dataset(tosses[1.0])
+    lay = prob.model.layout
+    free_idx = [lay.index("mu_k"), lay.index("e_bg")]
+    runs = []
+
+    def one(problem, theta, free_idx, **kw):  # a start's loss: its residual over the limit
+        runs.append(theta.copy())
+        return SimpleNamespace(loss=ratios[min(len(runs), len(ratios)) - 1],
+                               params=lay.as_dict(theta), strategy="")
+
+    monkeypatch.setattr(F, "_fit_segments_first", one)
+    enough, _ = _yardstick(ratios)
+    r = F._until_enough(prob, lay.vector(), free_idx, 0, {}, enough)
+    assert len(runs) == count and len(r.starts) == (count if count > 1 else 0)
+    assert r.loss == min(ratios[:count])  # the best start
+    if count > 1:
+        assert ("the last reached it" in r.strategy) == reached
 
 
 def test_intervals_of_tumbling_tosses_cover_the_truth_over_replicates(tmp_path):

@@ -147,8 +147,14 @@ SEGMENT_STEP_SIGMA = 0.0
 #: :func:`fit`).
 SEGMENT_STAGE_SECANT = (0.05, 0.02)
 #: At most this many starts for a segmented fit that falls short of the
-#: caller's yardstick (``enough`` of :func:`fit`).
+#: caller's yardstick (``enough`` of :func:`fit`), and up to
+#: ``SEGMENT_STARTS_NEAR`` while the best of them is within ``NEAR`` times
+#: it: a tumbling body's fit that ends just above the limit sits beside the
+#: truth's narrow well, which more starts find; one far above it is a model
+#: error or a far basin, where more starts rarely help.
 SEGMENT_STARTS = 4
+SEGMENT_STARTS_NEAR = 8
+NEAR = 1.25
 #: The relative steps at which a secant fit's intervals look at its loss
 #: (:func:`_explored`).
 EXPLORED = (0.003, 0.01, 0.03)
@@ -445,11 +451,14 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     quarter of a segment holds no impact).  The rollout fit then starts
     there, or at a point of lower rollout loss, global or around the
     answer (:func:`_rollout_phase`), and gives the estimate.
-    ``enough(result) -> bool``: the caller's yardstick of a fit that reached
-    the noise (e.g. the registration gate's).  A segmented fit from one start
-    that falls short of it is not trusted: up to ``SEGMENT_STARTS`` starts in
-    all are tried (drawn as for ``starts``, each with a global phase of its
-    own), stopping at the first that meets it, the best returned with the
+    ``enough(result) -> float``: the caller's yardstick of a fit that
+    reached the noise, as the fit's residual over the caller's limit (e.g.
+    the registration gate's; at most 1: enough).  A segmented fit from one
+    start that falls short of it is not trusted: up to ``SEGMENT_STARTS``
+    starts in all are tried (drawn as for ``starts``, each with a global
+    phase of its own), up to ``SEGMENT_STARTS_NEAR`` while the best is
+    within ``NEAR`` times the limit, stopping at the first that meets it,
+    the best returned with the
     others in ``starts``; a chaotic loss holds wells far from the truth that
     one start cannot tell from it (flat boxes tossed high and slow can end
     10 % off from one start, ten times the noise).
@@ -513,15 +522,23 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
 
 
 def _until_enough(problem, theta0, free_idx, seed, kw, enough):
-    """A segmented fit from up to ``SEGMENT_STARTS`` starts, until one meets
-    ``enough`` (see :func:`fit`); the first alone when it does."""
-    r = _multi_start(_fit_segments_first, problem, theta0, free_idx, SEGMENT_STARTS, seed, kw,
-                     enough)
+    """A segmented fit from up to ``SEGMENT_STARTS`` starts (up to
+    ``SEGMENT_STARTS_NEAR`` while the best is within ``NEAR`` of the limit),
+    until one meets ``enough`` (see :func:`fit`); the first alone when it
+    does."""
+    def go_on(results):
+        best = min((enough(r) for r in results if np.isfinite(r.loss)), default=np.inf)
+        return best > 1.0 and (len(results) < SEGMENT_STARTS or best <= NEAR)
+
+    r = _multi_start(_fit_segments_first, problem, theta0, free_idx, SEGMENT_STARTS_NEAR, seed,
+                     kw, go_on)
     if len(r.starts) == 1:  # the first was enough: a plain fit
         r.starts, r.spread = [], {}
     else:
-        r.strategy += (f"; {len(r.starts)} starts (at most {SEGMENT_STARTS}: the first fell "
-                       f"short of the noise; {'the last' if enough(r) else 'none'} reached it)")
+        r.strategy += (f"; {len(r.starts)} starts (at most {SEGMENT_STARTS}, "
+                       f"{SEGMENT_STARTS_NEAR} while the best is within {NEAR:g} x the "
+                       "limit: the first fell short of the noise; "
+                       f"{'the last' if enough(r) <= 1.0 else 'none'} reached it)")
     return r
 
 
@@ -623,15 +640,15 @@ def _jackknife(g, Hs):
     return (S - 1) / S * _over(d[:, :, None] * d[:, None, :])
 
 
-def _multi_start(run, problem, theta0, free_idx, starts, seed, kw, enough=None):
+def _multi_start(run, problem, theta0, free_idx, starts, seed, kw, go_on=None):
     """``starts`` runs of ``run``: from ``theta0``, then from starts drawn
-    from ``seed`` (see :func:`fit`), until one meets ``enough`` when given;
-    the best, with the others in ``starts`` and their ``spread``."""
+    from ``seed`` (see :func:`fit`), while ``go_on(results so far)`` when
+    given; the best, with the others in ``starts`` and their ``spread``."""
     lay = problem.model.layout
     rng = np.random.default_rng(seed)
     results = [run(problem, theta0, free_idx, **kw)]
     for k in range(1, starts):
-        if enough is not None and np.isfinite(results[-1].loss) and enough(results[-1]):
+        if go_on is not None and not go_on(results):
             break
         th = _drawn(theta0, free_idx, lay, rng.random(len(free_idx)))
         if "global_seed" in kw:  # each start's global phase draws its own points
