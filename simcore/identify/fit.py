@@ -451,17 +451,16 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     quarter of a segment holds no impact).  The rollout fit then starts
     there, or at a point of lower rollout loss, global or around the
     answer (:func:`_rollout_phase`), and gives the estimate.
-    ``enough(result) -> float``: the caller's yardstick of a fit that
-    reached the noise, as the fit's residual over the caller's limit (e.g.
-    the registration gate's; at most 1: enough).  A segmented fit from one
-    start that falls short of it is not trusted: up to ``SEGMENT_STARTS``
-    starts in all are tried (drawn as for ``starts``, each with a global
-    phase of its own), up to ``SEGMENT_STARTS_NEAR`` while the best is
-    within ``NEAR`` times the limit, stopping at the first that meets it,
-    the best returned with the
-    others in ``starts``; a chaotic loss holds wells far from the truth that
-    one start cannot tell from it (flat boxes tossed high and slow can end
-    10 % off from one start, ten times the noise).
+    ``enough(result) -> float``: the fit's residual over the caller's limit
+    (e.g. the registration gate's; at most 1: at the noise).  A segmented
+    fit from one start that falls short of it is not trusted: up to
+    ``SEGMENT_STARTS`` starts are tried (drawn as for ``starts``, each with
+    a global phase of its own; up to ``SEGMENT_STARTS_NEAR`` while the best
+    is within ``NEAR`` times the limit), stopping at the first that meets
+    it, the best returned with the others in ``starts``; a chaotic loss
+    holds wells far from the truth that one start cannot tell from it (flat
+    boxes tossed high and slow can end 10 % off from one start, ten times
+    the noise).
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
