@@ -77,8 +77,6 @@ CORNER_RADIUS = 1e-5
 #: as a moving geometry corrupts its broad phase (drake#19263): Drake 1.51
 #: crashes loading a scene of five boxes' corners.
 SLAB = (200.0, 20.0)
-#: Each contact kind as the notes name it.
-KINDS = {"body_ground": "body-ground", "body_wall": "body-wall", "body_body": "body-body"}
 
 
 def refuse(fitted, kinds=("body_ground",)):
@@ -90,7 +88,8 @@ def refuse(fitted, kinds=("body_ground",)):
     for kind in kinds:
         law = contact_laws.BY_NAME[fitted.law(kind)]
         if law.family != penalty.FAMILY:
-            raise ValueError(f"{fitted.where}: the {KINDS[kind]} law {law.name!r} is rigid "
+            what = kind.replace("_", "-")
+            raise ValueError(f"{fitted.where}: the {what} law {law.name!r} is rigid "
                              "(event-exact): Drake's compliant point contact needs a stiffness; "
                              "fit a penalty law (hunt_crossley, spring_damper) to export to Drake")
 
@@ -102,7 +101,7 @@ def contact_values(fitted, mass, *materials, kind="body_ground"):
     law = fitted.law(kind)
     e, duration = contact.drop(fitted, kind, mass, SPEED, *materials)
     notes = []
-    what = KINDS[kind]
+    what = kind.replace("_", "-")  # as the notes name it
     if law == "spring_damper":
         k = fitted.value("k_sd")
     elif law == "hunt_crossley" and fitted.value("n_hc") == 1.0:
