@@ -428,6 +428,10 @@ def test_every_pair_drake_lets_touch_combines_into_its_kinds_fitted_values(tmp_p
     else), each with its kind's fitted stiffness, dissipation and friction."""
     pytest.importorskip("pydrake")
     from simcore.export.drake import contact_values
+    from simcore.laws import hunt_crossley
+
+    FRICTION = {"body_ground": (0.3, 0.25), "body_wall": (0.15, 0.15), "body_body": (0.05, 0.05)}
+    RESTITUTION = {"body_ground": 0.4, "body_wall": 0.7, "body_body": 0.9}
 
     plant, graph, _, fit, scene, _ = _drake_room(shape, tmp_path)
     inspector = graph.model_inspector()
@@ -465,6 +469,10 @@ def test_every_pair_drake_lets_touch_combines_into_its_kinds_fitted_values(tmp_p
             seen[key] = seen.get(key, 0) + 1
             (ka, da, fa), (kb, db, fb) = values(x), values(y)
             k, d, mu_s, mu_k, _ = contact_values(fit, mass, *mats, kind=kind)
+            # each kind's own coefficients, read off the fit here, not by the export
+            assert (mu_s, mu_k) == (FRICTION[kind] if "rubber" not in mats or kind != "body_ground"
+                                    else (0.6, 0.6))
+            assert d == pytest.approx(hunt_crossley.alpha.py_func(RESTITUTION[kind]))
             assert ka * kb / (ka + kb) == pytest.approx(k, rel=1e-9)
             assert (kb * da + ka * db) / (ka + kb) == pytest.approx(d, rel=1e-9)
             for got, want in ((2 * fa.static_friction() * fb.static_friction() / (
