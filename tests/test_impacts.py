@@ -341,6 +341,33 @@ def test_the_shipped_square_drops_simulate_and_score(tmp_path):
     assert s["angle"][0] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_the_square_drops_mujoco_peer_flies_as_contactfit_does():
+    """benchmarks.square_drops runs the data README's identified MuJoCo model
+    on the benchmark's own drops: in free flight (the samples before the
+    first touch) its square follows contactfit's from the same first state,
+    position and planar angle, so the frames and the hinge's sign agree; and
+    it comes to rest on its ground, a face down."""
+    from benchmarks import square_drops as B
+    from simcore.engine import simulate
+    from simcore.identify.problem import Problem
+
+    ds = D.read("datasets/fazeli-square")
+    prob = Problem.from_dataset(ds, order=sorted(D.split(ds))[:4])
+    pos, quat = B.mujoco_identified(prob, ds.gravity)
+    sim = simulate(prob.model, prob.state, prob.targets.sample_times)
+    ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
+    for a, b in zip(ptr[:-1], ptr[1:]):
+        th = B.planar_angle(sim.samp_quat[a:b, 0])
+        low = sim.samp_pos[a:b, 0, 2] - B.HALF * (np.abs(np.cos(th)) + np.abs(np.sin(th)))
+        fly = np.arange(np.argmax(low < 0.005))
+        assert fly.size >= 3
+        assert np.allclose(pos[a:b][fly], sim.samp_pos[a:b, 0][fly], atol=2e-4)
+        assert np.allclose(B.planar_angle(quat[a:b][fly]), th[fly], atol=2e-3)
+        rest = B.planar_angle(quat[b - 1:b])[0]
+        assert abs(pos[b - 1, 2] - B.HALF - B.MUJOCO_IDENTIFIED["ground"]) < 1e-3
+        assert abs((np.degrees(rest) + 45) % 90 - 45) < 1.0
+
+
 def test_generate_impacts_from_the_command_line(tmp_path, capsys):
     truth = tmp_path / "t.json"
     truth.write_text('{"mu_k": 0.4, "e_bg": 0.3}')
