@@ -59,8 +59,6 @@ MUJOCO_IDENTIFIED = {"friction": 0.118, "timeconst": 0.002, "dampratio": 1.08,
                      "ground": -0.37e-3, "timestep": 1e-3}
 #: Runs of :func:`fit_mujoco`'s Nelder-Mead (``--mujoco-fit``).
 MUJOCO_EVALS = 80
-#: The square's mass [kg] and half side [m] (the data README).
-MASS, HALF = 0.0485, 0.03
 
 
 def planar_angle(quat):
@@ -96,32 +94,35 @@ def _score(problem, pos, quat):
     return scores(pos, quat, tg.measured[:, 0], tg.states["quat"][:, 0], ptr)
 
 
-def mujoco_xml(gravity, friction, timeconst, dampratio, ground, timestep):
+def mujoco_xml(gravity, mass, half, friction, timeconst, dampratio, ground, timestep):
     """The planar square in MuJoCo: slides along x and z and a hinge about y
-    (a uniform cube of the square's mass and side: its moment about y is the
-    plate's ``m s^2 / 6``) over a plane at height ``ground``, with one
-    friction and ``solref`` on both geoms, an elliptic cone."""
+    (a uniform cube of ``mass`` [kg] and half side ``half`` [m]: its moment
+    about y is the plate's ``m s^2 / 6``) over a plane at height ``ground``,
+    with one friction and ``solref`` on both geoms, an elliptic cone."""
     contact = f'friction="{friction} 0.005 0.0001" solref="{timeconst} {dampratio}"'
     return (f'<mujoco><option timestep="{timestep}" gravity="0 0 {-gravity}" cone="elliptic"/>'
             f'<worldbody><geom type="plane" size="5 5 0.1" pos="0 0 {ground}" {contact}/>'
             '<body name="square"><joint name="x" type="slide" axis="1 0 0"/>'
             '<joint name="z" type="slide" axis="0 0 1"/>'
             '<joint name="th" type="hinge" axis="0 1 0"/>'
-            f'<geom type="box" size="{HALF} {HALF} {HALF}" mass="{MASS}" {contact}/>'
+            f'<geom type="box" size="{half} {half} {half}" mass="{mass}" {contact}/>'
             '</body></worldbody></mujoco>')
 
 
-def mujoco_identified(problem, gravity, values=MUJOCO_IDENTIFIED):
+def mujoco_identified(problem, values=MUJOCO_IDENTIFIED):
     """Positions and orientations of the problem's drops simulated in MuJoCo
-    with the data README's identified model (:data:`MUJOCO_IDENTIFIED`), open
-    loop from each drop's first state as contactfit's are, linearly
-    interpolated between MuJoCo's steps: that model scored on this
-    benchmark's own held-out drops, beside its figures on the README's."""
+    with the data README's identified model (:data:`MUJOCO_IDENTIFIED`; the
+    square's mass and size and the gravity the problem's), open loop from
+    each drop's first state as contactfit's are, linearly interpolated
+    between MuJoCo's steps: that model scored on this benchmark's own
+    held-out drops, beside its figures on the README's."""
     import mujoco
 
     from simcore.export.mujoco_match import between
 
-    model = mujoco.MjModel.from_xml_string(mujoco_xml(gravity, **values))
+    m = problem.model
+    model = mujoco.MjModel.from_xml_string(mujoco_xml(
+        m.gravity, m.body_mass[0, 0], m.body_ext[0, 0, 0], **values))
     data = mujoco.MjData(model)
     h = model.opt.timestep
     st = problem.state
@@ -147,15 +148,15 @@ def mujoco_identified(problem, gravity, values=MUJOCO_IDENTIFIED):
     return np.concatenate(pos), np.concatenate(quat)
 
 
-def _objective(problem, gravity, values):
+def _objective(problem, values):
     """The data README's fitting objective for MuJoCo: the mean centre
     position error [m] plus 0.03 m times the mean angle error [rad]
     (modulo 90 degrees), over ``problem``'s drops."""
-    s = _score(problem, *mujoco_identified(problem, gravity, values))
+    s = _score(problem, *mujoco_identified(problem, values))
     return float(s["pos"].mean() + 0.03 * np.radians(s["angle"].mean()))
 
 
-def fit_mujoco(problem, gravity, evals=MUJOCO_EVALS):
+def fit_mujoco(problem, evals=MUJOCO_EVALS):
     """MuJoCo identified on ``problem``'s drops as the data README identified
     it: friction, solref's time constant and damping ratio and the ground's
     height by Nelder-Mead on :func:`_objective` (``evals`` runs), from
@@ -174,7 +175,7 @@ def fit_mujoco(problem, gravity, evals=MUJOCO_EVALS):
     def cost(x):
         if x[0] <= 0.0 or x[1] < floor * (1 - 1e-12) or x[2] <= 0.0:
             return np.inf
-        return _objective(problem, gravity, values(x))
+        return _objective(problem, values(x))
 
     simplex = np.vstack([x0, x0 + np.diag(scale)])
     r = minimize(cost, x0, method="Nelder-Mead",
@@ -223,13 +224,13 @@ def run(dataset=DATASET, params=None, moreau_fit=False, mujoco_fit=False):
     flat = _score(test, *baseline(replace(test, model=test.model.with_params(theta)), mu=1e9))
     still = _score(test, *frozen(test))
     try:
-        peer = summary(_score(test, *mujoco_identified(test, ds.gravity)),
+        peer = summary(_score(test, *mujoco_identified(test)),
                        "mujoco_identified_this_split_")
         if mujoco_fit:
             t0 = time.perf_counter()
             train = whole.subset(np.arange(len(train_ids)))
-            values = fit_mujoco(train, ds.gravity)
-            peer.update(summary(_score(test, *mujoco_identified(test, ds.gravity, values)),
+            values = fit_mujoco(train)
+            peer.update(summary(_score(test, *mujoco_identified(test, values)),
                                 "mujoco_fitted_"))
             peer.update({f"mujoco_fitted_{k}": v for k, v in values.items()},
                         mujoco_fit_s=time.perf_counter() - t0)

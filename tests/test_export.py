@@ -430,8 +430,10 @@ def test_every_pair_drake_lets_touch_combines_into_its_kinds_fitted_values(tmp_p
     from simcore.export.drake import contact_values
     from simcore.laws import hunt_crossley
 
-    FRICTION = {"body_ground": (0.3, 0.25), "body_wall": (0.15, 0.15), "body_body": (0.05, 0.05)}
-    RESTITUTION = {"body_ground": 0.4, "body_wall": 0.7, "body_body": 0.9}
+    r = _ROOM  # the fit's coefficients per kind, as the room's fit was given them
+    FRICTION = {"body_ground": (r["mu_s"], r["mu_k"]), "body_wall": (r["mu_w_s"], r["mu_w"]),
+                "body_body": (r["mu_bb_s"], r["mu_bb"])}
+    RESTITUTION = {"body_ground": r["e_bg"], "body_wall": r["e_bw"], "body_body": r["e_bb"]}
 
     plant, graph, _, fit, scene, _ = _drake_room(shape, tmp_path)
     inspector = graph.model_inspector()
@@ -469,9 +471,9 @@ def test_every_pair_drake_lets_touch_combines_into_its_kinds_fitted_values(tmp_p
             seen[key] = seen.get(key, 0) + 1
             (ka, da, fa), (kb, db, fb) = values(x), values(y)
             k, d, mu_s, mu_k, _ = contact_values(fit, mass, *mats, kind=kind)
-            # each kind's own coefficients, read off the fit here, not by the export
+            # each kind's own coefficients, read off the room's table here, not by the export
             assert (mu_s, mu_k) == (FRICTION[kind] if "rubber" not in mats or kind != "body_ground"
-                                    else (0.6, 0.6))
+                                    else (r["mu_s@rubber"], r["mu_k@rubber"]))
             assert d == pytest.approx(hunt_crossley.alpha.py_func(RESTITUTION[kind]))
             assert ka * kb / (ka + kb) == pytest.approx(k, rel=1e-9)
             assert (kb * da + ka * db) / (ka + kb) == pytest.approx(d, rel=1e-9)

@@ -353,18 +353,19 @@ def test_the_square_drops_mujoco_peer_flies_as_contactfit_does():
 
     ds = D.read("datasets/fazeli-square")
     prob = Problem.from_dataset(ds, order=sorted(D.split(ds))[:4])
-    pos, quat = B.mujoco_identified(prob, ds.gravity)
+    pos, quat = B.mujoco_identified(prob)
+    half = prob.model.body_ext[0, 0, 0]
     sim = simulate(prob.model, prob.state, prob.targets.sample_times)
     ptr = np.r_[0, np.cumsum([len(t) for t in prob.targets.sample_times])]
     for a, b in zip(ptr[:-1], ptr[1:]):
         th = B.planar_angle(sim.samp_quat[a:b, 0])
-        low = sim.samp_pos[a:b, 0, 2] - B.HALF * (np.abs(np.cos(th)) + np.abs(np.sin(th)))
+        low = sim.samp_pos[a:b, 0, 2] - half * (np.abs(np.cos(th)) + np.abs(np.sin(th)))
         fly = np.arange(np.argmax(low < 0.005))
         assert fly.size >= 3
         assert np.allclose(pos[a:b][fly], sim.samp_pos[a:b, 0][fly], atol=2e-4)
         assert np.allclose(B.planar_angle(quat[a:b][fly]), th[fly], atol=2e-3)
         rest = B.planar_angle(quat[b - 1:b])[0]
-        assert abs(pos[b - 1, 2] - B.HALF - B.MUJOCO_IDENTIFIED["ground"]) < 1e-3
+        assert abs(pos[b - 1, 2] - half - B.MUJOCO_IDENTIFIED["ground"]) < 1e-3
         assert abs((np.degrees(rest) + 45) % 90 - 45) < 1.0
 
 
@@ -384,14 +385,13 @@ def test_the_square_drops_mujoco_fit_recovers_a_mujoco_square():
     ds = D.read("datasets/fazeli-square")
     prob = Problem.from_dataset(ds, order=sorted(D.split(ds))[:6])
     truth = dict(B.MUJOCO_IDENTIFIED, friction=0.13, dampratio=1.2)
-    pos, quat = B.mujoco_identified(prob, ds.gravity, truth)
+    pos, quat = B.mujoco_identified(prob, truth)
     tg = prob.targets
     made = replace(prob, targets=replace(tg, measured=pos[:, None], states={"quat": quat[:, None]}))
-    got = B.fit_mujoco(made, ds.gravity, evals=60)
+    got = B.fit_mujoco(made, evals=60)
     assert got["timeconst"] >= 2 * got["timestep"] * (1 - 1e-12)
     assert got["friction"] == pytest.approx(0.13, rel=0.03)
-    assert B._objective(made, ds.gravity, got) < 0.1 * B._objective(made, ds.gravity,
-                                                                     B.MUJOCO_IDENTIFIED)
+    assert B._objective(made, got) < 0.1 * B._objective(made, B.MUJOCO_IDENTIFIED)
 
 
 def test_generate_impacts_from_the_command_line(tmp_path, capsys):
