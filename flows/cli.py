@@ -58,6 +58,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -453,8 +454,12 @@ def cmd_import(args):
     from simcore.data import importers
 
     if args.format == "fazeli-square":
-        out = importers.square_drops(args.src, args.out, test_share=_share(args, 0.2))
-        print(f"wrote {out}/")
+        given = None if args.tracker_turn is None else math.radians(args.tracker_turn)
+        out, turn = importers.square_drops(args.src, args.out, test_share=_share(args, 0.2),
+                                           turn=given)
+        print(f"wrote {out}/: the tracker's angle, turned {math.degrees(turn):+.2f} degrees "
+              f"against the square's faces{' at rest' if given is None else ' (given)'}, "
+              "taken off")
         return 0
     if args.format == "fazeli-ellipse":
         from simcore.data import impacts
@@ -858,6 +863,10 @@ def build_parser():
                      help="the recording's free fall [m/s^2] (default: measured from the "
                           "tosses' flights)")
     imp.add_argument("--ground-z", type=float, help="the table's height [m] (default 0)")
+    imp.add_argument("--tracker-turn", type=float, metavar="DEG",
+                     help="fazeli-square: the tracker's angle minus the square's [degrees], "
+                          "taken off every angle (default: measured from the drops at rest; "
+                          "0 keeps the angles as recorded)")
     imp.add_argument("--com", metavar="X,Y,Z",
                      help="the cube's centre of mass from its centre, body frame [m] "
                           "(default 0,0,0)")

@@ -293,6 +293,50 @@ def test_import_square_drops_maps_the_plane_to_the_world(tmp_path):
     assert ds.meta["gravity"] == 9.82 and row.iyy == pytest.approx(0.0485 * 0.06 ** 2 / 6)
 
 
+def test_import_square_drops_takes_the_trackers_turn_off_the_angles(tmp_path):
+    """Drops that end at rest on each of the four faces, their tracker's angle
+    turned by -1.9 degrees (as the Fazeli recording's is): the turn is
+    measured from the rest poses alone (a drop still sliding at its end, and
+    one lying on a corner, do not count) and taken off every angle, so the
+    imported squares rest flat; drops that never rest give no turn."""
+    from simcore.data import importers
+    from simcore.geometry.rigid import quat_matrix
+
+    turn = np.radians(-1.9)
+    rows = []
+    for d, (face, moving) in enumerate([(0, 0), (1, 0), (2, 0), (3, 0), (1, 0.5), (0.5, 0)]):
+        for k in range(20):
+            t = k / 250.0
+            left = 0.05 - min(t, 0.05)  # falling and turning for 50 ms, then still
+            rows.append({"traj_id": d, "step": k, "t": t, "x": 0.1 - moving * t,
+                         "z": 0.03 + 0.5 * left, "th": face * np.pi / 2 + turn + 3.0 * left})
+    df = pd.DataFrame(rows)
+    tab = {c: df[c].to_numpy(float) for c in ("th", "x", "z")}
+    last = np.arange(1, 7) * 20 - 1
+    assert importers.tracker_turn(tab["th"], tab["x"], tab["z"], last) == pytest.approx(turn,
+                                                                                       abs=1e-12)
+    # the still one on a corner and the sliding one are left out; alone, no turn
+    assert importers.tracker_turn(tab["th"], tab["x"], tab["z"], last[4:]) == 0.0
+    src = tmp_path / "d.parquet"
+    df.to_parquet(src)
+    out, got = importers.square_drops(src, tmp_path / "ds", test_share=0.0)
+    assert got == pytest.approx(turn, abs=1e-12)
+    tr = D.read(out).tables["trajectories"].to_pandas()
+    for sid, face in (("drop0", 0), ("drop1", 1), ("drop2", 2), ("drop3", 3)):
+        q = tr[tr.scenario_id == sid].iloc[-1][["qw", "qx", "qy", "qz"]].to_numpy(float)
+        axes = quat_matrix(q)[[0, 2]][:, [0, 2]]  # the body's x and z axes in x-z
+        # a face down: the body's axes are the world's, turned by 90-degree steps
+        assert np.abs(np.abs(axes) - np.round(np.abs(axes))).max() < 1e-12, face
+    assert "-1.90 degrees" in D.read(out).meta["description"]
+    # given: taken off as given (0 keeps the angles as recorded)
+    assert main(["import", "fazeli-square", str(src), str(tmp_path / "raw"), "--tracker-turn",
+                 "0"]) == 0
+    raw = D.read(tmp_path / "raw").tables["trajectories"].to_pandas()
+    np.testing.assert_allclose(-2 * np.arctan2(raw.qy, raw.qw), df.th[df.step >= 2], atol=1e-12)
+    _drops(tmp_path / "f.parquet")  # free flights: nothing at rest, nothing taken off
+    assert importers.square_drops(tmp_path / "f.parquet", tmp_path / "f")[1] == 0.0
+
+
 @pytest.mark.parametrize("change,words", [
     ({"z": (5, np.nan)}, "column z, row 5"),
     ({"traj_id": (3, 99)}, "drop 99 has 1 samples"),

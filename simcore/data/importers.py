@@ -268,9 +268,35 @@ SQUARE_START, SQUARE_WINDOW = 2, 5
 #: The free fall of the recording: the median of the parabolas through the
 #: later flights (the data's README).
 SQUARE_GRAVITY = 9.82
+#: A drop's last two samples count as at rest on a face when its centre moved
+#: less than this [m] between them and its angle lies this close to a face
+#: down [rad] (:func:`tracker_turn`).
+SQUARE_REST_STEP, SQUARE_REST_FLAT = 1e-4, np.radians(10.0)
 
 
-def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2.5e-4):
+def tracker_turn(th, x, z, last):
+    """The constant turn [rad] of a planar tracker's angle against the
+    body's faces: the median, over the drops that end at rest on a face, of
+    the last sample's angle folded into ``[-45, 45)`` degrees (a square at
+    rest lies with a face on the ground, so its angle is a multiple of 90
+    degrees plus the tracker's turn); 0 when no drop ends at rest.  ``th``,
+    ``x``, ``z``: the samples' angles and centre [rad, m]; ``last``: each
+    drop's last sample's index (the one before it is read too).
+
+    On the Fazeli square drops the turn is -1.9 degrees, the same within 0.2
+    degrees on each of the four faces, while the rest heights along x tilt
+    the table by 0.16 degrees: the tracker's zero angle, not a tilted table
+    (a table tilted by 1.9 degrees would raise the rest heights by 1.8 cm
+    over the drops' half metre)."""
+    last = np.asarray(last)
+    fold = (th[last] + np.pi / 4) % (np.pi / 2) - np.pi / 4
+    still = np.hypot(x[last] - x[last - 1], z[last] - z[last - 1]) < SQUARE_REST_STEP
+    flat = still & (np.abs(fold) < SQUARE_REST_FLAT)
+    return float(np.median(fold[flat])) if flat.any() else 0.0
+
+
+def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2.5e-4,
+                 turn=None):
     """Write the planar drops of a file of the ``square_drops.parquet`` format
     (Fazeli et al.) as a dataset at ``out``: one scenario ``drop<traj_id>``
     per drop, one box body, a seeded ``test_share`` of the drops in the test
@@ -290,8 +316,14 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
     from sample 2 on are the measurement, time from sample 2.  Gravity
     9.82 m/s^2 (the later flights' free fall); the ground at z = 0 (a fit
     frees ``ground_offset``); Hunt-Crossley contact on an elliptic cone at a
-    0.25 ms step, as the cube tosses.  Bad files raise ``ValueError``
-    naming the file, column and row."""
+    0.25 ms step, as the cube tosses.  The angles are the body's: the
+    tracker's constant turn ``turn`` [rad] (default: measured by
+    :func:`tracker_turn` on the training drops' rest poses, or on all drops
+    when none is for training; ``0``: the angles as recorded; stated in
+    ``dataset.yaml``'s description) is taken off every sample, so a square
+    at rest lies flat in the data as on the model's ground.  Returns ``(out,
+    turn)``.  Bad files raise ``ValueError`` naming
+    the file, column and row."""
     from ..geometry.rigid import window_state
 
     src, out = Path(src), Path(out)
@@ -321,15 +353,20 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
                          f"{counts[short[0]]} samples; expected at least "
                          f"{SQUARE_START + SQUARE_WINDOW + 1}")
     n = ids.size
-    names = np.array([f"drop{i}" for i in ids])
     x0 = np.zeros((n, 3))
     v0 = np.zeros((n, 3))
     q0 = np.zeros((n, 4))
     w0 = np.zeros((n, 3))
     keep = np.zeros(cols["t"].size, bool)
     t_rel = np.zeros(cols["t"].size)
+    names = np.array([f"drop{i}" for i in ids])
+    split = np.where(held_out(names, test_share, seed), "test", "train")
+    last = first + counts - 1
+    if turn is None:
+        turn = tracker_turn(cols["th"], cols["x"], cols["z"],
+                            last[split == "train"] if (split == "train").any() else last)
     pos = np.stack([cols["x"], np.zeros_like(cols["x"]), cols["z"]], axis=1)
-    half = -0.5 * cols["th"]
+    half = -0.5 * (cols["th"] - turn)
     quat = np.stack([np.cos(half), 0 * half, np.sin(half), 0 * half], axis=1)
     for k, (a, m) in enumerate(zip(first, counts)):
         s = a + SQUARE_START
@@ -341,7 +378,6 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
         t_rel[s:a + m] = cols["t"][s:a + m] - cols["t"][s]
     owner = np.repeat(np.arange(n), counts)[keep]
     duration = np.array([t_rel[a + m - 1] for a, m in zip(first, counts)])
-    split = np.where(held_out(names, test_share, seed), "test", "train")
     inertia = SQUARE_MASS * (2 * SQUARE_HALF) ** 2 / 6.0
     out.mkdir(parents=True, exist_ok=True)
     write_table({"scenario_id": names, "duration": duration, "dt": np.full(n, dt),
@@ -362,7 +398,8 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
     meta = {"name": out.name, "description": (
         f"Real planar drops of a 6 cm square (Fazeli et al.), imported from {src.name}: "
         f"{n} drops, 250 Hz, from sample {SQUARE_START} on; the square moves in the x-z plane "
-        "as a cube of side 0.06 m."),
+        f"as a cube of side 0.06 m; the tracker's turn of {np.degrees(turn):.2f} degrees "
+        "(against the faces of the squares at rest) taken off the angles."),
         "source": f"contactfit import fazeli-square {src.name} (DAIRLab/ImpactModeling, "
                   "IRB Bound/IRB Square, commit f6c28898)",
         "license": "BSD-3-Clause (c) 2020 Dynamic Autonomy and Intelligent Robotics Lab: "
@@ -374,4 +411,4 @@ def square_drops(src, out, test_share=0.25, seed=0, gravity=SQUARE_GRAVITY, dt=2
     (out / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
     if (src.parent / "LICENSE").is_file():
         shutil.copyfile(src.parent / "LICENSE", out / "LICENSE")
-    return out
+    return out, turn
