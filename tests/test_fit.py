@@ -607,9 +607,9 @@ def test_the_rollouts_start_where_their_own_loss_is_least():
     0.15, as on the real square drops), and keep the segments' answer when
     no point beats it."""
     points = [np.array([0.6]), np.array([0.12]), np.array([0.3])]
-    start, said = F._rollout_phase(_Bowl(0.15), np.array([0.42]), points)
+    [start], said = F._rollout_phase(_Bowl(0.15), np.array([0.42]), points)
     assert start[0] == 0.12 and "moved it" in said and "on 3 whole rollouts" in said
-    start, said = F._rollout_phase(_Bowl(0.40), np.array([0.42]), points)
+    [start], said = F._rollout_phase(_Bowl(0.40), np.array([0.42]), points)
     assert start[0] == 0.42 and "kept the segments' answer" in said
 
 
@@ -635,14 +635,14 @@ def test_the_rollouts_start_may_be_a_local_point_around_the_segments_answer():
             return 1.0 - np.exp(-(((theta[free[0]] - 0.2) / 0.006) ** 2))
 
     far = [lay.vector({"mu_k": 0.12, "e_bg": 0.3}), lay.vector({"mu_s": 0.5, "mu_k": 0.4})]
-    start, said = F._rollout_phase(Needle(0.2), theta, far, local)
+    [start], said = F._rollout_phase(Needle(0.2), theta, far, local)
     assert abs(start[free[0]] - 0.2) < 0.006
     assert "moved it to a point around it" in said and f"{n} around the segments' answer" in said
-    start, said = F._rollout_phase(Needle(0.2), theta, far)
+    [start], said = F._rollout_phase(Needle(0.2), theta, far)
     assert start[free[0]] == 0.23 and "around" not in said
     # a failed segments' fit: the points surround the fit's start, and the line says so
     failed = "the fit's start (the segments' fit failed)"
-    start, said = F._rollout_phase(_Bowl(theta), theta, far, local, failed)
+    [start], said = F._rollout_phase(_Bowl(theta), theta, far, local, failed)
     assert start[free[0]] == 0.23 and f"kept {failed}" in said and f"around {failed}" in said
 
 
@@ -650,6 +650,33 @@ def test_the_rollouts_check_scores_at_most_global_segments_scenarios():
     """Past ``GLOBAL_SEGMENTS`` scenarios the check scores that many of them
     (chosen by name as the global phase's: ``_hashed``, whose order test is
     in ``tests/test_rigid_identification.py``)."""
-    start, said = F._rollout_phase(_Bowl(0.15, nscen=F.GLOBAL_SEGMENTS + 40), np.array([0.42]),
-                                   [np.array([0.2])])
+    [start], said = F._rollout_phase(_Bowl(0.15, nscen=F.GLOBAL_SEGMENTS + 40),
+                                     np.array([0.42]),
+                                     [np.array([0.2])])
     assert f"on {F.GLOBAL_SEGMENTS} whole rollouts" in said
+
+
+def test_the_rollouts_check_scores_its_finalists_on_every_rollout():
+    """Past ``GLOBAL_SEGMENTS`` rollouts the check screens the candidates on
+    that many and scores its ``FINALISTS`` best on all of them: a subset
+    whose loss is least at 0.1 (a noisy proxy, as on chaotic drops) against
+    the whole's least at 0.3; 0.3, fourth on the subset, comes first, and
+    the subset's own best second."""
+
+    class Proxy(_Bowl):
+        def subset(self, idx):
+            return _Bowl(0.1, len(idx))
+
+    many = F.GLOBAL_SEGMENTS + 40
+    points = [np.array([x]) for x in (0.1, 0.12, 0.05, 0.3, 0.31, 0.6)]
+    starts, said = F._rollout_phase(Proxy(0.3, nscen=many), np.array([0.42]), points)
+    # the finalists' best first, then the screen's own (a rugged loss: either can end lower)
+    assert [s[0] for s in starts] == [0.3, 0.1] and "moved it" in said
+    assert f"on {F.GLOBAL_SEGMENTS} whole rollouts, the best {F.FINALISTS} of them on all " \
+        f"{many}" in said and "also from the screen's best" in said
+    # where both agree, one start
+    [start], said = F._rollout_phase(_Bowl(0.3, nscen=many), np.array([0.42]), points)
+    assert start[0] == 0.3 and "also" not in said
+    # at most GLOBAL_SEGMENTS rollouts, the subset is the whole: no second scoring
+    [start], said = F._rollout_phase(Proxy(0.3, nscen=3), np.array([0.42]), points)
+    assert "the best" not in said

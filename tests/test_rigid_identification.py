@@ -378,6 +378,36 @@ def test_the_global_phase_does_not_depend_on_the_scenarios_order(tosses, monkeyp
     assert not np.array_equal(other, starts[0][0]) or "kept the start" in starts[0][1]
 
 
+def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, monkeypatch):
+    """When the rollouts' check gives two starts (its finalists' best and its
+    screen's, :func:`_rollout_phase`), the rollouts' stage runs from each and
+    the fit keeps the one of lower loss, saying so."""
+    prob = Problem.from_dataset(tosses[1.0])
+    lay = prob.model.layout
+    phase, continued = F._rollout_phase, F._fit_continued
+    other = lay.vector({"mu_s": 0.45, "mu_k": 0.45, "e_bg": 0.6})
+
+    def two(problem, start, points, local=(), answer=""):
+        starts, said = phase(problem, start, points, local, answer)
+        return [starts[0], other], said
+
+    ends = []
+
+    def spy(problem, theta0, *a, **k):
+        r = continued(problem, theta0, *a, **k)
+        ends.append(r.loss)
+        return r
+
+    monkeypatch.setattr(F, "_rollout_phase", two)
+    monkeypatch.setattr(F, "_fit_continued", spy)
+    r = F.fit(prob, free=["mu_k", "e_bg"], segments=F.SEGMENT_S, secant=[0.01],
+              step_sigma=0.0, max_iter=2)
+    first, second = ends[-2:]  # after the segments' stages, the rollouts from each start
+    assert r.loss == min(first, second) and first != second
+    assert "the rollouts from both ended at losses" in r.strategy
+    assert ("the first kept" if first <= second else "the second kept") in r.strategy
+
+
 def _yardstick(ratios):
     """An ``enough`` whose i-th distinct result's residual over the limit is
     ``ratios[i]`` (the last repeated), and the results it has seen."""
