@@ -781,8 +781,7 @@ def _rollout_phase(problem, start, points, local=(), answer="the segments' answe
     from a lower start can end higher), so both are returned when they
     differ, and the rollouts' stage runs from each (the real square drops:
     the screen's best, e_bg 0.09, ended at a loss 4 % above the finalists'
-    best, e_bg 0.19; the real cube tosses: the screen's best ended 3 % below
-    the finalists').  Returns the starts (the finalists' best first) and a
+    best, e_bg 0.19).  Returns the starts (the finalists' best first) and a
     line saying what the phase did (naming ``answer``)."""
     sub = _hashed(problem, GLOBAL_SEGMENTS)
     local = list(local)
