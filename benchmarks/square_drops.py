@@ -2,7 +2,8 @@
 training drops, predict the held-out ones open loop from their first state,
 and score them as the data's README scores MuJoCo.
 
-    python -m benchmarks.square_drops [--params fit.json] [--json]
+    python -m benchmarks.square_drops [--params fit.json] [--json] [--mujoco-fit]
+        [--moreau-fit] [--splits 1,2,3]
 
 Fits what ``datasets/fazeli-square/calibrate.yaml`` names on the ``train``
 drops (the calibration's own strategy, chosen from the data), simulates
@@ -33,7 +34,11 @@ README's unseen drops are other drops; these 56 were among the 300 it
 was identified on); with ``--mujoco-fit``, ``mujoco_fitted_*``: MuJoCo
 identified on this benchmark's training drops as the README identified it
 (:func:`fit_mujoco`), scored on its test drops: the issue's comparison on
-one split.
+one split; with ``--splits 1,2,3`` as well, both identified again on the
+training drops of other seeded splits of the same drops and scored on
+their held-out ones (:func:`other_splits`: ``splits`` per split,
+``splits_mean_*``), since one split's figures move by a few millimetres
+with the drops it holds.
 """
 
 import argparse
@@ -191,22 +196,59 @@ def frozen(problem):
             np.repeat(st.body_quat[:, 0], counts, axis=0))
 
 
-def run(dataset=DATASET, params=None, moreau_fit=False, mujoco_fit=False):
+def _fitted(ds, cfg, train_ids, test_ids, params=None):
+    """``(whole, test, theta, fitted, ours)``: the drops ``train_ids`` then
+    ``test_ids`` of the dataset ``ds`` as one problem and its test part, the
+    coefficients fitted on the training drops as ``cfg`` says (or read from
+    ``params``) with the fit's figures, and the test drops' scores."""
+    from simcore.engine import simulate
+    from simcore.identify.problem import Problem
+
+    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
+    test = whole.subset(np.arange(len(train_ids), whole.nscen))
+    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
+    sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
+    return whole, test, theta, fitted, _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
+
+
+def other_splits(ds, cfg, seeds, share=0.2):
+    """contactfit and MuJoCo, each identified on the training drops of
+    other seeded splits of the same drops (``share`` held out by the
+    stable hash of their ids with each of ``seeds``, as the importer
+    splits; contactfit by the calibration, MuJoCo by :func:`fit_mujoco`),
+    scored on their held-out drops: one split's figures move by a few
+    millimetres with the drops it holds.  Per split and their means."""
+    from simcore.data import dataset as D
+
+    names = sorted(D.split(ds))
+    rows = []
+    for seed in seeds:
+        out = D.held_out(names, share, seed)
+        train_ids = [n for n, o in zip(names, out) if not o]
+        test_ids = [n for n, o in zip(names, out) if o]
+        whole, test, _, fitted, ours = _fitted(ds, cfg, train_ids, test_ids)
+        theirs = _score(test, *mujoco_identified(test, fit_mujoco(
+            whole.subset(np.arange(len(train_ids))))))
+        rows.append({"seed": seed, "test_drops": len(test_ids), **summary(ours),
+                     **summary(theirs, "mujoco_fitted_"),
+                     **{k: v for k, v in fitted.items() if k.startswith("fitted_")}})
+    keys = ("pos_cm", "angle_deg", "rest_cm", "mujoco_fitted_pos_cm",
+            "mujoco_fitted_angle_deg", "mujoco_fitted_rest_cm")
+    return {"splits": rows, **{f"splits_mean_{k}": float(np.mean([r[k] for r in rows]))
+                               for k in keys}}
+
+
+def run(dataset=DATASET, params=None, moreau_fit=False, mujoco_fit=False, splits=()):
     from flows import settings
     from simcore.data import dataset as D
     from simcore.engine import simulate
-    from simcore.identify.problem import Problem
 
     ds = D.read(dataset)
     cfg = settings.calibration(Path(dataset) / "calibrate.yaml")
     split = D.split(ds)
     train_ids = sorted(s for s, v in split.items() if v == "train")
     test_ids = sorted(s for s, v in split.items() if v == "test")
-    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
-    test = whole.subset(np.arange(len(train_ids), whole.nscen))
-    theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
-    sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)
-    ours = _score(test, sim.samp_pos[:, 0], sim.samp_quat[:, 0])
+    whole, test, theta, fitted, ours = _fitted(ds, cfg, train_ids, test_ids, params)
     # the same drops and coefficients on the Moreau-Jean stepper
     mtest = on_moreau(ds, test, test_ids)
     t0 = time.perf_counter()
@@ -234,6 +276,8 @@ def run(dataset=DATASET, params=None, moreau_fit=False, mujoco_fit=False):
                                 "mujoco_fitted_"))
             peer.update({f"mujoco_fitted_{k}": v for k, v in values.items()},
                         mujoco_fit_s=time.perf_counter() - t0)
+        if splits:
+            peer.update(other_splits(ds, cfg, splits))
     except ImportError:
         peer = {"mujoco_identified_this_split": "not installed (pip install -e .[bench])"}
     return {"train_drops": len(train_ids), "test_drops": len(test_ids), **summary(ours),
@@ -251,8 +295,12 @@ def main(argv=None):
     ap.add_argument("--mujoco-fit", action="store_true",
                     help="also identify MuJoCo on the training drops (Nelder-Mead on the data "
                          "README's objective) and score it on the test drops")
+    ap.add_argument("--splits", type=lambda v: [int(x) for x in v.split(",")], default=(),
+                    metavar="SEEDS", help="also fit contactfit and MuJoCo on other seeded "
+                    "splits of the drops (e.g. 1,2,3) and score each on its held-out drops")
     args = ap.parse_args(argv)
-    emit(run(args.dataset, args.params, args.moreau_fit, args.mujoco_fit), args.json, width=30)
+    emit(run(args.dataset, args.params, args.moreau_fit, args.mujoco_fit, args.splits),
+         args.json, width=30)
 
 
 if __name__ == "__main__":

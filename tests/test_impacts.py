@@ -385,6 +385,43 @@ def test_the_shipped_square_drops_simulate_and_score(tmp_path):
     assert s["angle"][0] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_the_square_drops_other_splits_hold_out_their_own_drops(monkeypatch):
+    """``--splits``: each seed holds out the drops the importer's hash would
+    (a fifth, :func:`~simcore.data.dataset.held_out`), fits on the rest (the
+    calibration and MuJoCo's Nelder-Mead stubbed with their answers) and
+    scores the held-out drops as the benchmark's own split is scored."""
+    from benchmarks import square_drops as B
+    from flows import settings
+    from simcore.engine import simulate
+    from simcore.identify.problem import Problem
+
+    seen = []
+
+    def fit(whole, ntrain, cfg, params=None, ds=None):
+        seen.append((list(whole.ids[:ntrain]), list(whole.ids[ntrain:])))
+        return whole.model.layout.vector({"mu_k": 0.13, "e_bg": 0.19}), {"fitted_mu_k": 0.13}
+
+    monkeypatch.setattr(B, "fit_or_read", fit)
+    monkeypatch.setattr(B, "fit_mujoco", lambda train: B.MUJOCO_IDENTIFIED)
+    ds = D.read("datasets/fazeli-square")
+    cfg = settings.calibration("datasets/fazeli-square/calibrate.yaml")
+    out = B.other_splits(ds, cfg, [7])
+    names = sorted(D.split(ds))
+    [(train, test)] = seen
+    assert test == [n for n, o in zip(names, D.held_out(names, 0.2, 7)) if o]
+    assert sorted(train + test) == names and not set(train) & set(test)
+    [row] = out["splits"]
+    assert row["seed"] == 7 and row["test_drops"] == len(test) and row["fitted_mu_k"] == 0.13
+    prob = Problem.from_dataset(ds, cfg.weights, order=test)
+    theta = prob.model.layout.vector({"mu_k": 0.13, "e_bg": 0.19})
+    sim = simulate(prob.model.with_params(theta), prob.state, prob.targets.sample_times)
+    ours = B.summary(B._score(prob, sim.samp_pos[:, 0], sim.samp_quat[:, 0]))
+    theirs = B.summary(B._score(prob, *B.mujoco_identified(prob)), "mujoco_fitted_")
+    for k, v in {**ours, **theirs}.items():
+        assert row[k] == pytest.approx(v, rel=1e-12), k
+    assert out["splits_mean_pos_cm"] == row["pos_cm"]
+
+
 def test_the_square_drops_mujoco_peer_flies_as_contactfit_does():
     """benchmarks.square_drops runs the data README's identified MuJoCo model
     on the benchmark's own drops: in free flight (the samples before the
