@@ -188,6 +188,13 @@ def fit_mujoco(problem, evals=MUJOCO_EVALS):
     return values(r.x)
 
 
+def _mujoco_fitted(whole, ntrain, test):
+    """``(values, scores)``: MuJoCo identified on the first ``ntrain`` drops
+    of ``whole`` (:func:`fit_mujoco`) and its scores on ``test``'s drops."""
+    values = fit_mujoco(whole.subset(np.arange(ntrain)))
+    return values, _score(test, *mujoco_identified(test, values))
+
+
 def frozen(problem):
     """The body held at its first state, at every sample."""
     st = problem.state
@@ -227,8 +234,7 @@ def other_splits(ds, cfg, seeds, share=0.2):
         train_ids = [n for n, o in zip(names, out) if not o]
         test_ids = [n for n, o in zip(names, out) if o]
         whole, test, _, fitted, ours = _fitted(ds, cfg, train_ids, test_ids)
-        theirs = _score(test, *mujoco_identified(test, fit_mujoco(
-            whole.subset(np.arange(len(train_ids))))))
+        _, theirs = _mujoco_fitted(whole, len(train_ids), test)
         rows.append({"seed": seed, "test_drops": len(test_ids), **summary(ours),
                      **summary(theirs, "mujoco_fitted_"),
                      **{k: v for k, v in fitted.items() if k.startswith("fitted_")}})
@@ -270,10 +276,8 @@ def run(dataset=DATASET, params=None, moreau_fit=False, mujoco_fit=False, splits
                        "mujoco_identified_this_split_")
         if mujoco_fit:
             t0 = time.perf_counter()
-            train = whole.subset(np.arange(len(train_ids)))
-            values = fit_mujoco(train)
-            peer.update(summary(_score(test, *mujoco_identified(test, values)),
-                                "mujoco_fitted_"))
+            values, theirs = _mujoco_fitted(whole, len(train_ids), test)
+            peer.update(summary(theirs, "mujoco_fitted_"))
             peer.update({f"mujoco_fitted_{k}": v for k, v in values.items()},
                         mujoco_fit_s=time.perf_counter() - t0)
         if splits:

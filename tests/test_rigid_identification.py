@@ -378,10 +378,12 @@ def test_the_global_phase_does_not_depend_on_the_scenarios_order(tosses, monkeyp
     assert not np.array_equal(other, starts[0][0]) or "kept the start" in starts[0][1]
 
 
-def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, monkeypatch):
+@pytest.mark.parametrize("far_first", [False, True])
+def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, monkeypatch,
+                                                                        far_first):
     """When the rollouts' check gives two starts (its finalists' best and its
     screen's, :func:`_rollout_phase`), the rollouts' stage runs from each and
-    the fit keeps the one of lower loss, saying so."""
+    the fit keeps the one of lower loss, saying so, whichever comes first."""
     prob = Problem.from_dataset(tosses[1.0])
     lay = prob.model.layout
     phase, continued = F._rollout_phase, F._fit_continued
@@ -389,7 +391,7 @@ def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, 
 
     def two(problem, start, points, local=(), answer=""):
         starts, said = phase(problem, start, points, local, answer)
-        return [starts[0], other], said
+        return ([other, starts[0]] if far_first else [starts[0], other]), said
 
     ends = []
 
