@@ -383,7 +383,10 @@ def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, 
                                                                         far_first):
     """When the rollouts' check gives two starts (its finalists' best and its
     screen's, :func:`_rollout_phase`), the rollouts' stage runs from each and
-    the fit keeps the one of lower loss, saying so, whichever comes first."""
+    the fit keeps the one of lower loss, saying so, whichever comes first;
+    every iteration (the segments', then both rollouts') reaches the
+    callback numbered on from the last and naming its part, so that a chart
+    by step shows each once."""
     prob = Problem.from_dataset(tosses[1.0])
     lay = prob.model.layout
     phase, continued = F._rollout_phase, F._fit_continued
@@ -402,8 +405,17 @@ def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, 
 
     monkeypatch.setattr(F, "_rollout_phase", two)
     monkeypatch.setattr(F, "_fit_continued", spy)
+    recs = []
     r = F.fit(prob, free=["mu_k", "e_bg"], segments=F.SEGMENT_S, secant=[0.01],
-              step_sigma=0.0, max_iter=2)
+              step_sigma=0.0, max_iter=2, callback=recs.append)
+    steps = [rec["iter"] for rec in recs]
+    assert steps == list(range(1, len(recs) + 1)) and r.nit == len(recs)
+    parts = [rec["part"] for rec in recs]
+    first_rollout = parts.index("rollouts")
+    assert first_rollout > 0 and set(parts[:first_rollout]) == {"segments"}
+    assert set(parts[first_rollout:]) == {"rollouts"}
+    assert [rec["part"] for rec in r.history] == [p for p in parts if p == "segments"] + [
+        "rollouts"] * (len(r.history) - parts.count("segments"))
     first, second = ends[-2:]  # after the segments' stages, the rollouts from each start
     assert r.loss == min(first, second) and first != second
     assert "the rollouts from both ended at losses" in r.strategy

@@ -844,11 +844,9 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
     begin, said, points = _global_phase(seg, theta0, free_idx, global_seed)
-    first = _fit_continued(seg, begin, free_idx, **dict(
+    first = _fit_continued(seg, begin, free_idx, part="segments", **dict(
         kw, nuisance="state", horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
-    for rec in first.history:
-        rec["part"] = "segments"
     lay = problem.model.layout
     failed = not np.isfinite(first.loss)
     start = theta0 if failed else lay.vector(first.params)
@@ -856,13 +854,16 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     starts, checked = _rollout_phase(whole, start, points, local, "the fit's start (the "
                                      "segments' fit failed)" if failed else "the segments' "
                                      "answer")
-    runs = [_fit_continued(problem, s, free_idx, **kw) for s in starts]
+    runs = []
+    for s in starts:  # numbered on, so that each iteration has a step of its own
+        runs.append(_fit_continued(problem, s, free_idx, it0=first.nit + sum(
+            x.nit for x in runs), **kw))
     r = min(runs, key=lambda x: x.loss if np.isfinite(x.loss) else np.inf)
     if len(runs) > 1:
         checked += (f"; the rollouts from both ended at losses {runs[0].loss:.4g} and "
                     f"{runs[1].loss:.4g}: the {'first' if r is runs[0] else 'second'} kept")
     r.history = first.history + r.history
-    r.nit += first.nit
+    r.nit += first.nit + sum(x.nit for x in runs if x is not r)
     r.nfev += first.nfev + len(points) + len(local) + 1 + sum(x.nfev for x in runs
                                                                if x is not r)
     r.strategy = (f"{said}, segments of {segments:g} s from measured states ({seg.nscen}, "
@@ -871,19 +872,20 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
 
 
 def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check, secant,
-                   **kw):
+                   it0=0, part="rollouts", **kw):
     """Horizon continuation: fit the first part of every scenario, then warm-start
     on longer spans (robust stages), then the plain loss on the whole span;
     with ``secant``, one more fit of the whole span per further step; the
-    last gives the result."""
+    last gives the result.  Its iterations are numbered on from ``it0`` and
+    their records name ``part`` (what the callback shows)."""
     if len(secant) > 1:
         r = _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_check,
-                           secant[:-1], **kw)
+                           secant[:-1], it0, part, **kw)
         if not np.isfinite(r.loss):
             return r
         last = _fit_one(problem, problem.model.layout.vector(r.params), free_idx,
-                        callback=callback, fd_check=fd_check, horizon=1.0, it0=r.nit,
-                        nuis0=r.nuisance, secant=secant[-1], **kw)
+                        callback=callback, fd_check=fd_check, horizon=1.0, it0=it0 + r.nit,
+                        nuis0=r.nuisance, secant=secant[-1], part=part, **kw)
         last.history = r.history + last.history
         last.nit += r.nit
         last.nfev += r.nfev
@@ -900,7 +902,7 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
     for h, c2 in stages:
         # A warm-up stage need only reach the basin: a loose ftol.
         r = _fit_one(problem.truncated(h), theta, free_idx, callback=callback,
-                     fd_check=False, horizon=h, it0=nit, nuis0=nuis, robust=c2,
+                     fd_check=False, horizon=h, it0=it0 + nit, nuis0=nuis, robust=c2, part=part,
                      ftol=max(ftol, STAGE_FTOL), **dict(kw, patience=1))
         nfev += r.nfev
         if not np.isfinite(r.loss):
@@ -909,14 +911,15 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
         history += r.history
         nit += r.nit
     r = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
-                 horizon=1.0, it0=nit, nuis0=nuis, ftol=ftol, **kw)
+                 horizon=1.0, it0=it0 + nit, nuis0=nuis, ftol=ftol, part=part, **kw)
     if nuis is not None and np.isfinite(r.loss):
         theta = problem.model.layout.vector(r.params)
         better, cost = _rescue(problem, theta, r.nuisance, ftol=ftol, **kw)
         nfev += cost
         if better is not None:
             r2 = _fit_one(problem, theta, free_idx, callback=callback, fd_check=fd_check,
-                          horizon=1.0, it0=nit + r.nit, nuis0=better, ftol=ftol, **kw)
+                          horizon=1.0, it0=it0 + nit + r.nit, nuis0=better, ftol=ftol,
+                          part=part, **kw)
             if r2.loss < r.loss:
                 r2.history = r.history + r2.history
                 r2.nit += r.nit
@@ -1189,9 +1192,10 @@ def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr):
 
 def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
              gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
-             robust=0.0, step_sigma=0.0, secant=0.0):
+             robust=0.0, step_sigma=0.0, secant=0.0, part="rollouts"):
     """One stage: iterations of ``method`` from ``theta0`` until a
-    convergence test, ``max_iter`` or a failed iteration ends it."""
+    convergence test, ``max_iter`` or a failed iteration ends it; each
+    iteration's record is numbered ``it0`` on and names ``part``."""
     try:
         w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr)
     except RuntimeError as exc:  # the engine failed a scenario at this start
@@ -1222,7 +1226,7 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
             break
         nit = it
         rec = {"iter": it0 + it, "horizon": horizon, "robust": bool(robust),
-               "secant": float(secant), "part": "rollouts", "loss": w.loss,
+               "secant": float(secant), "part": part, "loss": w.loss,
                "components": dict(w.ev.loss.components),
                "theta": {n: float(w.theta[q]) for n, q in zip(w.names, free_idx)},
                "grad_norm": gnorm, "step": w.step}
