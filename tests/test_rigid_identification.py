@@ -513,3 +513,25 @@ def test_intervals_of_tumbling_tosses_cover_the_truth_over_replicates(tmp_path):
         # and say something: no interval wider than 10 % of the truth either way
         assert all(r.ci95[n][1] - r.ci95[n][0] < 0.2 * truth[n] for n in c.fit), r.ci95
     assert np.sum(held, axis=0).min() >= 3, held
+
+
+@pytest.mark.parametrize("free, kind", [(["mu_k", "e_bg"], "state"),
+                                        (["mu_k", "com_z"], "pose")])
+def test_segments_refine_their_starts_when_the_body_is_fitted(tosses, monkeypatch, free, kind):
+    """A segmented fit of contact coefficients holds the segments' starts at
+    their measured states; one that frees a coefficient of the body (or of
+    the recording) refines every start whole with them (``pose``), and its
+    strategy says which."""
+    prob = Problem.from_dataset(tosses[1.0]).with_coefficients(free)
+    continued, kinds = F._fit_continued, []
+
+    def spy(problem, theta0, *a, **k):
+        if k.get("part") == "segments":
+            kinds.append(k["nuisance"])
+        return continued(problem, theta0, *a, **k)
+
+    monkeypatch.setattr(F, "_fit_continued", spy)
+    r = F.fit(prob, free=free, segments=F.SEGMENT_S, secant=[0.01], step_sigma=0.0, max_iter=1)
+    assert kinds == [kind]
+    assert f"from measured states, {'refined' if kind == 'pose' else 'held'}" in r.strategy
+    assert np.isfinite(r.loss)

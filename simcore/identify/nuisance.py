@@ -206,9 +206,10 @@ class Spin(_Launch):
 class State(_Launch):
     """The time-stepper's 3D initial velocity and angular velocity, where a
     toss's or a segment's start is estimated from measured samples.  Held
-    where the run has no tangents (secants, an orientation loss): refined
-    there, a segment's start absorbs what the contact coefficients should
-    explain."""
+    where the run has no tangents (secants, an orientation loss): a
+    segmented fit of contact coefficients holds its starts there, and one
+    that frees the body's own coefficients refines them whole
+    (:class:`Pose`; :func:`simcore.identify.fit._segment_nuisance`)."""
 
     name = "state"
     planar = 3
