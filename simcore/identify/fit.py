@@ -448,13 +448,11 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     ``segments`` [s] (0: off): multiple shooting before the rollouts.  Each
     start is first fitted on the problem cut into segments of about this
     length, each from the measured state at its start
-    (:meth:`~simcore.identify.problem.Problem.segmented`; the ``state``
-    nuisance held there, as secants hold it, or the whole start refined
-    with the coefficients when the body's or the recording's own are free:
-    :func:`_segment_nuisance`): a segment holds one or two impacts, so its
-    loss has the funnel without the chaos of a whole tumble, and its
-    minimum lies in the truth's basin, a little off it (held segment
-    starts carry the positions' noise).  Its fit starts from
+    (:meth:`~simcore.identify.problem.Problem.segmented`; held there, or
+    refined with the body's own coefficients: :func:`_segment_nuisance`):
+    a segment holds one or two impacts, so its loss has the funnel without
+    the chaos of a whole tumble, and its minimum lies in the truth's basin,
+    a little off it (held starts carry the positions' noise).  Its fit starts from
     the best point of a global phase (:func:`_global_phase`) and takes
     coarse secants (``SEGMENT_STAGE_SECANT``, relative steps of 5 % then 2 %:
     the segments' loss still carries bumps at the scale of a few per cent,
@@ -845,13 +843,8 @@ def _segment_nuisance(layout, free_idx):
     the recording's own (centre of mass, inertia, gravity, the table's
     tilt; :attr:`simcore.kernel.parameter.Parameter.named`).  Those are read
     in the flights that segments start in, where a held start's noise (a
-    quadratic through seven noisy samples) aliases straight into them: on
-    synthetic box tosses (12 tosses, 1 mm noise, nine coefficients free from
-    the truth) the held starts put the segments' answer 1.3 % off in
-    gravity, 1.5-1.8 mm off in the centre of mass, 6.7 % in inertia and
-    0.17 deg in tilt, the refined ones 0.3 %, 0.4 mm, 1.2 % and 0.013 deg;
-    on the real cube tosses (com_z free) the refined starts led to a lower
-    training loss and better held-out figures.  The refinement costs a
+    quadratic through seven noisy samples) aliases straight into them (the
+    README's *Segments first* gives the figures).  The refinement costs a
     central difference per start value (12 per body): with contact
     coefficients alone free, the starts stay held."""
     named = any(P.BY_NAME[P.base(layout.names[q])].named for q in free_idx)
@@ -860,8 +853,9 @@ def _segment_nuisance(layout, free_idx):
 
 def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     """Multiple shooting, then the rollouts (``segments`` of :func:`fit`):
-    the segmented problem with the ``state`` nuisance from the best start of
-    a global phase (:func:`_global_phase`, from ``global_seed``), then
+    the segmented problem with its starts' nuisance (:func:`_segment_nuisance`)
+    from the best start of a global phase (:func:`_global_phase`, from
+    ``global_seed``), then
     :func:`_fit_continued` on ``problem`` from its coefficients (from
     ``theta0`` if the segments' fit failed), or from the point of least
     whole-rollout loss among the global phase's points and a hypercube
@@ -871,9 +865,9 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
     begin, said, points = _global_phase(seg, theta0, free_idx, global_seed)
-    held = _segment_nuisance(problem.model.layout, free_idx)
+    kind = _segment_nuisance(problem.model.layout, free_idx)
     first = _fit_continued(seg, begin, free_idx, part="segments", **dict(
-        kw, nuisance=held, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
+        kw, nuisance=kind, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
     lay = problem.model.layout
     failed = not np.isfinite(first.loss)
@@ -894,7 +888,7 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     r.nit += first.nit + sum(x.nit for x in runs if x is not r)
     r.nfev += first.nfev + len(points) + len(local) + 1 + sum(x.nfev for x in runs
                                                                if x is not r)
-    how = "refined" if held == SEGMENT_REFINED else "held"
+    how = "refined" if kind == SEGMENT_REFINED else "held"
     r.strategy = (f"{said}, segments of {segments:g} s from measured states, {how} "
                   f"({seg.nscen}, "
                   f"{STATUSES[first.status].word}), {checked}, then whole rollouts")
