@@ -855,8 +855,8 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     """Multiple shooting, then the rollouts (``segments`` of :func:`fit`):
     the segmented problem with its starts' nuisance (:func:`_segment_nuisance`)
     from the best start of a global phase (:func:`_global_phase`, from
-    ``global_seed``), then
-    :func:`_fit_continued` on ``problem`` from its coefficients (from
+    ``global_seed``), then :func:`_fit_continued` on ``problem`` from its
+    coefficients (from
     ``theta0`` if the segments' fit failed), or from the point of least
     whole-rollout loss among the global phase's points and a hypercube
     around the segments' answer where that is lower (:func:`_rollout_phase`;
@@ -865,33 +865,33 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
     begin, said, points = _global_phase(seg, theta0, free_idx, global_seed)
-    kind = _segment_nuisance(problem.model.layout, free_idx)
+    lay = problem.model.layout
+    kind = _segment_nuisance(lay, free_idx)
     first = _fit_continued(seg, begin, free_idx, part="segments", **dict(
         kw, nuisance=kind, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
-    lay = problem.model.layout
     failed = not np.isfinite(first.loss)
     start = theta0 if failed else lay.vector(first.params)
     local = _local_points(start, free_idx, lay, global_seed + 1)
     starts, checked = _rollout_phase(whole, start, points, local, "the fit's start (the "
                                      "segments' fit failed)" if failed else "the segments' "
                                      "answer")
-    runs = []
+    runs, nit = [], first.nit
     for s in starts:  # numbered on, so that each iteration has a step of its own
-        runs.append(_fit_continued(problem, s, free_idx, it0=first.nit + sum(
-            x.nit for x in runs), **kw))
+        runs.append(_fit_continued(problem, s, free_idx, it0=nit, **kw))
+        nit += runs[-1].nit
     r = min(runs, key=lambda x: x.loss if np.isfinite(x.loss) else np.inf)
     if len(runs) > 1:
         checked += (f"; the rollouts from both ended at losses {runs[0].loss:.4g} and "
                     f"{runs[1].loss:.4g}: the {'first' if r is runs[0] else 'second'} kept")
     r.history = first.history + r.history
-    r.nit += first.nit + sum(x.nit for x in runs if x is not r)
+    r.nit = nit  # every iteration run, as nfev counts every evaluation
     r.nfev += first.nfev + len(points) + len(local) + 1 + sum(x.nfev for x in runs
                                                                if x is not r)
     how = "refined" if kind == SEGMENT_REFINED else "held"
     r.strategy = (f"{said}, segments of {segments:g} s from measured states, {how} "
-                  f"({seg.nscen}, "
-                  f"{STATUSES[first.status].word}), {checked}, then whole rollouts")
+                  f"({seg.nscen}, {STATUSES[first.status].word}), {checked}, then whole "
+                  "rollouts")
     return r
 
 
