@@ -178,6 +178,13 @@ LOCAL_POINTS = 32
 LOCAL_SPAN = 0.15
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
+#: A warm-up stage holds each free coefficient whose relative standard error
+#: at the stage's start (:func:`_relative_stderr`) is above this: the
+#: truncated data do not pin it within its own size (a table's tilt or a
+#: restitution before most first impacts), and a Gauss-Newton step along
+#: such a flat direction moves it by whatever the noise says, far out of the
+#: next stage's basin, where the coefficients the stage does inform follow it.
+STAGE_WEAK = 0.5
 #: Largest relative change of a coefficient in one step.
 MAX_REL_STEP = 0.2
 #: Relative standard error above which a coefficient is weakly identified.
@@ -1190,10 +1197,11 @@ def _rate_iteration(w, method, grads, scen_hold, opt, adam, accepts):
     return STATUS_NOSTEP, trial
 
 
-def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr):
+def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr, warm_up=False):
     """The walk at a stage's start: the first evaluation (with the robust
     objective's scale fixed from it, so that the stage's objective is one
-    function)."""
+    function).  Held: the free coefficients without signal and, in a
+    ``warm_up`` stage, those it informs only weakly (:data:`STAGE_WEAK`)."""
     k = problem.nuisance_size(nuisance)
     lay = problem.model.layout
     names = tuple(lay.names[q] for q in free_idx)
@@ -1210,6 +1218,9 @@ def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr):
         cauchy_a = robust * max(float(np.median(ev.loss.per_scenario)), 1e-300)
         ev = _cauchy(ev, cauchy_a)
     hold = [c for c in range(len(free_idx)) if ev.signal[c] == 0]
+    if warm_up:
+        rel = _relative_stderr(_ev_covariance(ev, len(free_idx), k, hold), theta, free_idx, lay)
+        hold += [c for c in range(len(free_idx)) if c not in hold and not rel[c] <= STAGE_WEAK]
     return _Walk(problem, list(free_idx), nuisance, k, names, size_floor, secant, cauchy_a,
                  theta, nuis, ev, ev.loss.total, ev.nfev, hold, eta=lr)
 
@@ -1221,7 +1232,8 @@ def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, prec
     convergence test, ``max_iter`` or a failed iteration ends it; each
     iteration's record is numbered ``it0`` on and names ``part``."""
     try:
-        w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr)
+        w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr,
+                   warm_up=horizon < 1.0)
     except RuntimeError as exc:  # the engine failed a scenario at this start
         return _failed_start(problem, theta0, free_idx, method, nuis0, exc)
     if not np.isfinite(w.loss):
@@ -1441,6 +1453,19 @@ def _failed_start(problem, theta0, free_idx, method, nuis0, exc):
         method=method, nuisance=nuis0)
 
 
+def _relative_stderr(cov, theta, free_idx, lay):
+    """Each free coefficient's standard error over its size: its value, or
+    for an offset (which may be 0) at least its scale
+    (:data:`simcore.params.OFFSET_SCALE`); ``inf`` where the covariance
+    gives none."""
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    size = np.array([max(abs(theta[q]), P.OFFSET_SCALE.get(P.base(lay.names[q]), 1e-300))
+                     for q in free_idx])
+    rel = std / size
+    rel[~np.isfinite(rel)] = np.inf
+    return rel
+
+
 def _result(w, method, nit, status, history, fd_gap):
     """The stage's :class:`FitResult` at the walk's point: intervals,
     correlations, identifiability and the message beside the status."""
@@ -1457,6 +1482,7 @@ def _result(w, method, nit, status, history, fd_gap):
     cov = _ev_covariance(ev, nf, k, hold)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
     corr = _correlation(cov)
+    rels = _relative_stderr(cov, theta, free_idx, lay)
     ident = {}
     weak_names = []
     for c, (n, q) in enumerate(zip(names, free_idx)):
@@ -1466,7 +1492,7 @@ def _result(w, method, nit, status, history, fd_gap):
             std[c] = np.inf
         else:
             reason = f"{n}: {sig} events or segments carried signal"
-        rel = std[c] / max(abs(theta[q]), P.OFFSET_SCALE.get(P.base(n), 1e-300))
+        rel = rels[c]
         weak = sig > 0 and not rel <= WEAK_REL
         if weak:
             reason += f"; weakly identified (relative stderr {rel:.2g})"
