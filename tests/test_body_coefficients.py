@@ -288,3 +288,44 @@ def test_a_layout_extended_with_them_keeps_its_rows_and_its_declared_gravity():
     assert lay.extend(["mu_k"]) is lay  # always held: nothing to add
     with pytest.raises(ValueError, match="only a coefficient held when named"):
         P.Layout.build(declared={"mu_k": 0.3})
+
+
+def test_a_warm_up_stage_holds_what_its_span_cannot_see(monkeypatch):
+    """Three cubes tumbling through the air and one that lands at the end
+    of the warm-up's span: that span pins gravity but barely sees the
+    restitution or the table's tilt (relative standard errors in the
+    thousands), so the warm-up stage moves gravity to its truth and holds
+    them at their start.  Without the hold, the same stage walks the
+    restitution down to its bound on noise alone."""
+    from simcore.identify import fit as F
+    from simcore.identify import losses as L
+    from simcore.identify.problem import Problem
+
+    truth = {"gravity": 9.61, "tilt_x": 0.01, "e_bg": 0.4, "mu_k": 0.25, "mu_s": 0.3}
+    rng = np.random.default_rng(4)
+    scenes = []
+    for z in (0.9, 0.9, 0.9, 0.25):
+        q = rng.normal(size=4)
+        scenes.append(cube((rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), z),
+                           vel=tuple(rng.uniform(-1, 1, 2)) + (0.0,),
+                           omega=tuple(rng.uniform(-8, 8, 3)), quat=tuple(q / np.linalg.norm(q)),
+                           t_end=0.5, dt=5e-4))
+    times = [np.arange(1, 74) / 148.0] * 4
+    model, state = M.build(scenes, params=truth)
+    sim = E.simulate(model, state, times)
+    noisy = sim.samp_pos + rng.normal(0.0, 1e-3, sim.samp_pos.shape)
+    nan = np.full(noisy.shape, np.nan)
+    problem = Problem(model, state, L.Targets(times, noisy, nan, nan), {"trajectory": 1.0})
+    start = dict(truth, gravity=9.81, tilt_x=0.0, e_bg=0.5)
+
+    def warm_up():
+        recs = []
+        F.fit(problem, params0=start, free=["gravity", "tilt_x", "e_bg"], horizons=(0.4, 1.0),
+              callback=recs.append)
+        return [r["theta"] for r in recs if r["horizon"] < 1.0]
+
+    held = warm_up()
+    assert held and all(th["e_bg"] == 0.5 and th["tilt_x"] == 0.0 for th in held)
+    assert held[-1]["gravity"] == pytest.approx(9.61, abs=0.02)
+    monkeypatch.setattr(F, "STAGE_WEAK", np.inf)
+    assert min(th["e_bg"] for th in warm_up()) < 0.1

@@ -184,7 +184,7 @@ STAGE_FTOL = 1e-6
 #: restitution before most first impacts), and a Gauss-Newton step along
 #: such a flat direction moves it by whatever the noise says, far out of the
 #: next stage's basin, where the coefficients the stage does inform follow it.
-STAGE_WEAK = 0.5
+STAGE_WEAK = 1.0
 #: Largest relative change of a coefficient in one step.
 MAX_REL_STEP = 0.2
 #: Relative standard error above which a coefficient is weakly identified.
