@@ -374,7 +374,7 @@ def _log_starts(c, exp_id, run_id, result, ok):
         hist.flush()
         tracking.log_metrics(c, child, dict({"final_loss": r.loss},
                                             **{f"fitted_{n}": r.params[n] for n in r.free}),
-                             step=r.nit)
+                             step=r.history[-1]["iter"] if r.history else 0)
         tags = {"status": report.status_word(r), "best": r is result or r.loss == result.loss}
         if not np.isfinite(r.loss):  # this start could not be simulated: its run says why
             tags["error"] = r.message

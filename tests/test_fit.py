@@ -350,6 +350,17 @@ def test_multi_start_returns_the_best_and_the_spread(table):
     assert [s.params for s in again.starts] == [s.params for s in r.starts]
 
 
+def test_multi_start_numbers_every_start_on_from_the_last(table):
+    """The callback sees each start's iterations numbered on from the
+    previous start's (a calibration's chart by step shows each once), and
+    each start's history carries those numbers."""
+    recs = []
+    r = F.fit(table, free=["mu_k", "e_bw"], starts=3, seed=1, max_iter=40, callback=recs.append)
+    assert [rec["iter"] for rec in recs] == list(range(1, len(recs) + 1))
+    assert [h["iter"] for s in r.starts for h in s.history] == list(range(1, len(recs) + 1))
+    assert sum(s.nit for s in r.starts) == len(recs) and all(s.nit for s in r.starts)
+
+
 def test_fd_cross_check_agrees_on_smooth_data(table):
     r = F.fit(table, free=["mu_w", "e_bw"], max_iter=3, fd_check=True)
     assert r.fd_check is not None and r.fd_check < 1e-5

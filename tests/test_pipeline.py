@@ -456,6 +456,9 @@ def test_multi_start_logs_nested_runs(store, capsys):
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
     assert min(r.data.metrics["final_loss"] for r in children) == pytest.approx(doc["loss"])
     assert all(len(c.get_metric_history(r.info.run_id, "loss")) >= 1 for r in children)
+    # the parent's chart by step shows every start's iterations once, numbered on
+    steps = [m.step for m in c.get_metric_history(doc["mlflow_run_id"], "loss")]
+    assert steps == list(range(1, len(steps) + 1))
     # the spread of the starts beside the intervals
     spread = doc["spread"]
     assert spread["starts"] == spread["finite"] == 2 and 1 <= spread["agree"] <= 2

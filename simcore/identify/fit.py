@@ -47,7 +47,8 @@ smaller and larger with the others kept, and at least ``RESCUE_STARTS`` in
 all with the current values scaled and turned at random (seeded).  If any
 scenario improves, the full-span stage runs again from there and is kept if
 its loss is lower.  The truncated warm-up stages hold push windows that their horizon
-cuts (:meth:`simcore.identify.problem.Problem.nuisance_cut`).
+cuts (:meth:`simcore.identify.problem.Problem.nuisance_cut`), and the free
+coefficients their span informs only weakly (:data:`STAGE_WEAK`).
 
 Every iterate is projected onto the bounds (:func:`simcore.identify.problem.project`:
 ``mu >= 0``, ``0 <= e <= 1``, ``v_th > 0``, ``mu_s >= mu_k``).  Convergence:
@@ -658,17 +659,21 @@ def _jackknife(g, Hs):
 def _multi_start(run, problem, theta0, free_idx, starts, seed, kw, go_on=None):
     """``starts`` runs of ``run``: from ``theta0``, then from starts drawn
     from ``seed`` (see :func:`fit`), while ``go_on(results so far)`` when
-    given; the best, with the others in ``starts`` and their ``spread``."""
+    given; the best, with the others in ``starts`` and their ``spread``.
+    Each start's iterations are numbered on from the last start's, so that
+    the callback's records (a calibration's chart by step) show each once."""
     lay = problem.model.layout
     rng = np.random.default_rng(seed)
     results = [run(problem, theta0, free_idx, **kw)]
+    done = results[0].nit
     for k in range(1, starts):
         if go_on is not None and not go_on(results):
             break
         th = _drawn(theta0, free_idx, lay, rng.random(len(free_idx)))
         if "global_seed" in kw:  # each start's global phase draws its own points
             kw = dict(kw, global_seed=seed + k)
-        results.append(run(problem, th, free_idx, **kw))
+        results.append(run(problem, th, free_idx, it0=done, **kw))
+        done += results[-1].nit
     finite = [r for r in results if np.isfinite(r.loss)]
     best = min(finite, key=lambda r: r.loss) if finite else results[0]
     names = [lay.names[q] for q in free_idx]
@@ -858,7 +863,7 @@ def _segment_nuisance(layout, free_idx):
     return SEGMENT_REFINED if named else SEGMENT_HELD
 
 
-def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
+def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, it0=0, **kw):
     """Multiple shooting, then the rollouts (``segments`` of :func:`fit`):
     the segmented problem with its starts' nuisance (:func:`_segment_nuisance`)
     from the best start of a global phase (:func:`_global_phase`, from
@@ -868,13 +873,14 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
     whole-rollout loss among the global phase's points and a hypercube
     around the segments' answer where that is lower (:func:`_rollout_phase`;
     from each of its starts when it gives two, the lower loss kept);
-    history, iterations and evaluations cover all three."""
+    history, iterations and evaluations cover all three, the iterations
+    numbered on from ``it0``."""
     whole = getattr(problem, "problem", problem)  # a ShardedProblem's whole problem
     seg = whole.segmented(segments, theta=theta0)
     begin, said, points = _global_phase(seg, theta0, free_idx, global_seed)
     lay = problem.model.layout
     kind = _segment_nuisance(lay, free_idx)
-    first = _fit_continued(seg, begin, free_idx, part="segments", **dict(
+    first = _fit_continued(seg, begin, free_idx, it0=it0, part="segments", **dict(
         kw, nuisance=kind, horizons=(1.0,), secant=SEGMENT_STAGE_SECANT,
         ftol=max(kw["ftol"], STAGE_FTOL)))
     failed = not np.isfinite(first.loss)
@@ -885,7 +891,7 @@ def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, **kw):
                                      "answer")
     runs, nit = [], first.nit
     for s in starts:  # numbered on, so that each iteration has a step of its own
-        runs.append(_fit_continued(problem, s, free_idx, it0=nit, **kw))
+        runs.append(_fit_continued(problem, s, free_idx, it0=it0 + nit, **kw))
         nit += runs[-1].nit
     r = min(runs, key=lambda x: x.loss if np.isfinite(x.loss) else np.inf)
     if len(runs) > 1:
