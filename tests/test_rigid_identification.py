@@ -476,7 +476,7 @@ def test_starts_go_on_past_the_first_four_while_the_best_is_near_the_limit(
     def one(problem, theta, free_idx, **kw):  # a start's loss: its residual over the limit
         runs.append(theta.copy())
         return SimpleNamespace(loss=ratios[min(len(runs), len(ratios)) - 1],
-                               params=lay.as_dict(theta), strategy="")
+                               params=lay.as_dict(theta), strategy="", nit=1)
 
     monkeypatch.setattr(F, "_fit_segments_first", one)
     enough, _ = _yardstick(ratios)
