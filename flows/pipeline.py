@@ -326,9 +326,10 @@ def _progress(logger, history, budget=100, note="", every=PROGRESS_EVERY_S,
     return callback
 
 
-def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
+def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None, spread=None):
     """The fit over the shards through the flow's task runner (``enough``:
-    the gate's yardstick, see :func:`simcore.identify.fit.fit`)."""
+    the gate's yardstick, ``spread``: a searched fit's first draws, see
+    :func:`simcore.identify.fit.fit`)."""
     shards = make_shards(quote(loaded), n_shards)
     weights = tuple(sorted(loaded.train.weights.items()))
     refs = []
@@ -351,7 +352,7 @@ def run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger, enough=None):
         opts = cfg.fit_options()
         budget = opts["max_iter"] or F.MAX_ITER.get(opts["method"], 100)
         note = f" · {len(refs)} shard{'s' * (len(refs) > 1)}, {cfg.task_runner}"
-        result = F.fit(problem, params0=start, free=free,
+        result = F.fit(problem, params0=start, free=free, spread=spread,
                        callback=_progress(logger, history, budget, note), enough=enough, **opts)
     finally:
         history.flush()
@@ -393,8 +394,45 @@ def flights_doc(fit):
     finite = [float(e) if np.isfinite(e) else None for e in fit.stderr]
     return {"gravity": fit.gravity, "gravity_stderr": finite[0],
             "com": [float(c) for c in fit.com], "com_stderr": finite[1:],
-            "tilt_x": fit.tilt_x, "tilt_y": fit.tilt_y, "phases": fit.phases,
+            "tilt_x": fit.tilt_x, "tilt_y": fit.tilt_y,
+            "tilt_stderr": [float(e) if np.isfinite(e) else None for e in fit.tilt_stderr],
+            "phases": fit.phases,
             "rejected": fit.rejected}
+
+
+def flights_start(loaded, cfg, free, start):
+    """A searched fit's start and the spread of its first draws (``spread``
+    of :func:`simcore.identify.fit.fit`) from what the flights show
+    (:attr:`Loaded.flights`): a free centre of mass (less the bodies
+    table's) or table tilt that ``start`` does not give (the dataset, the
+    config or a champion) starts at the flights' value (gravity keeps the
+    dataset's, which its import measured from the same flights), and the
+    first stage draws each of gravity, centre of mass and tilt within two of
+    the flights' standard errors of its start.  The tilt matters most: from
+    a level start, drawn over the multi-start's range (+-1 deg), the first
+    stage of synthetic tosses on a table tilted 0.5 deg ended 0.2 deg off
+    about the other axis.  Other strategies, or data without flights:
+    ``(start, None)``."""
+    fit = loaded.flights
+    if cfg.strategy != "search" or fit is None:
+        return start, None
+    bodies = loaded.ds.tables["bodies"]
+    table = [float(bodies.column(c)[0].as_py() or 0.0) if c in bodies.column_names else 0.0
+             for c in ("com_x", "com_y", "com_z")]
+    shows = {"gravity": (None, fit.stderr[0]),
+             **{f"com_{a}": (fit.com[k] - table[k], fit.stderr[1 + k])
+                for k, a in enumerate("xyz")},
+             "tilt_x": (fit.tilt_x, fit.tilt_stderr[0]), "tilt_y": (fit.tilt_y, fit.tilt_stderr[1])}
+    start, spread = dict(start), {}
+    given = {P.canonical(k) for k in start}
+    for name in free:
+        value, se = shows.get(P.base(name), (None, np.inf))
+        if not np.isfinite(se):
+            continue
+        spread[name] = 2.0 * float(se)
+        if value is not None and P.canonical(name) not in given:
+            start[name] = float(value)
+    return start, spread
 
 
 def _free_and_start(loaded, cfg, start, baseline=None):
@@ -439,6 +477,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
     loaded, free, start = _free_and_start(loaded, cfg, start, baseline)
     track = settings.for_dataset(track, cfg.model_key or loaded.ds.name)
     cfg = cfg.chosen(loaded.train)
+    start, spread = flights_start(loaded, cfg, free, start)
     logger.info(f"loaded {loaded.ds.name}: {loaded.train.nscen} train and "
                 f"{loaded.test.nscen if loaded.test is not None else 0} test scenarios, "
                 f"{loaded.rows.get('trajectories', 0)} samples; fitting {', '.join(free)}")
@@ -457,7 +496,7 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
         noise = D.position_noise(loaded.ds)
         limit = report.rms_limit(noise, cfg.gate_k, cfg.gate_floor_m)
         result = run_fit(loaded, cfg, start, free, n_shards, c, run_id, logger,
-                         report.at_noise(limit, loaded.train.weights))
+                         report.at_noise(limit, loaded.train.weights), spread)
         fit_s = time.perf_counter() - t0
         logger.info(f"fit: {report.status_word(result)} after {result.nit} iterations in "
                     f"{fit_s:.1f} s; scoring, plotting and logging to MLflow")

@@ -68,18 +68,24 @@ def test_closed_form_flights_give_gravity_the_centre_of_mass_and_the_table_exact
 
 
 def test_noisy_flights_are_within_their_errors_over_replicates():
-    """1 mm noise on the positions: over 20 replicates the gravity and the
-    centre of mass lie within 2.5 standard errors of the truth in at least
-    17, and their errors are small enough to start a fit from (gravity 1 %,
-    centre of mass 3 mm)."""
+    """1 mm noise on the positions, a table tilted by half a degree: over 20
+    replicates the gravity, the centre of mass and the table's two tilts lie
+    within 2.5 standard errors of the truth in at least 17, and their errors
+    are small enough to start a fit from (gravity 1 %, centre of mass 3 mm,
+    tilt 0.15 deg)."""
     com = np.array([0.0, 0.0, 0.005])
+    a, b = -np.tan(np.radians(0.2)), np.tan(np.radians(0.5))
+    tilt = np.array([np.arcsin(b / np.sqrt(1 + a * a + b * b)), np.arctan(-a)])
     inside = []
     for seed in range(20):
-        fit = FL.flight_fit(*_tosses(9.61, com, (0.0, 0.0, 0.0), n=12, noise=1e-3, seed=seed),
+        fit = FL.flight_fit(*_tosses(9.61, com, (0.0, a, b), n=12, noise=1e-3, seed=seed),
                             HALF)
-        z = np.abs(np.r_[fit.gravity - 9.61, fit.com - com]) / fit.stderr
+        turn = np.array([fit.tilt_x, fit.tilt_y])
+        z = np.abs(np.r_[fit.gravity - 9.61, fit.com - com, turn - tilt]) / np.r_[
+            fit.stderr, fit.tilt_stderr]
         inside.append(z.max() <= 2.5)
         assert abs(fit.gravity - 9.61) < 0.1 and np.abs(fit.com - com).max() < 3e-3
+        assert np.abs(turn - tilt).max() < np.radians(0.15)
     assert sum(inside) >= 17
 
 
@@ -136,7 +142,8 @@ def test_a_calibration_of_box_tosses_records_what_the_flights_show(tmp_path):
     """Generated tosses of a box whose centre of mass is 5 mm off and whose
     recording falls at 9.61: the calibration's loaded data hold the flights'
     free fall and centre of mass of the training tosses (near the truth),
-    for its log line and ``fit.json``'s ``flights``; sphere tables have none."""
+    for its log line and ``fit.json``'s ``flights``, and a searched fit's
+    start and first draws; sphere tables have none."""
     from flows import pipeline, settings
 
     out = tmp_path / "box"
@@ -150,7 +157,20 @@ def test_a_calibration_of_box_tosses_records_what_the_flights_show(tmp_path):
     assert train.gravity == fit.gravity and train.phases < FL.of_dataset(loaded.ds).phases
     doc = pipeline.flights_doc(fit)
     assert doc["gravity"] == fit.gravity and doc["com"][2] == fit.com[2]
-    assert doc["phases"] == fit.phases
+    assert doc["phases"] == fit.phases and doc["tilt_stderr"] == list(fit.tilt_stderr)
+    # a searched fit starts the centre of mass and the tilt there (gravity
+    # keeps the dataset's, a given value its own) and draws its first starts
+    # within two of the flights' standard errors
+    free = ["mu_k", "com_z", "tilt_x", "gravity"]
+    cfg = settings.calibration(fit=free).chosen(loaded.train)
+    assert cfg.strategy == "search"
+    start, spread = pipeline.flights_start(loaded, cfg, free, {"mu_k": 0.2})
+    assert start == {"mu_k": 0.2, "com_z": fit.com[2], "tilt_x": fit.tilt_x}
+    assert spread == {"com_z": 2 * fit.stderr[3], "tilt_x": 2 * fit.tilt_stderr[0],
+                      "gravity": 2 * fit.stderr[0]}
+    assert pipeline.flights_start(loaded, cfg, free, {"com_z": 1e-3})[0]["com_z"] == 1e-3
+    other = settings.calibration(fit=free, strategy="segments")
+    assert pipeline.flights_start(loaded, other, free, {}) == ({}, None)
     table = tmp_path / "table"
     synth.generate(table, synth.GeneratorSettings(scenarios=4, seed=1, duration=0.5))
     assert pipeline._load(table, settings.calibration(), False).flights is None

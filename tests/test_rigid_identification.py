@@ -333,6 +333,18 @@ def test_the_strategy_is_chosen_from_the_data_unless_the_config_says(far_tosses)
     # data that declare a model error take the first secant step alone
     real = settings.calibration(gate_floor_m=0.025).chosen(far_tosses)
     assert real.secant == list(F.SEGMENT_SECANT[:1]) and real.strategy == "segments"
+    # the body's or the recording's own coefficients free: searched rollouts
+    # over their horizons (unless the config sets them), not segments; with a
+    # declared model error, segments still
+    body = settings.calibration(fit=["mu_k", "com_z@default"]).chosen(far_tosses)
+    assert body.strategy == "search" and body.horizons == list(F.SEARCH_HORIZONS)
+    assert body.fit_options()["search"] == F.SEARCH_EVALS and body.fit_options()["segments"] == 0
+    assert body.secant == list(F.SEGMENT_SECANT) and body.step_sigma == F.SEGMENT_STEP_SIGMA
+    mine = settings.calibration(fit=["gravity"], horizons=[0.5, 1.0]).chosen(far_tosses)
+    assert mine.strategy == "search" and mine.horizons == [0.5, 1.0]
+    assert settings.calibration(fit=["gravity"], gate_floor_m=0.025).chosen(
+        far_tosses).strategy == "segments"
+    assert settings.calibration(fit=["mu_k", "e_bg"]).fit_options()["search"] == 0
     with pytest.raises(ValueError, match="strategy.*one of"):
         settings.calibration(strategy="shooting")
     with pytest.raises(ValueError, match="strategy segments: the data hold no tumbling"):

@@ -77,7 +77,9 @@ class FlightFit:
     plane under the tosses' last samples: ``height`` [m] at the origin,
     ``tilt_x``, ``tilt_y`` [rad] (the turns of
     :func:`simcore.geometry.rigid.ground_normal`); ``phases``, ``rejected``:
-    the flight phases used and those left out."""
+    the flight phases used and those left out; ``tilt_stderr (2,)`` [rad]:
+    the tilts' standard errors, the plane's slopes' over ``sqrt(1 + a^2 +
+    b^2)`` (to first order in the slopes; ``inf``: too few corners)."""
 
     gravity: float
     com: np.ndarray
@@ -87,6 +89,7 @@ class FlightFit:
     tilt_y: float
     phases: int
     rejected: int
+    tilt_stderr: np.ndarray
 
 
 def _matrices(quat):
@@ -101,7 +104,9 @@ def _matrices(quat):
 def _table(ends, corner):
     """The plane ``z = h + a x + b y`` through the lowest corners of the
     tosses' last samples (a toss ends resting or sliding on the table),
-    least squares with those beyond three scaled MADs left out: ``(h, a, b)``."""
+    least squares with those beyond three scaled MADs left out: ``(h, a, b)``
+    and the standard errors of ``a`` and ``b`` (``inf`` with fewer than four
+    corners kept)."""
     last = corner[ends - 1]
     A = np.c_[np.ones(last.shape[0]), last[:, 0], last[:, 1]]
     keep = np.ones(last.shape[0], bool)
@@ -109,7 +114,12 @@ def _table(ends, corner):
         coef = np.linalg.lstsq(A[keep], last[keep, 2], rcond=None)[0]
         r = np.abs(last[:, 2] - A @ coef)
         keep = r <= max(3.0 * 1.4826 * np.median(r[keep]), 1e-4)
-    return coef
+    se = np.full(2, np.inf)
+    if keep.sum() > 3:
+        res = last[keep, 2] - A[keep] @ coef
+        cov = np.linalg.pinv(A[keep].T @ A[keep]) * (res @ res) / (keep.sum() - 3)
+        se = np.sqrt(np.diag(cov)[1:])
+    return coef, se
 
 
 def _noise(height, starts, ends):
@@ -173,7 +183,7 @@ def flight_fit(toss, t, pos, quat, half, clearance=FLIGHT_CLEARANCE,
     corner = pos + np.einsum("nij,nj->ni", R, side * half)  # the lowest corner
     starts = np.flatnonzero(np.r_[True, toss[1:] != toss[:-1]])
     ends = np.r_[starts[1:], toss.size]
-    h, a, b = _table(ends, corner)
+    (h, a, b), (se_a, se_b) = _table(ends, corner)
     fly = corner[:, 2] - (h + a * corner[:, 0] + b * corner[:, 1]) > \
         max(clearance, CLEARANCE_SIGMAS * _noise(corner[:, 2], starts, ends))
     blocks = []
@@ -206,7 +216,7 @@ def flight_fit(toss, t, pos, quat, half, clearance=FLIGHT_CLEARANCE,
     norm = np.sqrt(1.0 + a * a + b * b)
     return FlightFit(float(sol[0]), sol[1:].copy(), se, float(h),
                      float(np.arcsin(b / norm)), float(np.arctan(-a)), int(keep.sum()),
-                     int((~keep).sum()))
+                     int((~keep).sum()), np.array([se_b, se_a]) / norm)
 
 
 def of_dataset(ds, scenarios=None):
@@ -254,5 +264,6 @@ def describe(fit):
                     for c, e in zip(fit.com, fit.stderr[1:]))
     return (f"the flights ({fit.phases} phases) show a free fall of {fit.gravity:.4g} "
             f"+- {fit.stderr[0]:.2g} m/s^2, the centre of mass at ({com}) mm from the box's "
-            f"centre, the table tilted {np.degrees(fit.tilt_x):.3f} deg about x and "
-            f"{np.degrees(fit.tilt_y):.3f} deg about y")
+            f"centre, the table tilted {np.degrees(fit.tilt_x):.3f} +- "
+            f"{np.degrees(fit.tilt_stderr[0]):.2g} deg about x and {np.degrees(fit.tilt_y):.3f} "
+            f"+- {np.degrees(fit.tilt_stderr[1]):.2g} deg about y")

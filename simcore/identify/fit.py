@@ -179,6 +179,18 @@ LOCAL_POINTS = 32
 LOCAL_SPAN = 0.15
 #: Relative loss change that ends a warm-up stage.
 STAGE_FTOL = 1e-6
+#: A searched fit (``search`` of :func:`fit`): its horizons, from just after
+#: a toss's first impacts (0.15 of its span: its first tenth is flight)
+#: in twentieths, then in tenths and more of the span, where the wells
+#: have narrowed.
+SEARCH_HORIZONS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1.0)
+#: The starts of a searched fit's first stage (its start and a Latin hypercube).
+SEARCH_STARTS = 48
+#: The CMA-ES search's first step, in each coefficient's standard error at
+#: the stage's end.
+SEARCH_SIGMA = 2.0
+#: The evaluations of each stage's search when a config asks for one.
+SEARCH_EVALS = 1000
 #: A warm-up stage holds each free coefficient whose relative standard error
 #: at the stage's start (:func:`_relative_stderr`) is above this: the
 #: truncated data do not pin it within its own size (a table's tilt or a
@@ -418,7 +430,7 @@ def _covariance(H, nf, k, scen_hold, loss, count, nuis_count, hold):
 def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=None,
         lr_growth=1.0, precondition=True, ftol=1e-10, gtol=1e-8, patience=3, max_iter=None,
         starts=1, seed=0, fd_check=False, callback=None, horizons=HORIZONS, robust=ROBUST,
-        step_sigma=STEP_SIGMA, secant=(), segments=0.0, enough=None):
+        step_sigma=STEP_SIGMA, secant=(), segments=0.0, enough=None, search=0, spread=None):
     """Fit the free coefficients of ``problem`` (see the module docstring).
 
     ``params0``: start values (mapping; defaults fill the rest, and fix the
@@ -468,6 +480,12 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     quarter of a segment holds no impact).  The rollout fit then starts
     there, or at a point of lower rollout loss, global or around the
     answer (:func:`_rollout_phase`), and gives the estimate.
+    ``search`` (0: off): the rollouts searched at every horizon
+    (:func:`_fit_searched`: the first horizon from ``SEARCH_STARTS``
+    starts drawn within ``spread`` (name -> half-width, e.g. what the
+    flights show; else the multi-start's ranges) of the start, each stage
+    followed by a CMA-ES search of at most ``search`` evaluations), for
+    tumbling bodies whose own coefficients are fitted too.
     ``enough(result) -> float``: the fit's residual over the caller's limit
     (e.g. the registration gate's; at most 1: at the noise).  A segmented
     fit from one start that falls short of it is not trusted: up to
@@ -491,16 +509,8 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
         lr = 3e-3 if method == "adam" else 0.5
     if max_iter is None:
         max_iter = MAX_ITER.get(method, 100)
-    if method not in METHODS:
-        raise ValueError(f"method {method!r}: expected one of {list(METHODS)}")
-    if nuisance not in NUISANCE:
-        raise ValueError(f"nuisance {nuisance!r}: expected one of {list(NUISANCE)}")
-    for name, v, ok in (("lr", lr, lr > 0), ("ftol", ftol, ftol >= 0), ("gtol", gtol, gtol >= 0),
-                        ("max_iter", max_iter, max_iter >= 0), ("starts", starts, starts >= 1),
-                        ("lr_growth", lr_growth, lr_growth >= 1.0),
-                        ("step_sigma", step_sigma, step_sigma >= 0)):
-        if not (np.isfinite(v) and ok):
-            raise ValueError(f"{name} = {v}: out of range")
+    _check_options(method, nuisance, lr=lr, ftol=ftol, gtol=gtol, max_iter=max_iter,
+                   starts=starts, lr_growth=lr_growth, step_sigma=step_sigma, search=search)
     if precondition not in (True, False, "gauss-newton", "jacobi"):
         raise ValueError(f"precondition = {precondition!r}: expected 'gauss-newton', 'jacobi', "
                          "True (gauss-newton) or False")
@@ -527,14 +537,29 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
         raise ValueError(f"segments = {segments}: expected a length >= 0 s (0: off)")
     if segments:
         kw.update(segments=float(segments), global_seed=seed)
+    elif search:
+        kw.update(search=int(search), global_seed=seed, spread=dict(spread or {}))
+    run = _fit_segments_first if segments else _fit_searched if search else _fit_continued
     if starts == 1 and not (segments and enough is not None):
-        r = (_fit_segments_first if segments else _fit_continued)(problem, theta0, free_idx, **kw)
+        r = run(problem, theta0, free_idx, **kw)
     elif starts == 1:
         r = _until_enough(problem, theta0, free_idx, seed, kw, enough)
     else:
-        r = _multi_start(_fit_segments_first if segments else _fit_continued, problem, theta0,
-                         free_idx, starts, seed, kw)
+        r = _multi_start(run, problem, theta0, free_idx, starts, seed, kw)
     return _explored(problem, r, free_idx) if secant and np.isfinite(r.loss) else r
+
+
+def _check_options(method, nuisance, **values):
+    """``ValueError`` naming the first of :func:`fit`'s options out of range."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {list(METHODS)}")
+    if nuisance not in NUISANCE:
+        raise ValueError(f"nuisance {nuisance!r}: expected one of {list(NUISANCE)}")
+    lower = dict(lr=0.0, ftol=0.0, gtol=0.0, max_iter=0.0, starts=1.0, lr_growth=1.0,
+                 step_sigma=0.0, search=0.0)
+    for name, v in values.items():
+        if not (np.isfinite(v) and (v > 0 if name == "lr" else v >= lower[name])):
+            raise ValueError(f"{name} = {v}: out of range")
 
 
 def _until_enough(problem, theta0, free_idx, seed, kw, enough):
@@ -711,15 +736,18 @@ def _local_points(theta, free_idx, lay, seed):
     return pts
 
 
-def _drawn(theta0, free_idx, lay, u):
+def _drawn(theta0, free_idx, lay, u, spread=None):
     """``theta0`` with its free coefficients at ``u`` (in [0, 1) each) of
-    their start ranges: a restitution in [0.05, 1], an offset within
+    their start ranges: within ``+-spread[name]`` of its start where
+    ``spread`` gives one, else a restitution in [0.05, 1], an offset within
     ``+-2 OFFSET_SCALE`` of its start, any other coefficient within
     ``[0.5, 2] x`` its start; projected onto the bounds."""
     th = theta0.copy()
     for q, x in zip(free_idx, u):
         root = P.base(lay.names[q])
-        if root.startswith("e_"):
+        if lay.names[q] in (spread or {}):
+            th[q] = theta0[q] + spread[lay.names[q]] * (2.0 * x - 1.0)
+        elif root.startswith("e_"):
             th[q] = 0.05 + 0.95 * x
         elif root in P.OFFSET_SCALE:
             th[q] = theta0[q] + P.OFFSET_SCALE[root] * (4.0 * x - 2.0)
@@ -968,6 +996,122 @@ def _fit_continued(problem, theta0, free_idx, horizons, robust, callback, fd_che
     r.nit += nit
     r.nfev += nfev
     return r
+
+
+def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_seed, it0=0,
+                  spread=None, **kw):
+    """Horizon continuation searched at every stage (``search`` of
+    :func:`fit`): the first horizon fitted from ``SEARCH_STARTS`` starts
+    (``theta0`` and a Latin hypercube from ``global_seed`` within
+    ``spread`` of it, :func:`_drawn`), the one whose answer has the least
+    loss over the next horizon kept; then at each
+    horizon a local fit (the first ``secant`` step; at the whole span every
+    step) and a CMA-ES search of at most ``search`` evaluations around its
+    answer (:func:`_cma_search`), which moves it when it finds a lower
+    loss; a last local fit from there gives the result.
+
+    Why: a tumbling body's rollout loss is a funnel strewn with wells, and
+    the well around the truth narrows as the horizon grows, faster than a
+    fit at the last horizon pins it.  A local fit from the last answer
+    then stops in a neighbouring well, a few standard errors off, and
+    every later stage carries it further.  The first stage (a toss's first
+    impacts) holds few wells, but still more than one: its fit from a
+    single start ends in one off the truth on about one dataset in three,
+    and its lowest well can lie off the truth (the noise of a few
+    impacts), so its starts' answers are ranked by the next horizon's loss.
+    The stages minimise the plain loss (no robust scale: the search
+    compares losses at different points).  Returns the last fit, its
+    history, iterations and evaluations over every stage, and a
+    ``strategy`` line."""
+    lay = problem.model.layout
+    steps = tuple(secant) or (0.0,)
+    stage = dict(kw, robust=0.0, fd_check=False, ftol=max(kw["ftol"], STAGE_FTOL), patience=1)
+    kw = dict(kw, robust=0.0)
+    runs, moved = [], 0
+    rng = np.random.default_rng(global_seed)
+    first = problem.truncated(horizons[0]) if horizons[0] < 1.0 else problem
+    points = [theta0] + [_drawn(theta0, free_idx, lay, u, spread)
+                         for u in _hypercube(rng, SEARCH_STARTS - 1, len(free_idx))]
+    for th in points:
+        runs.append(_fit_one(first, th, free_idx, horizon=horizons[0], secant=steps[0],
+                             it0=it0 + sum(r.nit for r in runs),
+                             **(stage if horizons[0] < 1.0 else kw)))
+    # Ranked by the next horizon's loss, data their fits did not see: at the
+    # first the noise of a few impacts can put a minimum off the truth
+    # below the truth's own.
+    ahead = problem.truncated(horizons[1]) if len(horizons) > 1 and horizons[1] < 1.0 \
+        else problem
+    judged = [ahead.loss_only(lay.vector(r.params), kw["nuisance"], r.nuisance)
+              if np.isfinite(r.loss) else np.inf for r in runs]
+    judged = [v if np.isfinite(v) else np.inf for v in judged]
+    best = runs[int(np.argmin(judged))]
+    history, nit = list(best.history), sum(r.nit for r in runs)
+    nfev = sum(r.nfev for r in runs) + len(runs)
+    if not np.isfinite(best.loss):
+        return replace(best, history=history, nit=nit, nfev=nfev)
+    r = best
+    for k, h in enumerate(horizons):
+        part = problem.truncated(h) if h < 1.0 else problem
+        for step in (steps if h == 1.0 else steps[:1]) if k else ():
+            nxt = _fit_one(part, lay.vector(r.params), free_idx, horizon=h, secant=step,
+                           it0=it0 + nit, nuis0=r.nuisance, **(kw if h == 1.0 else stage))
+            nit, nfev, history = nit + nxt.nit, nfev + nxt.nfev, history + nxt.history
+            if np.isfinite(nxt.loss):
+                r = nxt
+        theta, cost = _cma_search(part, r, free_idx, search, global_seed + k, kw["nuisance"])
+        nfev += cost
+        if theta is not None:
+            moved += 1
+            r = _fit_one(part, theta, free_idx, horizon=h, secant=steps[-1] if h == 1.0
+                         else steps[0], it0=it0 + nit, nuis0=r.nuisance,
+                         **(kw if h == 1.0 else stage))
+            nit, nfev, history = nit + r.nit, nfev + r.nfev, history + r.history
+    r = replace(r, history=history, nit=nit, nfev=nfev)
+    r.strategy = (f"whole rollouts over {len(horizons)} horizons from {horizons[0]:g} of the "
+                  f"span, the first from {len(points)} starts, each followed by a CMA-ES "
+                  f"search of at most {search} evaluations (it moved {moved} of them)")
+    return r
+
+
+def _cma_search(problem, r, free_idx, evals, seed, nuisance):
+    """A CMA-ES search (Hansen's ``cma``) of ``problem``'s loss around the
+    fit ``r``'s estimate: over the free coefficients with a finite standard
+    error (at least two), in units of those errors, from a step of
+    ``SEARCH_SIGMA``, at most ``evals`` evaluations (the nuisance held at
+    ``r``'s).  CMA-ES ranks its samples by their loss alone, so the
+    micrometre ripples and the creases of a chaotic loss do not stall it as
+    they stall a local fit, and its sampling adapts to the wells'
+    correlated shape.  Returns ``(the best point, or None when it is not
+    lower than r's loss, evaluations)``."""
+    import cma  # noqa: PLC0415 (only a searched fit needs it)
+
+    lay = problem.model.layout
+    theta = lay.vector(r.params)
+    se = np.array([r.stderr.get(lay.names[q], np.nan) for q in free_idx], dtype=np.float64)
+    move = np.flatnonzero(np.isfinite(se) & (se > 0))
+    if move.size < 2 or evals < 1 or not np.isfinite(r.loss):
+        return None, 0
+    idx = np.asarray(free_idx)[move]
+
+    def at(x):
+        th = theta.copy()
+        th[idx] += np.asarray(x) * se[move]
+        return project(th, free_idx, lay)
+
+    def loss(x):
+        v = problem.loss_only(at(x), nuisance, r.nuisance)
+        return float(v) if np.isfinite(v) else 1e300
+
+    es = cma.CMAEvolutionStrategy(np.zeros(move.size), SEARCH_SIGMA, {
+        "maxfevals": evals, "seed": seed + 1, "tolfun": 1e-3 * r.loss, "verbose": -9,
+        "verb_log": 0, "verb_disp": 0})
+    n = 0
+    while not es.stop():
+        xs = es.ask()
+        es.tell(xs, [loss(x) for x in xs])
+        n += len(xs)
+    best = es.result
+    return (at(best.xbest) if best.fbest < r.loss else None), n
 
 
 def _rescue(problem, theta, nuis, nuisance, **kw):
