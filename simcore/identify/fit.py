@@ -36,6 +36,12 @@ least-squares stage on the full span gives the estimate.  ``nit``, ``nfev``
 and ``history`` (each record tagged with its ``horizon``) cover all stages;
 the uncertainty and the report come from the full-span stage.
 
+Searched continuation (``search``, :func:`_fit_searched`): for tumbling
+bodies whose own coefficients are fitted, the rollouts over finer horizons,
+the first from many starts and each stage followed by a CMA-ES search of
+its loss (:func:`_cma_search`), so that the answer moves to the lowest well
+near it before the next horizon narrows them.
+
 Nuisance rescue (with ``nuisance``): each scenario's nuisance values are its
 own small non-convex problem, and a scenario can end in a local minimum of
 its own (a push that drives its body along another path of impacts).  After
