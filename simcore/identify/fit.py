@@ -1030,6 +1030,10 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     history, iterations and evaluations over every stage, and a
     ``strategy`` line."""
     lay = problem.model.layout
+    # Losses alone (the ranking, the searches) run on the whole problem in
+    # this process: a ShardedProblem would send each of thousands to its
+    # task runner.
+    whole = getattr(problem, "problem", problem)
     steps = tuple(secant) or (0.0,)
     stage = dict(kw, robust=0.0, fd_check=False, ftol=max(kw["ftol"], STAGE_FTOL), patience=1)
     kw = dict(kw, robust=0.0)
@@ -1045,8 +1049,7 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     # Ranked by the next horizon's loss, data their fits did not see: at the
     # first the noise of a few impacts can put a minimum off the truth
     # below the truth's own.
-    ahead = problem.truncated(horizons[1]) if len(horizons) > 1 and horizons[1] < 1.0 \
-        else problem
+    ahead = whole.truncated(horizons[1]) if len(horizons) > 1 else whole
     judged = [ahead.loss_only(lay.vector(r.params), kw["nuisance"], r.nuisance)
               if np.isfinite(r.loss) else np.inf for r in runs]
     judged = [v if np.isfinite(v) else np.inf for v in judged]
@@ -1064,7 +1067,8 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
             nit, nfev, history = nit + nxt.nit, nfev + nxt.nfev, history + nxt.history
             if np.isfinite(nxt.loss):
                 r = nxt
-        theta, cost = _cma_search(part, r, free_idx, search, global_seed + k, kw["nuisance"])
+        theta, cost = _cma_search(whole.truncated(h), r, free_idx, search, global_seed + k,
+                                  kw["nuisance"])
         nfev += cost
         if theta is not None:
             moved += 1
