@@ -513,9 +513,10 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
-            if noise is not None and report.above(scores.get("train_rms_m"), cfg.gate_k * noise):
-                # a residual above the noise (a declared model error, or a
-                # fit the gate will refuse): the intervals allow for it
+            if noise is not None and report.beyond_noise(scores.get("train_rms_m"), noise):
+                # a residual above the noise (a declared model error, a fit
+                # the gate will refuse, or one beside the truth's narrow
+                # well): the intervals allow for it
                 result = F.widened(result, loaded.train.nscen)
             ok, refusal, limit = report.gate(result, scores.get("train_rms_m"), noise,
                                              cfg.gate_k, cfg.gate_floor_m)

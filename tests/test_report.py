@@ -157,3 +157,15 @@ def test_the_overlays_name_their_panels_and_bodies(monkeypatch):
                                         "over time")
     labels = [x.get_text() for x in fig.legends[0].get_texts()]
     assert labels == ["measured", "simulated", "body 1 of a scene", "body 2 of a scene"]
+
+
+def test_a_residual_twice_the_truths_is_beyond_the_noise_below_the_gate():
+    """At the truth the rms of a 3-d distance is about sqrt(3) times the
+    per-axis noise: that is not beyond it, nor 1.5 times it; four times the
+    noise (2.3 times the truth's, under the default gate of five) is, so a
+    registered fit there takes the clustered intervals; an unknown rms is."""
+    noise = 1e-3
+    assert not report.beyond_noise(np.sqrt(3.0) * noise, noise)
+    assert not report.beyond_noise(1.5 * np.sqrt(3.0) * noise * 0.999, noise)
+    assert report.beyond_noise(4.0 * noise, noise) and not report.above(4.0 * noise, 5 * noise)
+    assert report.beyond_noise(None, noise) and report.beyond_noise(np.nan, noise)
