@@ -290,6 +290,30 @@ def test_a_layout_extended_with_them_keeps_its_rows_and_its_declared_gravity():
         P.Layout.build(declared={"mu_k": 0.3})
 
 
+def _tumbling_cubes(truth, heights, t_end, samples, seed):
+    """Cubes released tumbling from ``heights`` [m] at random places,
+    velocities and spins (from ``seed``), simulated under ``truth`` for
+    ``t_end`` s and sampled ``samples`` times at 148 Hz with 1 mm of noise: the problem of
+    fitting their trajectories."""
+    from simcore.identify import losses as L
+    from simcore.identify.problem import Problem
+
+    rng = np.random.default_rng(seed)
+    scenes = []
+    for z in heights:
+        q = rng.normal(size=4)
+        scenes.append(cube((rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), z),
+                           vel=tuple(rng.uniform(-1, 1, 2)) + (0.0,),
+                           omega=tuple(rng.uniform(-8, 8, 3)), quat=tuple(q / np.linalg.norm(q)),
+                           t_end=t_end, dt=5e-4))
+    times = [np.arange(1, samples + 1) / 148.0] * len(heights)
+    model, state = M.build(scenes, params=truth)
+    sim = E.simulate(model, state, times)
+    noisy = sim.samp_pos + rng.normal(0.0, 1e-3, sim.samp_pos.shape)
+    nan = np.full(noisy.shape, np.nan)
+    return Problem(model, state, L.Targets(times, noisy, nan, nan), {"trajectory": 1.0})
+
+
 def test_a_warm_up_stage_holds_what_its_span_cannot_see(monkeypatch):
     """Three cubes tumbling through the air and one that lands at the end
     of the warm-up's span: that span pins gravity but barely sees the
@@ -298,24 +322,9 @@ def test_a_warm_up_stage_holds_what_its_span_cannot_see(monkeypatch):
     them at their start.  Without the hold, the same stage walks the
     restitution down to its bound on noise alone."""
     from simcore.identify import fit as F
-    from simcore.identify import losses as L
-    from simcore.identify.problem import Problem
 
     truth = {"gravity": 9.61, "tilt_x": 0.01, "e_bg": 0.4, "mu_k": 0.25, "mu_s": 0.3}
-    rng = np.random.default_rng(4)
-    scenes = []
-    for z in (0.9, 0.9, 0.9, 0.25):
-        q = rng.normal(size=4)
-        scenes.append(cube((rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), z),
-                           vel=tuple(rng.uniform(-1, 1, 2)) + (0.0,),
-                           omega=tuple(rng.uniform(-8, 8, 3)), quat=tuple(q / np.linalg.norm(q)),
-                           t_end=0.5, dt=5e-4))
-    times = [np.arange(1, 74) / 148.0] * 4
-    model, state = M.build(scenes, params=truth)
-    sim = E.simulate(model, state, times)
-    noisy = sim.samp_pos + rng.normal(0.0, 1e-3, sim.samp_pos.shape)
-    nan = np.full(noisy.shape, np.nan)
-    problem = Problem(model, state, L.Targets(times, noisy, nan, nan), {"trajectory": 1.0})
+    problem = _tumbling_cubes(truth, (0.9, 0.9, 0.9, 0.25), 0.5, 73, seed=4)
     start = dict(truth, gravity=9.81, tilt_x=0.0, e_bg=0.5)
 
     def warm_up():
@@ -390,25 +399,10 @@ def test_a_searched_fit_keeps_gravity_in_the_truths_narrowing_well(monkeypatch):
     loss under twice the truth's.  Its records run 1..n once, its strategy
     line says what ran, and the same fit twice gives the same bits."""
     from simcore.identify import fit as F
-    from simcore.identify import losses as L
-    from simcore.identify.problem import Problem
 
     monkeypatch.setattr(F, "SEARCH_STARTS", 3)
     truth = {"gravity": 9.61, "e_bg": 0.4, "mu_k": 0.25, "mu_s": 0.3}
-    rng = np.random.default_rng(5)
-    scenes = []
-    for z in (0.3, 0.35, 0.4, 0.45):
-        q = rng.normal(size=4)
-        scenes.append(cube((rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), z),
-                           vel=tuple(rng.uniform(-1, 1, 2)) + (0.0,),
-                           omega=tuple(rng.uniform(-8, 8, 3)), quat=tuple(q / np.linalg.norm(q)),
-                           t_end=0.6, dt=5e-4))
-    times = [np.arange(1, 88) / 148.0] * 4
-    model, state = M.build(scenes, params=truth)
-    sim = E.simulate(model, state, times)
-    noisy = sim.samp_pos + rng.normal(0.0, 1e-3, sim.samp_pos.shape)
-    nan = np.full(noisy.shape, np.nan)
-    problem = Problem(model, state, L.Targets(times, noisy, nan, nan), {"trajectory": 1.0})
+    problem = _tumbling_cubes(truth, (0.3, 0.35, 0.4, 0.45), 0.6, 87, seed=5)
     at_truth = problem.with_coefficients(["gravity"]).loss_only(
         problem.with_coefficients(["gravity"]).model.layout.vector(truth))
 
