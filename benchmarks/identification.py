@@ -21,7 +21,9 @@ defaults.  Printed per family:
   truth (``cover_registered_<name>``: of the registered ones;
   ``halfwidth_<name>_pct``: the median half-width in per cent of the truth),
   and ``cover_cluster_<name>`` the same for the interval of the
-  errors clustered by toss (``estimate +- 1.96 stderr_cluster``);
+  errors clustered by toss (``estimate +- 1.96 stderr_cluster``), over the
+  replicates that have one (NaN when none has: fewer than two training
+  tosses per free coefficient);
 * ``rms_over_noise``: the mean training rms position error over the
   positions' noise (at the truth about sqrt(3): a 3-d distance);
 * ``registered``: the share the gate registered; ``verdicts``: the status
@@ -124,9 +126,9 @@ def family(name, replicates, tosses, root):
         out[f"halfwidth_{n}_{unit}"] = float(np.median([
             (hi - lo) / 2 / truth[n] * 100 if truth[n] else (hi - lo) / 2
             for lo, hi in lo_hi]))
-        out[f"cover_cluster_{n}"] = float(np.mean([
-            abs(d["params"][n] - truth[n]) <= 1.96 * ((d.get("stderr_cluster") or {}).get(n)
-                                                       or np.inf) for d, _ in rows]))
+        clustered = [(d["params"][n], (d.get("stderr_cluster") or {}).get(n)) for d, _ in rows]
+        clustered = [abs(v - truth[n]) <= 1.96 * se for v, se in clustered if se is not None]
+        out[f"cover_cluster_{n}"] = float(np.mean(clustered)) if clustered else float("nan")
     ratio = [d["scores"]["train_rms_m"] / d["noise_m"] for d, _ in rows
              if d.get("noise_m") and "train_rms_m" in d.get("scores", {})]
     out["rms_over_noise"] = float(np.mean(ratio)) if ratio else float("nan")
