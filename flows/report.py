@@ -133,9 +133,9 @@ def beyond_noise(rms_m, noise_m):
     take them as independent, understate the real ones
     (:func:`simcore.identify.fit.widened`).  A chaotic toss's well around
     the truth is narrower than a fit can place it: generated cube tosses
-    fitted for nine coefficients end at twice the truth's rms, every value
-    within its target, the plain intervals 0.002 % wide and none covering,
-    the clustered ones covering."""
+    fitted for nine coefficients end at about twice the truth's rms, every
+    value within its target, under the gate of five times the noise, and
+    their plain intervals (0.001-0.01 % wide) cover none of them."""
     return above(rms_m, ABOVE_TRUTH * np.sqrt(3.0) * noise_m)
 
 

@@ -691,3 +691,19 @@ def test_the_rollouts_check_scores_its_finalists_on_every_rollout():
     # at most GLOBAL_SEGMENTS rollouts, the subset is the whole: no second scoring
     [start], said = F._rollout_phase(Proxy(0.3, nscen=3), np.array([0.42]), points)
     assert "the best" not in said
+
+
+def test_a_secant_fit_on_too_few_scenarios_says_its_intervals_are_not_explored():
+    """Three scenarios cannot jackknife two coefficients (four needed): the
+    intervals stay the last secant's Gauss-Newton ones, and ``interval``
+    says that on a chaotic loss they understate the uncertainty."""
+    from types import SimpleNamespace
+
+    lay = P.Layout.build(names=["gravity", "com_z"])
+    problem = SimpleNamespace(model=SimpleNamespace(layout=lay), nscen=3)
+    r = SimpleNamespace(params=lay.as_dict(lay.vector()), free=("gravity", "com_z"), held=(),
+                        stderr={"gravity": 1e-4, "com_z": 1e-6}, interval="Gauss-Newton")
+    out = F._explored(problem, r, [lay.index("gravity"), lay.index("com_z")])
+    assert out.stderr == {"gravity": 1e-4, "com_z": 1e-6}
+    assert "3 scenarios are too few" in out.interval and "understate" in out.interval
+    assert out.interval.startswith("Gauss-Newton")  # the clustered ones may still widen it

@@ -627,7 +627,12 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
     theta = lay.vector(r.params)
     keep = [c for c, n in enumerate(r.free) if n not in r.held]
     S = problem.nscen
-    if not keep or S < 2 * len(keep):
+    if not keep:
+        return r
+    if S < 2 * len(keep):
+        r.interval = (f"Gauss-Newton at the last secant step: {S} scenarios are too few to "
+                      f"explore the intervals of {len(keep)} coefficients (the jackknife needs "
+                      f"{2 * len(keep)}); on a chaotic loss these understate the uncertainty")
         return r
     se = np.array([r.stderr[n] for n in r.free], dtype=np.float64)
     for h in steps:
