@@ -293,7 +293,7 @@ class CalibrationConfig(BaseModel):
         if not problem.tumbling():
             return self.model_copy(update={"strategy": "rollouts"})
         declared = "gate_floor_m" in self.model_fields_set
-        named = any(getattr(P.BY_NAME.get(P.base(n)), "named", False) for n in self.fit or ())
+        named = any(P.named(n) for n in self.fit or ())
         update = {"strategy": "search" if named and not declared else "segments"}
         if "secant" not in self.model_fields_set:
             update["secant"] = list(F.SEGMENT_SECANT[:1] if declared else F.SEGMENT_SECANT)

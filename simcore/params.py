@@ -152,6 +152,14 @@ def base(name):
     return name.split("@", 1)[0]
 
 
+def named(name):
+    """Whether ``name`` (any address) is one of the body's or the recording's
+    own coefficients, held only when named (:data:`NAMED_PARAMETERS`); False
+    for a name the registry does not know."""
+    entry = BY_NAME.get(base(name))
+    return bool(entry is not None and entry.named)
+
+
 def did_you_mean(word, choices):
     """`` (did you mean 'x'?)`` for the choices closest to a misspelt
     ``word`` (:func:`difflib.get_close_matches`), or ``""``."""

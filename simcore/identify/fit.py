@@ -898,8 +898,7 @@ def _segment_nuisance(layout, free_idx):
     README's *Segments first* gives the figures).  The refinement costs a
     central difference per start value (12 per body): with contact
     coefficients alone free, the starts stay held."""
-    named = any(P.BY_NAME[P.base(layout.names[q])].named for q in free_idx)
-    return SEGMENT_REFINED if named else SEGMENT_HELD
+    return SEGMENT_REFINED if any(P.named(layout.names[q]) for q in free_idx) else SEGMENT_HELD
 
 
 def _fit_segments_first(problem, theta0, free_idx, segments, global_seed, it0=0, **kw):
@@ -1055,10 +1054,9 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     # first the noise of a few impacts can put a minimum off the truth
     # below the truth's own.
     ahead = whole.truncated(horizons[1]) if len(horizons) > 1 else whole
-    judged = [ahead.loss_only(lay.vector(r.params), kw["nuisance"], r.nuisance)
-              if np.isfinite(r.loss) else np.inf for r in runs]
-    judged = [v if np.isfinite(v) else np.inf for v in judged]
-    best = runs[int(np.argmin(judged))]
+    best = runs[_best(runs, lambda r: ahead.loss_only(lay.vector(r.params), kw["nuisance"],
+                                                      r.nuisance) if np.isfinite(r.loss)
+                      else np.inf)]
     history, nit = list(best.history), sum(r.nit for r in runs)
     nfev = sum(r.nfev for r in runs) + len(runs)
     if not np.isfinite(best.loss):
@@ -1072,7 +1070,8 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
             nit, nfev, history = nit + nxt.nit, nfev + nxt.nfev, history + nxt.history
             if np.isfinite(nxt.loss):
                 r = nxt
-        theta, cost = _cma_search(whole.truncated(h), r, free_idx, search, global_seed + k,
+        searched = part if whole is problem else whole.truncated(h)
+        theta, cost = _cma_search(searched, r, free_idx, search, global_seed + k,
                                   kw["nuisance"])
         nfev += cost
         if theta is not None:
