@@ -211,7 +211,8 @@ def _fitted(ds, cfg, train_ids, test_ids, params=None):
     from simcore.engine import simulate
     from simcore.identify.problem import Problem
 
-    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids)
+    whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids,
+                                 coefficients=cfg.fit or ())
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)

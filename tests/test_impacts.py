@@ -422,6 +422,28 @@ def test_the_square_drops_other_splits_hold_out_their_own_drops(monkeypatch):
     assert out["splits_mean_pos_cm"] == row["pos_cm"]
 
 
+def test_the_square_drops_benchmark_scores_a_fit_that_frees_the_body(monkeypatch):
+    """A calibration that frees one of the body's own coefficients
+    (``inertia_scale``, held only when named) is fitted and scored in a
+    layout that holds it: the held-out drops run at its fitted value."""
+    from benchmarks import square_drops as B
+    from flows import settings
+
+    def fit(whole, ntrain, cfg, params=None, ds=None):
+        return whole.model.layout.vector({"mu_k": 0.13, "e_bg": 0.19,
+                                          "inertia_scale": scale}), {}
+
+    monkeypatch.setattr(B, "fit_or_read", fit)
+    ds = D.read("datasets/fazeli-square")
+    names = sorted(D.split(ds))
+    cfg = settings.calibration("datasets/fazeli-square/calibrate.yaml").model_copy(
+        update={"fit": ["mu_k", "e_bg", "inertia_scale"]})
+    got = {}
+    for scale in (1.0, 1.5):
+        got[scale] = B._fitted(ds, cfg, names[:2], names[2:5])[-1]
+    assert B.summary(got[1.0])["pos_cm"] != B.summary(got[1.5])["pos_cm"]
+
+
 def test_the_square_drops_mujoco_peer_flies_as_contactfit_does():
     """benchmarks.square_drops runs the data README's identified MuJoCo model
     on the benchmark's own drops: in free flight (the samples before the
