@@ -408,8 +408,7 @@ def flights_start(loaded, cfg, free, start):
     config or a champion) starts at the flights' value (gravity keeps the
     dataset's, which its import measured from the same flights), and the
     first stage draws each of gravity, centre of mass and tilt within two of
-    the flights' standard errors of its start (and holds the tilt there,
-    :data:`simcore.identify.fit.SEARCH_HELD`).  The tilt matters most: from
+    the flights' standard errors of its start.  The tilt matters most: from
     a level start, drawn within +-0.6 deg, the first stage of synthetic
     tosses on a table tilted 0.5 deg ended 0.2 deg off about the other
     axis.  Other strategies, or data without flights:

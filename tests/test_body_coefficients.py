@@ -422,25 +422,3 @@ def test_a_searched_fit_keeps_gravity_in_the_truths_narrowing_well(monkeypatch):
     assert "the first from 3 starts" in r.strategy and "CMA-ES" in r.strategy
     again, _ = fitted(search=100)
     assert again.params == r.params and again.loss == r.loss
-
-
-def test_a_searched_fit_holds_a_measured_tilt_over_its_first_horizon(monkeypatch):
-    """A table tilt given a ``spread`` (the flights measured it) is drawn
-    within it and held at its draw over the first horizon, which fits the
-    rest (gravity, restitution; gravity's spread only draws it); the later
-    horizons free it."""
-    from simcore.identify import fit as F
-
-    monkeypatch.setattr(F, "SEARCH_STARTS", 3)
-    truth = {"gravity": 9.61, "tilt_x": 0.01, "e_bg": 0.4, "mu_k": 0.25, "mu_s": 0.3}
-    problem = _tumbling_cubes(truth, (0.3, 0.35, 0.4, 0.45), 0.6, 87, seed=5)
-    recs = []
-    r = F.fit(problem, params0=dict(truth, tilt_x=0.011, e_bg=0.6),
-              free=["gravity", "tilt_x", "e_bg"], horizons=(0.5, 1.0), secant=(0.01,),
-              callback=recs.append, search=30, spread={"tilt_x": 0.001, "gravity": 0.01})
-    first = [rec["theta"] for rec in recs if rec["horizon"] == 0.5]
-    held = {th["tilt_x"] for th in first}
-    assert 1 < len(held) <= 3 and all(0.010 <= t <= 0.012 for t in held)  # one draw per start
-    assert len({th["gravity"] for th in first}) > 3  # fitted meanwhile
-    assert len({th["e_bg"] for th in first}) > 3
-    assert r.params["tilt_x"] not in held

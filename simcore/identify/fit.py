@@ -192,10 +192,6 @@ STAGE_FTOL = 1e-6
 SEARCH_HORIZONS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1.0)
 #: The starts of a searched fit's first stage (its start and a Latin hypercube).
 SEARCH_STARTS = 48
-#: What a searched fit's first horizon holds at its draw when the caller
-#: measured it (``spread``): the table's tilt, which moves nothing but the
-#: contacts (:func:`_fit_searched`).
-SEARCH_HELD = ("tilt_x", "tilt_y")
 #: The CMA-ES search's first step, in each coefficient's standard error at
 #: the stage's end.
 SEARCH_SIGMA = 2.0
@@ -1017,9 +1013,8 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     """Horizon continuation searched at every stage (``search`` of
     :func:`fit`): the first horizon fitted from ``SEARCH_STARTS`` starts
     (``theta0`` and a Latin hypercube from ``global_seed`` within
-    ``spread`` of it, :func:`_drawn`; those of :data:`SEARCH_HELD` that
-    ``spread`` names held at their draws), the one whose answer has the least loss over the
-    next horizon kept; then at each
+    ``spread`` of it, :func:`_drawn`), the one whose answer has the least
+    loss over the next horizon kept; then at each
     horizon a local fit (the first ``secant`` step; at the whole span every
     step) and a CMA-ES search of at most ``search`` evaluations around its
     answer (:func:`_cma_search`), which moves it when it finds a lower
@@ -1034,13 +1029,6 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     single start ends in one off the truth on about one dataset in three,
     and its lowest well can lie off the truth (the noise of a few
     impacts), so its starts' answers are ranked by the next horizon's loss.
-    A table tilt that the flights measure it does not fit: the tilt moves
-    nothing but the contacts, the first horizon's few impacts place it
-    among several wells (on 24 tosses its fit moved a 0.5 deg tilt, the
-    flights' 0.49 +- 0.02, to 0.37 deg and 0.12 deg about the other axis,
-    a well no later stage left), while the flights read the table's plane
-    under the tosses' last samples.  Gravity and the centre of mass the
-    first horizon fits: its flights see them, at every sample.
     The stages minimise the plain loss (no robust scale: the search
     compares losses at different points).  Returns the last fit, its
     history, iterations and evaluations over every stage, and a
@@ -1056,12 +1044,11 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     runs, moved = [], 0
     rng = np.random.default_rng(global_seed)
     first = problem.truncated(horizons[0]) if horizons[0] < 1.0 else problem
-    held = tuple(n for n in spread or () if P.base(n) in SEARCH_HELD)
     points = [theta0] + [_drawn(theta0, free_idx, lay, u, spread)
                          for u in _hypercube(rng, SEARCH_STARTS - 1, len(free_idx))]
     for th in points:
         runs.append(_fit_one(first, th, free_idx, horizon=horizons[0], secant=steps[0],
-                             it0=it0 + sum(r.nit for r in runs), held=held,
+                             it0=it0 + sum(r.nit for r in runs),
                              **(stage if horizons[0] < 1.0 else kw)))
     # Ranked by the next horizon's loss, data their fits did not see: at the
     # first the noise of a few impacts can put a minimum off the truth
@@ -1374,13 +1361,11 @@ def _rate_iteration(w, method, grads, scen_hold, opt, adam, accepts):
     return STATUS_NOSTEP, trial
 
 
-def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr, warm_up=False,
-           held=()):
+def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr, warm_up=False):
     """The walk at a stage's start: the first evaluation (with the robust
     objective's scale fixed from it, so that the stage's objective is one
-    function).  Held: the free coefficients without signal, those named in
-    ``held`` and, in a ``warm_up`` stage, those it informs only weakly
-    (:data:`STAGE_WEAK`)."""
+    function).  Held: the free coefficients without signal and, in a
+    ``warm_up`` stage, those it informs only weakly (:data:`STAGE_WEAK`)."""
     k = problem.nuisance_size(nuisance)
     lay = problem.model.layout
     names = tuple(lay.names[q] for q in free_idx)
@@ -1396,7 +1381,7 @@ def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr, warm_
     if robust:
         cauchy_a = robust * max(float(np.median(ev.loss.per_scenario)), 1e-300)
         ev = _cauchy(ev, cauchy_a)
-    hold = [c for c, n in enumerate(names) if ev.signal[c] == 0 or n in held]
+    hold = [c for c in range(len(free_idx)) if ev.signal[c] == 0]
     if warm_up:
         rel = _relative_stderr(_ev_covariance(ev, len(free_idx), k, hold), theta, free_idx, lay)
         hold += [c for c in range(len(free_idx)) if c not in hold and not rel[c] <= STAGE_WEAK]
@@ -1406,14 +1391,13 @@ def _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr, warm_
 
 def _fit_one(problem, theta0, free_idx, *, method, nuisance, lr, lr_growth, precondition, ftol,
              gtol, patience, max_iter, fd_check, callback, horizon=1.0, it0=0, nuis0=None,
-             robust=0.0, step_sigma=0.0, secant=0.0, part="rollouts", held=()):
+             robust=0.0, step_sigma=0.0, secant=0.0, part="rollouts"):
     """One stage: iterations of ``method`` from ``theta0`` until a
     convergence test, ``max_iter`` or a failed iteration ends it; each
-    iteration's record is numbered ``it0`` on and names ``part``; the free
-    coefficients named in ``held`` stay where they start."""
+    iteration's record is numbered ``it0`` on and names ``part``."""
     try:
         w = _start(problem, theta0, free_idx, nuisance, nuis0, robust, secant, lr,
-                   warm_up=horizon < 1.0, held=held)
+                   warm_up=horizon < 1.0)
     except RuntimeError as exc:  # the engine failed a scenario at this start
         return _failed_start(problem, theta0, free_idx, method, nuis0, exc)
     if not np.isfinite(w.loss):
