@@ -513,7 +513,8 @@ def calibrate(dataset: str, config: dict | None = None, start: dict | None = Non
             overlay = overlay_paths(quote(loaded), result.params, cfg.overlays)
             over = side.submit(report.overlays_png, *overlay) if overlay else None
             scores, res = evaluate(quote(loaded), result.params, result.loss, baseline)
-            if noise is not None and report.beyond_noise(scores.get("train_rms_m"), noise):
+            if noise is not None and report.beyond_noise(scores.get("train_rms_m"), noise,
+                                                         cfg.gate_k):
                 # a residual above the noise (a declared model error, a fit
                 # the gate will refuse, or one beside the truth's narrow
                 # well): the intervals allow for it

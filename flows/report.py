@@ -126,17 +126,16 @@ ABOVE_NOISE = "above_noise"
 ABOVE_TRUTH = 1.5
 
 
-def beyond_noise(rms_m, noise_m):
-    """The training residual ``rms_m`` is unknown or over :data:`ABOVE_TRUTH`
-    times what the noise ``noise_m`` alone leaves at the truth: a misfit
-    moves each scenario's residuals together, and the plain errors, which
-    take them as independent, understate the real ones
+def beyond_noise(rms_m, noise_m, gate_k=np.inf):
+    """The training residual ``rms_m`` is unknown, over :data:`ABOVE_TRUTH`
+    times what the noise ``noise_m`` alone leaves at the truth, or over the
+    gate's ``gate_k`` times the noise: a misfit moves each scenario's
+    residuals together, and the plain errors, which take them as
+    independent, understate the real ones
     (:func:`simcore.identify.fit.widened`).  A chaotic toss's well around
-    the truth is narrower than a fit can place it: generated cube tosses
-    fitted for nine coefficients end at about twice the truth's rms, every
-    value within its target, under the gate of five times the noise, and
-    their plain intervals (0.001-0.01 % wide) cover none of them."""
-    return above(rms_m, ABOVE_TRUTH * np.sqrt(3.0) * noise_m)
+    the truth is narrower than a fit can place it, so a fit can end beside
+    it, under the gate, with plain intervals that miss the truth."""
+    return above(rms_m, min(ABOVE_TRUTH * np.sqrt(3.0), gate_k) * noise_m)
 
 
 def above(rms_m, limit_m):

@@ -169,3 +169,6 @@ def test_a_residual_twice_the_truths_is_beyond_the_noise_below_the_gate():
     assert not report.beyond_noise(1.5 * np.sqrt(3.0) * noise * 0.999, noise)
     assert report.beyond_noise(4.0 * noise, noise) and not report.above(4.0 * noise, 5 * noise)
     assert report.beyond_noise(None, noise) and report.beyond_noise(np.nan, noise)
+    # a gate tighter than that: a fit it refuses is beyond the noise too
+    assert report.beyond_noise(2.2 * noise, noise, gate_k=2.0)
+    assert not report.beyond_noise(2.2 * noise, noise)
