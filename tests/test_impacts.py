@@ -422,6 +422,40 @@ def test_the_square_drops_other_splits_hold_out_their_own_drops(monkeypatch):
     assert out["splits_mean_pos_cm"] == row["pos_cm"]
 
 
+def test_the_square_drops_cross_validation_predicts_every_drop_once(monkeypatch):
+    """``--folds 5``: each drop is held out by exactly one fold (fold 0 the
+    dataset's own test split), each fold's fit sees only the other folds'
+    drops, and the pooled figures, their ratio to the README model's on the
+    same drops and its projection onto the README's unseen drops agree with
+    the per-drop scores."""
+    from benchmarks import square_drops as B
+    from flows import settings
+
+    seen = []
+
+    def fit(whole, ntrain, cfg, params=None, ds=None):
+        seen.append((list(whole.ids[:ntrain]), list(whole.ids[ntrain:])))
+        return whole.model.layout.vector({"mu_k": 0.13, "e_bg": 0.19}), {}
+
+    monkeypatch.setattr(B, "fit_or_read", fit)
+    ds = D.read("datasets/fazeli-square")
+    cfg = settings.calibration("datasets/fazeli-square/calibrate.yaml")
+    out = B.cross_validated(ds, cfg, 5, resamples=200)
+    names = sorted(D.split(ds))
+    assert sorted(n for _, test in seen for n in test) == names
+    for train, test in seen:
+        assert sorted(train + test) == names and not set(train) & set(test)
+    assert seen[0][1] == sorted(n for n, v in D.split(ds).items() if v == "test")
+    rows = out["folds"]
+    assert sum(r["test_drops"] for r in rows) == len(names)
+    pooled = sum(r["pos_cm"] * r["test_drops"] for r in rows) / len(names)
+    assert out["cv_pos_cm"] == pytest.approx(pooled, rel=1e-12)
+    theirs = sum(r["readme_pos_cm"] * r["test_drops"] for r in rows) / len(names)
+    ratio, lo, hi = out["cv_ratio_pos_cm"]
+    assert ratio == pytest.approx(out["cv_pos_cm"] / theirs, rel=1e-12) and lo < ratio < hi
+    assert out["cv_projected_pos_cm"][0] == pytest.approx(ratio * 3.84, rel=1e-12)
+
+
 def test_the_square_drops_benchmark_scores_a_fit_that_frees_the_body(monkeypatch):
     """A calibration that frees one of the body's own coefficients
     (``inertia_scale``, held only when named) is fitted and scored in a

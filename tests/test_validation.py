@@ -227,6 +227,23 @@ def test_split_from_table_and_seeded(good):
     assert set(one.values()) <= {"train", "test"}
 
 
+def test_folds_partition_the_ids_and_the_first_is_the_held_out_share():
+    """Every id in exactly one of k folds, the same in any order; fold 0 is
+    ``held_out(ids, 1/k)``, so k = 5 reproduces the importers' test split."""
+    ids = [f"drop{i}" for i in range(400)]
+    for k in (2, 5, 7):
+        f = dataset.folds(ids, k, seed=3)
+        assert f.min() == 0 and f.max() == k - 1
+        assert np.array_equal(f == 0, dataset.held_out(ids, 1 / k, 3))
+        counts = np.bincount(f, minlength=k)
+        assert counts.sum() == len(ids) and counts.min() > 0.5 * len(ids) / k
+        rev = dataset.folds(ids[::-1], k, seed=3)[::-1]
+        assert np.array_equal(rev, f)
+    assert not np.array_equal(dataset.folds(ids, 5, seed=3), dataset.folds(ids, 5, seed=4))
+    with pytest.raises(ValueError, match="k = 1"):
+        dataset.folds(ids, 1)
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_round_trip_generate_write_read(tmp_path, fmt):
     """The engine arrays read back are the generator's own scenes, exactly."""

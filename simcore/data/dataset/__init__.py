@@ -48,13 +48,13 @@ from .scenarios import (
     series_index,
     time_offsets,
 )
-from .split import held_out, shards, split, stable_hash
+from .split import folds, held_out, shards, split, stable_hash
 from .tables import safe_yaml, write_table
 from .validate import read, validate, validate_stream
 
 __all__ = [
     "IDENTITY", "TABLES", "Dataset", "DatasetError", "Report", "Violation", "body_series",
     "final_states", "fitted_initial_states", "groups", "position_noise", "read", "safe_yaml",
-    "scatter_series", "scenarios", "series_index", "shards", "split", "stable_hash", "held_out",
+    "scatter_series", "scenarios", "series_index", "shards", "split", "stable_hash", "held_out", "folds",
     "time_offsets", "validate", "validate_stream", "write_table",
 ]

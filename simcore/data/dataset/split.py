@@ -58,3 +58,15 @@ def held_out(ids, share, seed=0):
     ``seed`` falls in the first ``share`` of its range (the same in any
     order, run and subset of the ids).  ``(len(ids),)`` bool."""
     return np.array([stable_hash(str(i), seed) / 2.0**64 < share for i in ids], bool)
+
+
+def folds(ids, k, seed=0):
+    """Which of ``k`` disjoint folds each of ``ids`` falls in: fold ``j``
+    holds those whose :func:`stable_hash` with ``seed`` lies in the ``j``-th
+    ``1/k`` of its range, so fold 0 is exactly ``held_out(ids, 1/k, seed)``
+    (the importers' test split at ``k = 5``) and every id is held out by
+    exactly one fold.  ``(len(ids),)`` int."""
+    if k < 2:
+        raise ValueError(f"folds: k = {k}: expected k >= 2")
+    u = np.array([stable_hash(str(i), seed) / 2.0**64 for i in ids])
+    return sum((u >= j / k).astype(int) for j in range(1, k))
