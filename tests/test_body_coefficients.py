@@ -387,6 +387,39 @@ def test_a_stage_search_leaves_a_well_for_a_lower_one_within_its_budget():
     assert F._cma_search(problem, result(9.61, 0.005), free, 400, 0, "none")[0] is None
 
 
+def test_a_stage_search_spans_the_previous_stages_errors():
+    """A stage's local fit pins its answer in a ripple of a shallow bowl:
+    its own standard errors are a sixth of the ripples' spacing, the bowl's
+    bottom eight spacings away.  Searched in those errors, the CMA-ES stays
+    in the ripple; given the previous (shorter) stage's errors, a spacing
+    wide, it moves toward the bottom, within 2.5 spacings of it, on every
+    seed (the previous stage's data put the truth within its errors)."""
+    from types import SimpleNamespace
+
+    from simcore.identify import fit as F
+
+    lay = P.Layout.build(names=["gravity", "com_z"])
+    free = [lay.index("gravity"), lay.index("com_z")]
+
+    def loss_only(theta, kind="none", nuis=None):
+        u = (theta[free[0]] - 9.61) / 0.01
+        v = (theta[free[1]] - 0.005) / 0.001
+        return 0.1 * (u * u + v * v) + 2.0 * (2.0 - np.cos(2 * np.pi * u) - np.cos(2 * np.pi * v))
+
+    problem = SimpleNamespace(model=SimpleNamespace(layout=lay), loss_only=loss_only)
+    th = lay.vector({"gravity": 9.61 + 0.08, "com_z": 0.005 - 0.008})
+    r = SimpleNamespace(params=lay.as_dict(th), stderr={"gravity": 0.01 / 6, "com_z": 0.001 / 6},
+                        loss=loss_only(th), nuisance=None)
+    before = {"gravity": 0.01, "com_z": 0.001}
+    for seed in range(5):
+        pinned, _ = F._cma_search(problem, r, free, 400, seed, "none")
+        unit = np.array([0.01, 0.001])
+        assert pinned is None or (np.abs(pinned[free] - th[free]) < 0.2 * unit).all()
+        moved, _ = F._cma_search(problem, r, free, 400, seed, "none", before)
+        u, v = (moved[free] - [9.61, 0.005]) / unit
+        assert np.hypot(u, v) < 2.5 and loss_only(moved) < 0.5 * r.loss
+
+
 def test_a_searched_fit_keeps_gravity_in_the_truths_narrowing_well(monkeypatch):
     """Four cubes dropped tumbling onto a table, recorded falling at 9.61
     with 1 mm noise, fitted for gravity and restitution from 9.81 and 0.6

@@ -1017,8 +1017,9 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     loss over the next horizon kept; then at each
     horizon a local fit (the first ``secant`` step; at the whole span every
     step) and a CMA-ES search of at most ``search`` evaluations around its
-    answer (:func:`_cma_search`), which moves it when it finds a lower
-    loss; a last local fit from there gives the result.
+    answer (:func:`_cma_search`, over the wider of this stage's and the
+    previous stage's standard errors), which moves it when it finds a
+    lower loss; a last local fit from there gives the result.
 
     Why: a tumbling body's rollout loss is a funnel strewn with wells, and
     the well around the truth narrows as the horizon grows, faster than a
@@ -1064,6 +1065,7 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     r = best
     for k, h in enumerate(horizons):
         part = problem.truncated(h) if h < 1.0 else problem
+        before = r.stderr
         for step in (steps if h == 1.0 else steps[:1]) if k else ():
             nxt = _fit_one(part, lay.vector(r.params), free_idx, horizon=h, secant=step,
                            it0=it0 + nit, nuis0=r.nuisance, **(kw if h == 1.0 else stage))
@@ -1072,7 +1074,7 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
                 r = nxt
         searched = part if whole is problem else whole.truncated(h)
         theta, cost = _cma_search(searched, r, free_idx, search, global_seed + k,
-                                  kw["nuisance"])
+                                  kw["nuisance"], before if k else None)
         nfev += cost
         if theta is not None:
             moved += 1
@@ -1087,21 +1089,30 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
     return r
 
 
-def _cma_search(problem, r, free_idx, evals, seed, nuisance):
+def _cma_search(problem, r, free_idx, evals, seed, nuisance, before=None):
     """A CMA-ES search (Hansen's ``cma``) of ``problem``'s loss around the
     fit ``r``'s estimate: over the free coefficients with a finite standard
-    error (at least two), in units of those errors, from a step of
+    error (at least two), in units of those errors (or of ``before``'s, the
+    previous stage's, where they are wider), from a step of
     ``SEARCH_SIGMA``, at most ``evals`` evaluations (the nuisance held at
-    ``r``'s).  CMA-ES ranks its samples by their loss alone, so the
-    micrometre ripples and the creases of a chaotic loss do not stall it as
-    they stall a local fit, and its sampling adapts to the wells'
-    correlated shape.  Returns ``(the best point, or None when it is not
-    lower than r's loss, evaluations)``."""
+    ``r``'s).  The previous stage's errors because its data put the truth
+    within them, while this stage's, from its local fit, measure only the
+    width of the well that fit stopped in: a horizon's data narrow the
+    truth's well faster than they narrow where it can be, so searched in
+    its own errors a stage that stopped a well off stays there.  CMA-ES
+    ranks its samples by their loss alone, so the micrometre ripples and
+    the creases of a chaotic loss do not stall it as they stall a local
+    fit, and its sampling adapts to the wells' correlated shape.  Returns
+    ``(the best point, or None when it is not lower than r's loss,
+    evaluations)``."""
     import cma  # noqa: PLC0415 (only a searched fit needs it)
 
     lay = problem.model.layout
     theta = lay.vector(r.params)
     se = np.array([r.stderr.get(lay.names[q], np.nan) for q in free_idx], dtype=np.float64)
+    if before:
+        wide = np.array([before.get(lay.names[q], np.nan) for q in free_idx], dtype=np.float64)
+        se = np.where(np.isfinite(wide) & (wide > se), wide, se)
     move = np.flatnonzero(np.isfinite(se) & (se > 0))
     if move.size < 2 or evals < 1 or not np.isfinite(r.loss):
         return None, 0
