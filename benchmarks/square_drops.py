@@ -274,20 +274,18 @@ def cross_validated(ds, cfg, k, seed=0, resamples=2000):
         theirs.append(readme)
         rows.append({"fold": j, "test_drops": len(test_ids), **summary(mine),
                      **summary(readme, "readme_"),
-                     **{k_: v for k_, v in fitted.items() if k_.startswith("fitted_")}})
+                     **{n: v for n, v in fitted.items() if n.startswith("fitted_")}})
     ours, theirs = ({m: np.concatenate([s[m] for s in x]) for m in ("pos", "angle", "rest")}
                     for x in (ours, theirs))
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(names), (resamples, len(names)))
     out = {"folds": rows, **summary(ours, "cv_"), **summary(theirs, "cv_readme_")}
-    readme = {"pos": "mujoco_identified_pos_cm", "angle": "mujoco_identified_angle_deg",
-              "rest": "mujoco_identified_rest_cm"}
-    unit = {"pos": "pos_cm", "angle": "angle_deg", "rest": "rest_cm"}
-    for m, key in readme.items():
+    for m, unit in (("pos", "pos_cm"), ("angle", "angle_deg"), ("rest", "rest_cm")):
         ratio = ours[m].mean() / theirs[m].mean()
         lo, hi = np.quantile(ours[m][draws].mean(1) / theirs[m][draws].mean(1), [0.05, 0.95])
-        out[f"cv_ratio_{unit[m]}"] = [float(ratio), float(lo), float(hi)]
-        out[f"cv_projected_{unit[m]}"] = [float(x * MUJOCO[key]) for x in (ratio, lo, hi)]
+        out[f"cv_ratio_{unit}"] = [float(ratio), float(lo), float(hi)]
+        out[f"cv_projected_{unit}"] = [float(x * MUJOCO[f"mujoco_identified_{unit}"])
+                                       for x in (ratio, lo, hi)]
     out["cv_drops_ours_better_pos"] = float(np.mean(ours["pos"] < theirs["pos"]))
     return out
 

@@ -193,7 +193,7 @@ SEARCH_HORIZONS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1
 #: The starts of a searched fit's first stage (its start and a Latin hypercube).
 SEARCH_STARTS = 48
 #: The CMA-ES search's first step, in each coefficient's standard error at
-#: the stage's end.
+#: the stage's end or at the previous stage's, the wider.
 SEARCH_SIGMA = 2.0
 #: The evaluations of each stage's search when a config asks for one.
 SEARCH_EVALS = 1000

@@ -55,6 +55,6 @@ from .validate import read, validate, validate_stream
 __all__ = [
     "IDENTITY", "TABLES", "Dataset", "DatasetError", "Report", "Violation", "body_series",
     "final_states", "fitted_initial_states", "groups", "position_noise", "read", "safe_yaml",
-    "scatter_series", "scenarios", "series_index", "shards", "split", "stable_hash", "held_out", "folds",
-    "time_offsets", "validate", "validate_stream", "write_table",
+    "scatter_series", "scenarios", "series_index", "shards", "split", "stable_hash", "held_out",
+    "folds", "time_offsets", "validate", "validate_stream", "write_table",
 ]
