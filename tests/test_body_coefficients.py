@@ -411,9 +411,9 @@ def test_a_stage_search_spans_the_previous_stages_errors():
     r = SimpleNamespace(params=lay.as_dict(th), stderr={"gravity": 0.01 / 6, "com_z": 0.001 / 6},
                         loss=loss_only(th), nuisance=None)
     before = {"gravity": 0.01, "com_z": 0.001}
+    unit = np.array([0.01, 0.001])
     for seed in range(5):
         pinned, _ = F._cma_search(problem, r, free, 400, seed, "none")
-        unit = np.array([0.01, 0.001])
         assert pinned is None or (np.abs(pinned[free] - th[free]) < 0.2 * unit).all()
         moved, _ = F._cma_search(problem, r, free, 400, seed, "none", before)
         u, v = (moved[free] - [9.61, 0.005]) / unit
