@@ -1074,7 +1074,7 @@ def _fit_searched(problem, theta0, free_idx, horizons, secant, search, global_se
                 r = nxt
         searched = part if whole is problem else whole.truncated(h)
         theta, cost = _cma_search(searched, r, free_idx, search, global_seed + k,
-                                  kw["nuisance"], before if k else None)
+                                  kw["nuisance"], before)
         nfev += cost
         if theta is not None:
             moved += 1
