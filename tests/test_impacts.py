@@ -456,6 +456,33 @@ def test_the_square_drops_cross_validation_predicts_every_drop_once(monkeypatch)
     assert out["cv_projected_pos_cm"][0] == pytest.approx(ratio * 3.84, rel=1e-12)
 
 
+def test_the_square_drops_cross_validation_reuses_a_fold_already_fitted(monkeypatch):
+    """``known`` (the run's own split, fitted before the folds): that fold
+    is scored from the given fit, not fitted again; the others are."""
+    from benchmarks import square_drops as B
+    from flows import settings
+
+    fits = []
+
+    def fit(whole, ntrain, cfg, params=None, ds=None):
+        fits.append(list(whole.ids[ntrain:]))
+        return whole.model.layout.vector({"mu_k": 0.13, "e_bg": 0.19}), {"fitted_mu_k": 0.13}
+
+    monkeypatch.setattr(B, "fit_or_read", fit)
+    ds = D.read("datasets/fazeli-square")
+    cfg = settings.calibration("datasets/fazeli-square/calibrate.yaml")
+    split = D.split(ds)
+    train = sorted(n for n, v in split.items() if v == "train")
+    test_ids = sorted(n for n, v in split.items() if v == "test")
+    _, test, _, fitted, mine = B._fitted(ds, cfg, train, test_ids)
+    mine = {m: v * 2.0 for m, v in mine.items()}  # told apart from a refit's
+    fits.clear()
+    out = B.cross_validated(ds, cfg, 5, resamples=50,
+                            known={tuple(test_ids): (test, fitted, mine)})
+    assert len(fits) == 4 and test_ids not in fits
+    assert out["folds"][0]["pos_cm"] == pytest.approx(B.summary(mine)["pos_cm"], rel=1e-12)
+
+
 def test_the_square_drops_benchmark_scores_a_fit_that_frees_the_body(monkeypatch):
     """A calibration that frees one of the body's own coefficients
     (``inertia_scale``, held only when named) is fitted and scored in a
