@@ -594,6 +594,7 @@ def _run_params(loaded, cfg, start, free, n_shards):
                 "max_iter": cfg.max_iter,
                 "starts": cfg.starts, "nuisance": cfg.nuisance, "horizons": cfg.horizons,
                 "robust": cfg.robust, "secant": cfg.secant, "strategy": cfg.strategy,
+                **({"scan": cfg.scan} if cfg.scan else {}),
                 "integrator": BY_CODE[loaded.train.model.integrator].name,
                 "segment_s": cfg.segment_s, "weights": loaded.train.weights, "shards": n_shards,
                 "task_runner": cfg.task_runner, "dataset": loaded.ds.name,

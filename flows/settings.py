@@ -189,6 +189,9 @@ class CalibrationConfig(BaseModel):
                                       "at least one coefficient (without the key: every "
                                       "one the dataset does not fix)")] = None
     start: dict = Field(default_factory=dict)  # initial values (else dataset params, defaults)
+    # a grid of starts for coefficients known to their order of magnitude:
+    # {name: [values]}, checked with the rollouts' other candidate starts
+    scan: dict = Field(default_factory=dict)
     method: Annotated[StrictStr, _want(lambda v: v in F.METHODS,
                                        f"one of {list(F.METHODS)}")] = "lm"
     lr: Annotated[Number | None, _want(lambda v: v is None or (math.isfinite(v) and v > 0),
@@ -259,7 +262,8 @@ class CalibrationConfig(BaseModel):
                     nuisance=self.nuisance, horizons=tuple(self.horizons),
                     robust=self.robust, secant=tuple(self.secant),
                     segments=self.segment_s if self.strategy == "segments" else 0.0,
-                    search=F.SEARCH_EVALS if self.strategy == "search" else 0)
+                    search=F.SEARCH_EVALS if self.strategy == "search" else 0,
+                    scan=self.scan)
 
     def chosen(self, problem):
         """This config with ``strategy: auto`` decided from the data, as the
@@ -364,6 +368,10 @@ def calibration(path=None, **overrides):
         if not (math.isfinite(v) and lo <= v <= hi):
             raise ValueError(f"{where}: start: {n} = {v!r}: expected {lo} <= {P.base(n)} "
                              f"<= {hi}")
+    try:  # the names against the free ones again when the dataset is read
+        F.check_scan(cfg.scan, set(cfg.fit) if cfg.fit else set(cfg.scan))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     try:
         L.check_weights(cfg.weights)
     except ValueError as exc:
@@ -383,13 +391,14 @@ def check_against(cfg, ds, where):
     values make a valid vector (``mu_s >= mu_k``), the integrator runs the
     dataset's shapes and laws, the nuisance fits the model.  Raises
     ``ValueError`` naming ``where`` and the key."""
-    names = [*(cfg.fit or []), *cfg.start]
+    names = [*(cfg.fit or []), *cfg.start, *cfg.scan]
     try:
         layout = ds.layout(names)  # with the per-material and held-only-when-named ones
         for n in names:
             layout.index(n)
     except ValueError as exc:
-        key = "fit" if cfg.fit and any(n in str(exc) for n in cfg.fit) else "start"
+        key = "fit" if cfg.fit and any(n in str(exc) for n in cfg.fit) else \
+            "scan" if any(n in str(exc) for n in cfg.scan) else "start"
         raise ValueError(f"{where}: {key}: {exc}") from None
     try:
         layout.vector({**ds.fixed_params, **cfg.start})

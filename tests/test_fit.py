@@ -1,5 +1,6 @@
 """Identification: recovery of known coefficients, optimisers, reports, failures."""
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -348,6 +349,58 @@ def test_multi_start_returns_the_best_and_the_spread(table):
     assert set(r.spread) == {"mu_k", "e_bw", "agree"} and r.spread["agree"] >= 2
     again = F.fit(table, free=["mu_k", "e_bw"], starts=3, seed=1, max_iter=40)
     assert [s.params for s in again.starts] == [s.params for s in r.starts]
+
+
+def test_a_scan_grid_puts_every_combination_in_place_and_projects_it():
+    """Every combination of the scan's values, in their places, the rest of
+    the start kept; a static friction below the kinetic one rises to it."""
+    lay = P.Layout.build(laws={"body_ground": "hunt_crossley"})
+    theta = lay.vector({"mu_k": 0.15, "mu_s": 0.3, "e_bg": 0.2})
+    grid = F._scanned(theta, lay, {"k_hc": (1e6, 1e7), "mu_s": (0.1, 0.2, 0.3)})
+    got = sorted((g[lay.index("k_hc")], g[lay.index("mu_s")]) for g in grid)
+    assert got == [(1e6, 0.15), (1e6, 0.2), (1e6, 0.3), (1e7, 0.15), (1e7, 0.2), (1e7, 0.3)]
+    for g in grid:
+        assert g[lay.index("mu_k")] == 0.15 and g[lay.index("e_bg")] == 0.2
+
+
+@pytest.mark.parametrize("scan, says", [
+    ({"e_bw": [0.5]}, "scan 'e_bw': not a free coefficient"),
+    ({"mu_k": []}, "scan 'mu_k': []: expected a list of finite numbers within [0.0, inf]"),
+    ({"mu_k": [0.1, -1.0]}, "within [0.0, inf]"),
+    ({"mu_k": [0.1, "x"]}, "expected a list of finite numbers"),
+    ({"mu_k": list(np.linspace(0.1, 0.5, 201))}, "scan: 201 points; at most 200"),
+    ({"mu_x": [0.1]}, "unknown coefficient 'mu_x'"),
+])
+def test_a_bad_scan_is_refused_naming_the_entry(table, scan, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        F.fit(table, free=["mu_k"], scan=scan, max_iter=1)
+
+
+def test_a_scan_runs_the_rollouts_again_from_a_grid_point_of_lower_loss(table, monkeypatch):
+    """A fit stopped short (one iteration from mu_k 0.6, truth 0.19) is
+    checked against its scan grid at its answer: the rollouts run again
+    from the grid point of least loss (0.19 of 0.05, 0.19, 0.4) and the
+    lower loss is kept, the strategy line saying so; an answer that no grid
+    point beats is kept without another run."""
+    continued, begun = F._fit_continued, []
+
+    def spy(problem, theta0, *a, **k):
+        begun.append(theta0.copy())
+        return continued(problem, theta0, *a, **k)
+
+    monkeypatch.setattr(F, "_fit_continued", spy)
+    lay = table.with_coefficients(["mu_k", "mu_s"]).model.layout
+    kw = dict(free=["mu_k"], max_iter=1, horizons=(1.0,))
+    short = F.fit(table, params0={"mu_k": 0.6, "mu_s": 0.7}, **kw)
+    begun.clear()
+    r = F.fit(table, params0={"mu_k": 0.6, "mu_s": 0.7}, scan={"mu_k": [0.05, 0.19, 0.4]}, **kw)
+    assert len(begun) == 2 and begun[1][lay.index("mu_k")] == 0.19
+    assert r.loss < short.loss and abs(r.params["mu_k"] - 0.19) < abs(short.params["mu_k"] - 0.19)
+    assert ", 3 scanned on" in r.strategy and "(moved it to a scanned point)" in r.strategy
+    assert "the rollouts again from there ended at" in r.strategy and ": kept" in r.strategy
+    begun.clear()
+    r = F.fit(table, params0={"mu_k": 0.19, "mu_s": 0.7}, scan={"mu_k": [0.05, 0.4]}, **kw)
+    assert len(begun) == 1 and "(kept the rollouts' answer)" in r.strategy
 
 
 def test_multi_start_numbers_every_start_on_from_the_last(table):

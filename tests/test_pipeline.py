@@ -448,6 +448,18 @@ def test_calibrate_against_a_real_tracking_server(mlflow_server):
     assert alias["model_version"]["version"] == "1"
 
 
+def test_a_scan_in_the_config_reaches_the_fit_and_the_run(store):
+    """A config's ``scan`` is the fit's (its strategy line says what the
+    scan did) and a parameter of the run."""
+    track, c, exp = store
+    doc = pipeline.calibrate(TABLE, config=dict(PARTIAL, scan={"e_bw": [0.2, 0.9]},
+                                                model_key="scanned"))
+    assert "then a scan: the rollouts' start checked against those points, 2 scanned" \
+        in doc["strategy"]
+    run = c.get_run(doc["mlflow_run_id"])
+    assert json.loads(run.data.params["scan"]) == {"e_bw": [0.2, 0.9]}
+
+
 def test_multi_start_logs_nested_runs(store, capsys):
     track, c, exp = store
     doc = pipeline.calibrate(TABLE, config=dict(PARTIAL, starts=2))

@@ -404,8 +404,8 @@ def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, 
     phase, continued = F._rollout_phase, F._fit_continued
     other = lay.vector({"mu_s": 0.45, "mu_k": 0.45, "e_bg": 0.6})
 
-    def two(problem, start, points, local=(), answer=""):
-        starts, said = phase(problem, start, points, local, answer)
+    def two(problem, start, points, local=(), answer="", scanned=0):
+        starts, said = phase(problem, start, points, local, answer, scanned)
         return ([other, starts[0]] if far_first else [starts[0], other]), said
 
     ends = []
@@ -432,6 +432,48 @@ def test_a_segmented_fit_runs_the_rollouts_from_both_starts_it_is_given(tosses, 
     assert r.loss == min(first, second) and first != second
     assert "the rollouts from both ended at losses" in r.strategy
     assert ("the first kept" if first <= second else "the second kept") in r.strategy
+
+
+def test_a_segmented_fit_checks_its_scan_at_the_rollouts_answer(tosses, monkeypatch):
+    """The scan's grid is the rollouts' answer with every combination of
+    the scan's values (the rest of the answer kept), checked after the
+    segments' and rollouts' stages; from a point of lower loss the rollouts
+    run again and the lower loss is kept; the strategy line says so."""
+    prob = Problem.from_dataset(tosses[1.0])
+    lay = prob.with_coefficients(["mu_k", "e_bg"]).model.layout
+    phase, continued, seen, begun = F._rollout_phase, F._fit_continued, [], []
+
+    def spy(problem, start, points, local=(), answer="", scanned=0):
+        seen.append(dict(start=start.copy(), points=[p.copy() for p in points],
+                         scanned=scanned, answer=answer))
+        return phase(problem, start, points, local, answer, scanned)
+
+    def runs(problem, theta0, *a, **k):
+        r = continued(problem, theta0, *a, **k)
+        begun.append((theta0.copy(), r.loss))
+        return r
+
+    monkeypatch.setattr(F, "_rollout_phase", spy)
+    monkeypatch.setattr(F, "_fit_continued", runs)
+    r = F.fit(prob, free=["mu_k", "e_bg"], segments=F.SEGMENT_S, secant=[0.01],
+              step_sigma=0.0, max_iter=2, scan={"e_bg": [0.1, 0.9], "mu_k": [0.25]})
+    assert [x["scanned"] for x in seen] == [0, 2]  # the segments' check, then the scan
+    last = seen[-1]
+    assert last["answer"] == "the rollouts' answer" and len(last["points"]) == 2
+    mu_k, e_bg = lay.index("mu_k"), lay.index("e_bg")
+    assert [(g[mu_k], g[e_bg]) for g in last["points"]] == [(0.25, 0.1), (0.25, 0.9)]
+    for g in last["points"]:
+        rest = np.ones(len(g), bool)
+        rest[[mu_k, e_bg]] = False
+        assert np.array_equal(g[rest], last["start"][rest])
+    assert "then a scan: the rollouts' start checked against those points, 2 scanned" \
+        in r.strategy
+    if "moved it to a scanned point" in r.strategy:  # the rollouts ran again from it
+        theta, loss = begun[-1]
+        assert any(np.array_equal(theta, g) for g in last["points"])
+        assert r.loss == min(loss, begun[-2][1])
+    else:
+        assert "kept the rollouts' answer" in r.strategy
 
 
 def _yardstick(ratios):
@@ -490,9 +532,8 @@ def test_starts_go_on_past_the_first_four_while_the_best_is_near_the_limit(
         return SimpleNamespace(loss=ratios[min(len(runs), len(ratios)) - 1],
                                params=lay.as_dict(theta), strategy="", nit=1)
 
-    monkeypatch.setattr(F, "_fit_segments_first", one)
     enough, _ = _yardstick(ratios)
-    r = F._until_enough(prob, lay.vector(), free_idx, 0, {}, enough)
+    r = F._until_enough(one, prob, lay.vector(), free_idx, 0, {}, enough)
     assert len(runs) == count and len(r.starts) == (count if count > 1 else 0)
     assert r.loss == min(ratios[:count])  # the best start
     if count > 1:
