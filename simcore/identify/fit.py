@@ -629,7 +629,7 @@ def _fit_then_scan(problem, theta0, free_idx, scan, inner, it0=0, **kw):
     best.nit = nit
     best.nfev += len(grid) + 1 + sum(x.nfev for x in runs if x is not best)
     ended = "" if len(runs) == 1 else (
-        f"; the rollouts again from there ended at {runs[-1].loss:.4g} against "
+        f"; the rollouts again from there ended at {min(x.loss for x in runs[1:]):.4g} against "
         f"{r.loss:.4g}: {'kept' if best is not r else 'not kept'}")
     best.strategy = f"{best.strategy}; then a scan: {checked}{ended}"
     return best
