@@ -443,7 +443,7 @@ def _free_and_start(loaded, cfg, start, baseline=None):
     fixed = loaded.ds.fixed_params
     free = cfg.fit or [n for n in loaded.train.model.layout.coefficients if n not in fixed]
     values = start_values(fixed, free, start, cfg.start)
-    names = [*free, *values, *(baseline or {})]
+    names = [*free, *values, *cfg.scan, *(baseline or {})]
     loaded = replace(loaded, train=loaded.train.with_coefficients(names),
                      test=loaded.test.with_coefficients(names) if loaded.test is not None
                      else None)

@@ -189,8 +189,9 @@ class CalibrationConfig(BaseModel):
                                       "at least one coefficient (without the key: every "
                                       "one the dataset does not fix)")] = None
     start: dict = Field(default_factory=dict)  # initial values (else dataset params, defaults)
-    # a grid of starts for coefficients known to their order of magnitude:
-    # {name: [values]}, checked with the rollouts' other candidate starts
+    # a grid checked at the fit's answer for coefficients known to their
+    # order of magnitude: {name: [values]}; a scanned name that is not free
+    # is a model chosen by the training loss
     scan: dict = Field(default_factory=dict)
     method: Annotated[StrictStr, _want(lambda v: v in F.METHODS,
                                        f"one of {list(F.METHODS)}")] = "lm"
@@ -368,8 +369,8 @@ def calibration(path=None, **overrides):
         if not (math.isfinite(v) and lo <= v <= hi):
             raise ValueError(f"{where}: start: {n} = {v!r}: expected {lo} <= {P.base(n)} "
                              f"<= {hi}")
-    try:  # the names against the free ones again when the dataset is read
-        F.check_scan(cfg.scan, set(cfg.fit) if cfg.fit else set(cfg.scan))
+    try:  # the names against the dataset's model when it is read (check_against)
+        F.check_scan(cfg.scan)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     try:

@@ -61,7 +61,7 @@ BAD = [
     ("fit: mu_k\n", "fit = 'mu_k': expected list"),
     ("gate_flor_m: 0.02\n", "unknown key(s) ['gate_flor_m'] (did you mean 'gate_floor_m'?)"),
     ("fit: [mu_kk]\n", "unknown coefficient 'mu_kk' (did you mean 'mu_k'"),
-    ("fit: [mu_k]\nscan: {e_bw: [0.5]}\n", "scan 'e_bw': not a free coefficient"),
+    ("scan: {k_hc: [1.0e+7]}\n", "scan: parameter 'k_hc': k_hc is read by the contact law"),
     ("scan: {mu_k: [0.1, slow]}\n", "scan 'mu_k': [0.1, 'slow']: expected a list of finite"),
     ("scan: {mu_k: 0.1}\n", "scan 'mu_k': 0.1: expected a list"),
     ("scan: [mu_k]\n", "scan = ['mu_k']: expected dict"),

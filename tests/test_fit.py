@@ -364,7 +364,7 @@ def test_a_scan_grid_puts_every_combination_in_place_and_projects_it():
 
 
 @pytest.mark.parametrize("scan, says", [
-    ({"e_bw": [0.5]}, "scan 'e_bw': not a free coefficient"),
+    ({"k_hc": [1e7]}, "k_hc is read by the contact law 'hunt_crossley', which this model"),
     ({"mu_k": []}, "scan 'mu_k': []: expected a list of finite numbers within [0.0, inf]"),
     ({"mu_k": [0.1, -1.0]}, "within [0.0, inf]"),
     ({"mu_k": [0.1, "x"]}, "expected a list of finite numbers"),
@@ -401,6 +401,20 @@ def test_a_scan_runs_the_rollouts_again_from_a_grid_point_of_lower_loss(table, m
     begun.clear()
     r = F.fit(table, params0={"mu_k": 0.19, "mu_s": 0.7}, scan={"mu_k": [0.05, 0.4]}, **kw)
     assert len(begun) == 1 and "(kept the rollouts' answer)" in r.strategy
+
+
+def test_a_scanned_coefficient_that_is_not_free_is_a_model_chosen_by_the_loss(table):
+    """``e_bw`` held at 0.4 (the truth 0.7) and scanned over 0.4, 0.7, 0.95
+    while ``mu_k`` is fitted: the grid point of least loss at the answer is
+    the truth's, the rollouts fit ``mu_k`` again with ``e_bw`` held there,
+    and the result carries it (not free: no interval), its loss lower than
+    the fit's at 0.4."""
+    kw = dict(params0={"e_bw": 0.4}, free=["mu_k"], max_iter=20)
+    held = F.fit(table, **kw)
+    r = F.fit(table, scan={"e_bw": [0.4, 0.7, 0.95]}, **kw)
+    assert r.params["e_bw"] == 0.7 and list(r.free) == ["mu_k"] and "e_bw" not in r.stderr
+    assert r.loss < held.loss and "(moved it to a scanned point)" in r.strategy
+    assert abs(r.params["mu_k"] - 0.19) < abs(held.params["mu_k"] - 0.19)
 
 
 def test_multi_start_numbers_every_start_on_from_the_last(table):

@@ -506,11 +506,10 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     holds wells far from the truth that one start cannot tell from it (flat
     boxes tossed high and slow can end 10 % off from one start, ten times
     the noise).
-    ``scan`` (``{name: values}``, free coefficients): a grid checked at the
-    fit's answer, every combination of the values in the coefficients'
-    places, the rollouts run again from a point of lower loss
-    (:func:`_fit_then_scan`), for coefficients known only to their order
-    of magnitude, whose wells a local fit does not cross.
+    ``scan`` (``{name: values}``): a grid checked at the fit's answer, the
+    rollouts run again from a point of lower loss (:func:`_fit_then_scan`),
+    for coefficients known only to their order of magnitude, whose wells a
+    local fit does not cross (one not free: a model chosen by the loss).
 
     Learning rate ``lr`` (gd, adam; default 0.5 and 3e-3): with
     ``precondition`` (gd): ``True`` or ``"gauss-newton"`` (default), the step
@@ -532,11 +531,11 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
                          "True (gauss-newton) or False")
     horizons = check_horizons(horizons)
     secant = check_secant(secant)
-    problem = problem.with_coefficients([*(free or ()), *(params0 or {})])
+    scan = check_scan(scan)
+    problem = problem.with_coefficients([*(free or ()), *(params0 or {}), *scan])
     lay = problem.model.layout
     free_idx = _free_indices(free, lay)
     theta0 = lay.vector(params0 or {})
-    scan = check_scan(scan, {lay.names[q] for q in free_idx})
     kw = dict(method=method, nuisance=nuisance, lr=lr, lr_growth=lr_growth,
               precondition=precondition, ftol=ftol,
               gtol=gtol, patience=patience, max_iter=max_iter, fd_check=fd_check,
@@ -558,17 +557,15 @@ def fit(problem, params0=None, free=None, *, method="lm", nuisance="none", lr=No
     return _explored(problem, r, free_idx) if secant and np.isfinite(r.loss) else r
 
 
-def check_scan(scan, free):
+def check_scan(scan):
     """``scan`` as ``{name: tuple of floats}``, or ``ValueError`` naming the
-    entry: coefficients among the names ``free``, lists of finite numbers
-    within their bounds, at most :data:`MAX_SCAN` points."""
+    entry: coefficient names, lists of finite numbers within their bounds,
+    at most :data:`MAX_SCAN` points."""
     out = {}
     if not isinstance(scan or {}, dict):
         raise ValueError(f"scan {scan!r}: expected a mapping of coefficients to lists of values")
     for name, values in (scan or {}).items():
         P.parse(name)  # an unknown name: a ValueError that says so
-        if name not in free:
-            raise ValueError(f"scan {name!r}: not a free coefficient (free: {sorted(free)})")
         lo, hi = P.BOUNDS[P.base(name)]
         bad = not isinstance(values, (list, tuple)) or any(
             isinstance(x, bool) or not isinstance(x, (int, float)) for x in values)
@@ -606,7 +603,10 @@ def _fit_then_scan(problem, theta0, free_idx, scan, inner, it0=0, **kw):
     are then the data's, and a scanned value's well shows (the real square
     drops: at the five-coefficient fit's answer, k_hc 3e6 against its
     1.1e8 and no static friction surplus lower the training loss 12 %; at
-    the segments' answer no grid point beat it)."""
+    the segments' answer no grid point beat it).  A scanned coefficient
+    that is not free stays at its grid value in the second run: a discrete
+    choice of model by the training loss, with the free ones fitted to it
+    (the fit's intervals are the free ones', given that choice)."""
     r = inner(problem, theta0, free_idx, it0=it0, **kw)
     if not np.isfinite(r.loss):
         return r
