@@ -445,7 +445,7 @@ def test_a_segmented_fit_checks_its_scan_at_the_rollouts_answer(tosses, monkeypa
 
     def spy(problem, start, points, local=(), answer="", scanned=0):
         seen.append(dict(start=start.copy(), points=[p.copy() for p in points],
-                         scanned=scanned, answer=answer))
+                         scanned=scanned, answer=answer, runs_before=len(begun)))
         return phase(problem, start, points, local, answer, scanned)
 
     def runs(problem, theta0, *a, **k):
@@ -468,12 +468,10 @@ def test_a_segmented_fit_checks_its_scan_at_the_rollouts_answer(tosses, monkeypa
         assert np.array_equal(g[rest], last["start"][rest])
     assert "then a scan: the rollouts' start checked against those points, 2 scanned" \
         in r.strategy
-    if "moved it to a scanned point" in r.strategy:  # the rollouts ran again from it
-        theta, loss = begun[-1]
-        assert any(np.array_equal(theta, g) for g in last["points"])
-        assert r.loss == min(loss, begun[-2][1])
-    else:
-        assert "kept the rollouts' answer" in r.strategy
+    # both grid points are far from the truth's e_bg (0.45): the answer is kept
+    # and the rollouts are not run again
+    assert "kept the rollouts' answer" in r.strategy
+    assert len(begun) == last["runs_before"]
 
 
 def _yardstick(ratios):

@@ -570,8 +570,7 @@ def check_scan(scan):
         bad = not isinstance(values, (list, tuple)) or any(
             isinstance(x, bool) or not isinstance(x, (int, float)) for x in values)
         v = np.zeros(0) if bad else np.asarray(values, dtype=np.float64)
-        if v.size == 0 or v.ndim != 1 or not np.all(np.isfinite(v)) or np.any(v < lo) \
-                or np.any(v > hi):
+        if v.size == 0 or not np.all(np.isfinite(v)) or np.any(v < lo) or np.any(v > hi):
             raise ValueError(f"scan {name!r}: {values!r}: expected a list of finite numbers "
                              f"within [{lo}, {hi}]")
         out[name] = tuple(float(x) for x in v)
