@@ -760,17 +760,50 @@ def test_the_rollouts_check_scores_its_finalists_on_every_rollout():
     assert "the best" not in said
 
 
-def test_a_secant_fit_on_too_few_scenarios_says_its_intervals_are_not_explored():
-    """Three scenarios cannot jackknife two coefficients (four needed): the
-    intervals stay the last secant's Gauss-Newton ones, and ``interval``
-    says that on a chaotic loss they understate the uncertainty."""
+def _secant_problem(nscen, seed=0):
+    """A stand-in problem on ``gravity, com_z`` whose secant evaluation at
+    every step gives each of ``nscen`` scenarios a random gradient and a
+    random positive definite Gauss-Newton matrix; a fit result at the
+    defaults with Gauss-Newton errors."""
     from types import SimpleNamespace
 
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=(nscen, 2))
+    A = rng.normal(size=(nscen, 2, 2))
+    Hs = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(2)
     lay = P.Layout.build(names=["gravity", "com_z"])
-    problem = SimpleNamespace(model=SimpleNamespace(layout=lay), nscen=3)
+    ev = SimpleNamespace(nfev=2 * nscen, loss=SimpleNamespace(grad=g, gn=Hs))
+    problem = SimpleNamespace(model=SimpleNamespace(layout=lay), nscen=nscen,
+                              evaluate=lambda theta, free, secant: ev)
     r = SimpleNamespace(params=lay.as_dict(lay.vector()), free=("gravity", "com_z"), held=(),
-                        stderr={"gravity": 1e-4, "com_z": 1e-6}, interval="Gauss-Newton")
-    out = F._explored(problem, r, [lay.index("gravity"), lay.index("com_z")])
+                        stderr={"gravity": 1e-4, "com_z": 1e-6}, interval="Gauss-Newton",
+                        nfev=0)
+    return problem, r, [lay.index("gravity"), lay.index("com_z")], (g, Hs)
+
+
+def test_a_secant_fit_on_too_few_scenarios_says_its_intervals_are_not_explored():
+    """Two scenarios cannot jackknife two coefficients (three needed: the
+    estimates without one scenario span one direction): the intervals stay
+    the last secant's Gauss-Newton ones, and ``interval`` says that on a
+    chaotic loss they understate the uncertainty."""
+    problem, r, free_idx, _ = _secant_problem(2)
+    out = F._explored(problem, r, free_idx)
     assert out.stderr == {"gravity": 1e-4, "com_z": 1e-6}
-    assert "3 scenarios are too few" in out.interval and "understate" in out.interval
+    assert "2 scenarios are too few" in out.interval and "needs 3" in out.interval
     assert out.interval.startswith("Gauss-Newton")  # the clustered ones may still widen it
+
+
+def test_one_scenario_more_than_coefficients_explores_the_intervals():
+    """Three scenarios jackknife two coefficients: each standard error is
+    the larger of the Gauss-Newton one and the jackknife's, and the 95 %
+    interval takes Student's t with 2 degrees of freedom (4.303)."""
+    problem, r, free_idx, (g, Hs) = _secant_problem(3)
+    out = F._explored(problem, r, free_idx)
+    jk = np.sqrt(np.diag(F._jackknife(g, Hs)))
+    assert out.interval.startswith("explored") and "3 scenarios" in out.interval
+    assert "2 degrees of freedom" in out.interval
+    for k, n in enumerate(("gravity", "com_z")):
+        se = max(jk[k], {"gravity": 1e-4, "com_z": 1e-6}[n])
+        assert out.stderr[n] == pytest.approx(se, rel=1e-12)
+        lo, hi = out.ci95[n]
+        assert (hi - lo) / 2 == pytest.approx(4.302652729911275 * se, rel=1e-9)

@@ -709,18 +709,22 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
     ``(S - 1) / S sum (theta_-s - mean)(theta_-s - mean)^T`` its covariance.
     The standard error is the largest of these and the Gauss-Newton one,
     and the 95 % interval takes Student's t with ``S - 1`` degrees of
-    freedom (``S`` scenarios, the clusters).  Coverage over replicate
-    datasets: ``python -m benchmarks.identification``."""
+    freedom (``S`` scenarios, the clusters).  It needs ``S > n`` for ``n``
+    coefficients: the ``S`` estimates without one scenario span at most
+    ``S - 1`` directions, so on fewer some combination of the coefficients
+    would get no width (each coefficient's own interval is a t interval
+    with ``S - 1`` degrees of freedom however many there are).  Coverage
+    over replicate datasets: ``python -m benchmarks.identification``."""
     lay = problem.model.layout
     theta = lay.vector(r.params)
     keep = [c for c, n in enumerate(r.free) if n not in r.held]
     S = problem.nscen
     if not keep:
         return r
-    if S < 2 * len(keep):
+    if S <= len(keep):
         r.interval = (f"Gauss-Newton at the last secant step: {S} scenarios are too few to "
                       f"explore the intervals of {len(keep)} coefficients (the jackknife needs "
-                      f"{2 * len(keep)}); on a chaotic loss these understate the uncertainty")
+                      f"{len(keep) + 1}); on a chaotic loss these understate the uncertainty")
         return r
     se = np.array([r.stderr[n] for n in r.free], dtype=np.float64)
     for h in steps:
