@@ -306,8 +306,10 @@ def fit_or_read(whole, ntrain, cfg, params=None, ds=None):
     """``(theta, figures)``: the coefficients fitted on the first ``ntrain``
     scenarios of ``whole`` as ``cfg`` says, with the calibration's gate as
     the fit's yardstick (the noise of dataset ``ds``), as the CLI fits
-    (its wall time, status, loss and values in ``figures``), or those of
-    ``params`` (a calibration's ``fit.json``; no figures)."""
+    (its wall time, status, loss and values in ``figures``: ``fitted_*``
+    the free ones, ``scanned_*`` those of the scan it held at a grid
+    point), or those of ``params`` (a calibration's ``fit.json``; no
+    figures)."""
     from flows import report
     from simcore.data import dataset as D
     from simcore.identify import fit as F
@@ -326,6 +328,7 @@ def fit_or_read(whole, ntrain, cfg, params=None, ds=None):
     return layout.vector(r.params), {
         "fit_s": time.perf_counter() - t0, "fit_status": r.message, "fit_loss": r.loss,
         **{f"fitted_{k}": r.params[k] for k in r.free},
+        **{f"scanned_{k}": r.params[k] for k in cfg.scan if k not in r.free},
         **{f"ci95_{k}": list(r.ci95[k]) for k in r.free if k in r.ci95}}
 
 

@@ -241,7 +241,7 @@ def other_splits(ds, cfg, seeds, share=0.2):
         _, theirs = _mujoco_fitted(whole, len(train_ids), test)
         rows.append({"seed": seed, "test_drops": len(test_ids), **summary(ours),
                      **summary(theirs, "mujoco_fitted_"),
-                     **{k: v for k, v in fitted.items() if k.startswith("fitted_")}})
+                     **{k: v for k, v in fitted.items() if k.startswith(("fitted_", "scanned_"))}})
     keys = ("pos_cm", "angle_deg", "rest_cm", "mujoco_fitted_pos_cm",
             "mujoco_fitted_angle_deg", "mujoco_fitted_rest_cm")
     return {"splits": rows, **{f"splits_mean_{k}": float(np.mean([r[k] for r in rows]))
@@ -279,7 +279,7 @@ def cross_validated(ds, cfg, k, seed=0, resamples=2000, known=None):
         theirs.append(readme)
         rows.append({"fold": j, "test_drops": len(test_ids), **summary(mine),
                      **summary(readme, "readme_"),
-                     **{n: v for n, v in fitted.items() if n.startswith("fitted_")}})
+                     **{n: v for n, v in fitted.items() if n.startswith(("fitted_", "scanned_"))}})
     ours, theirs = ({m: np.concatenate([s[m] for s in x]) for m in ("pos", "angle", "rest")}
                     for x in (ours, theirs))
     rng = np.random.default_rng(seed)

@@ -417,6 +417,22 @@ def test_a_scanned_coefficient_that_is_not_free_is_a_model_chosen_by_the_loss(ta
     assert abs(r.params["mu_k"] - 0.19) < abs(held.params["mu_k"] - 0.19)
 
 
+def test_the_benchmarks_report_a_scanned_choice_beside_the_fitted_values(table):
+    """``benchmarks.cube_toss.fit_or_read`` (the fit of both rigid
+    benchmarks) reports the grid point a scan held (``scanned_e_bw``, the
+    truth's 0.7) beside the free coefficients' ``fitted_*``, and nothing
+    ``scanned_`` for a free one."""
+    from benchmarks.cube_toss import fit_or_read
+    from flows import settings
+    from simcore.data import dataset as D
+
+    cfg = settings.calibration(fit=["mu_k"], start={"e_bw": 0.4}, max_iter=20,
+                               scan={"e_bw": [0.4, 0.7, 0.95], "mu_k": [0.19]})
+    theta, figures = fit_or_read(table, table.nscen, cfg, ds=D.read(TABLE))
+    assert figures["scanned_e_bw"] == 0.7 == theta[table.model.layout.index("e_bw")]
+    assert "fitted_mu_k" in figures and "scanned_mu_k" not in figures
+
+
 def test_multi_start_numbers_every_start_on_from_the_last(table):
     """The callback sees each start's iterations numbered on from the
     previous start's (a calibration's chart by step shows each once), and
