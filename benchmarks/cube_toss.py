@@ -267,7 +267,7 @@ def run(dataset=DATASET, config=None, train=None, params=None, copies=0, grid=Fa
     if train:
         train_ids = train_ids[:train]
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids,
-                                 coefficients=[*(cfg.fit or ()), *cfg.scan])
+                                 coefficients=cfg.named())
     if com_z is not None:  # held at com_z: a start, not a free coefficient
         whole = whole.with_coefficients(["com_z"])
         cfg = cfg.model_copy(update={"fit": [n for n in cfg.fit if n != "com_z"],

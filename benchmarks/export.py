@@ -342,7 +342,7 @@ def run(params=None, timesteps=TIMESTEPS, dataset=cube_toss.DATASET, with_drake=
     train_ids = sorted(s for s, v in split.items() if v == "train")
     test_ids = sorted(s for s, v in split.items() if v == "test")
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids,
-                                 coefficients=cfg.fit or ())
+                                 coefficients=cfg.named())
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = cube_toss.fit_or_read(whole, len(train_ids), cfg, params, ds)
     layout = whole.model.layout

@@ -215,7 +215,7 @@ def _fitted(ds, cfg, train_ids, test_ids, params=None):
     from simcore.identify.problem import Problem
 
     whole = Problem.from_dataset(ds, cfg.weights, order=train_ids + test_ids,
-                                 coefficients=[*(cfg.fit or ()), *cfg.scan])
+                                 coefficients=cfg.named())
     test = whole.subset(np.arange(len(train_ids), whole.nscen))
     theta, fitted = fit_or_read(whole, len(train_ids), cfg, params, ds)
     sim = simulate(test.model.with_params(theta), test.state, test.targets.sample_times)

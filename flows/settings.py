@@ -254,6 +254,12 @@ class CalibrationConfig(BaseModel):
     relative: StrictBool = False
     use_flagged: StrictBool = False
 
+    def named(self):
+        """The coefficients this calibration fits or scans: those a
+        problem's layout must hold to carry its answer (a scanned one not
+        fitted is held at its grid point)."""
+        return [*(self.fit or ()), *self.scan]
+
     def fit_options(self):
         """Keyword arguments of :func:`simcore.identify.fit.fit` (of a
         config whose strategy is decided: :meth:`chosen`)."""
@@ -392,7 +398,7 @@ def check_against(cfg, ds, where):
     values make a valid vector (``mu_s >= mu_k``), the integrator runs the
     dataset's shapes and laws, the nuisance fits the model.  Raises
     ``ValueError`` naming ``where`` and the key."""
-    names = [*(cfg.fit or []), *cfg.start, *cfg.scan]
+    names = [*cfg.named(), *cfg.start]
     try:
         layout = ds.layout(names)  # with the per-material and held-only-when-named ones
         for n in names:

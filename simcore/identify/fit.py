@@ -711,8 +711,8 @@ def _explored(problem, r, free_idx, steps=EXPLORED):
     and the 95 % interval takes Student's t with ``S - 1`` degrees of
     freedom (``S`` scenarios, the clusters).  It needs ``S > n`` for ``n``
     coefficients: the ``S`` estimates without one scenario span at most
-    ``S - 1`` directions, so on fewer some combination of the coefficients
-    would get no width (each coefficient's own interval is a t interval
+    ``S - 1`` directions, so with no more scenarios than coefficients some
+    combination of them would get no width (each coefficient's own interval is a t interval
     with ``S - 1`` degrees of freedom however many there are).  Coverage
     over replicate datasets: ``python -m benchmarks.identification``."""
     lay = problem.model.layout
